@@ -1,0 +1,143 @@
+//! The layout of a Studio home (`STUDIO_HOME`): who keeps which file where.
+//!
+//! ```text
+//! state.db            studiod's store (SQLite, WAL)
+//! app.db              studio-app's store
+//! run/          0700  token (0600), verifier.sock, daemon.sock, supervisor.sock, studio.lock
+//! logs/         0700  daemon.log, app.log (+ rotated .1 … .N)
+//! runs/               job output, one folder per run
+//! ```
+
+use std::{
+    fs, io,
+    os::unix::fs::{DirBuilderExt, PermissionsExt},
+    path::{Path, PathBuf},
+};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Home {
+    root: PathBuf,
+}
+
+impl Home {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The explicit directory, else the user's state directory
+    /// (`$XDG_STATE_HOME/studio`, else `~/.local/state/studio`).
+    pub fn resolve(explicit: Option<PathBuf>) -> Self {
+        if let Some(root) = explicit {
+            return Self::new(root);
+        }
+        let state = std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+            .unwrap_or_else(|| PathBuf::from("."));
+        Self::new(state.join("studio"))
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn state_db(&self) -> PathBuf {
+        self.root.join("state.db")
+    }
+    pub fn app_db(&self) -> PathBuf {
+        self.root.join("app.db")
+    }
+    pub fn run_dir(&self) -> PathBuf {
+        self.root.join("run")
+    }
+    pub fn token_file(&self) -> PathBuf {
+        self.run_dir().join("token")
+    }
+    pub fn verifier_socket(&self) -> PathBuf {
+        self.run_dir().join("verifier.sock")
+    }
+    pub fn daemon_socket(&self) -> PathBuf {
+        self.run_dir().join("daemon.sock")
+    }
+    pub fn supervisor_socket(&self) -> PathBuf {
+        self.run_dir().join("supervisor.sock")
+    }
+    pub fn lock_file(&self) -> PathBuf {
+        self.run_dir().join("studio.lock")
+    }
+    pub fn logs_dir(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+    /// `logs/<child>.log` for `daemon` or `app`.
+    pub fn log_file(&self, child: &str) -> PathBuf {
+        self.logs_dir().join(format!("{child}.log"))
+    }
+    pub fn runs_dir(&self) -> PathBuf {
+        self.root.join("runs")
+    }
+
+    /// Creates the home, `run/` and `logs/`, and tightens `run/` to 0700 even if it existed.
+    pub fn prepare(&self) -> io::Result<()> {
+        let mut dir = fs::DirBuilder::new();
+        dir.recursive(true).mode(0o700);
+        for d in [self.root.clone(), self.run_dir(), self.logs_dir()] {
+            dir.create(&d)?;
+        }
+        fs::set_permissions(self.run_dir(), fs::Permissions::from_mode(0o700))
+    }
+
+    /// Reads a secret file, refusing one that others could read.
+    pub fn read_secret(path: &Path) -> io::Result<String> {
+        let meta = fs::metadata(path)?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} is readable by others (mode must be 0600)",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(fs::read_to_string(path)?.trim().to_owned())
+    }
+
+    /// Writes a secret file with mode 0600 atomically (temp file, then rename).
+    pub fn write_secret(path: &Path, secret: &str) -> io::Result<()> {
+        use std::{io::Write, os::unix::fs::OpenOptionsExt};
+        let tmp = path.with_extension("tmp");
+        let _ = fs::remove_file(&tmp);
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(secret.as_bytes())?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepare_and_secrets() {
+        let root = std::env::temp_dir().join(format!("studio-home-test-{}", std::process::id()));
+        let home = Home::new(&root);
+        home.prepare().expect("prepare");
+        let mode = fs::metadata(home.run_dir())
+            .expect("run")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+        Home::write_secret(&home.token_file(), "s3cret").expect("write");
+        assert_eq!(
+            Home::read_secret(&home.token_file()).expect("read"),
+            "s3cret"
+        );
+        fs::set_permissions(home.token_file(), fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(Home::read_secret(&home.token_file()).is_err());
+        fs::remove_dir_all(&root).expect("cleanup");
+    }
+}

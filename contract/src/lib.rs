@@ -1,0 +1,27 @@
+//! What the three Studio processes agree on, and nothing else.
+//!
+//! Invariant: this crate holds no state and starts nothing; studiod, studio-app and the
+//! supervisor depend on it, never on each other.
+
+pub mod control;
+pub mod error;
+pub mod forward;
+pub mod home;
+pub mod host;
+pub mod lifecycle;
+pub mod origin;
+pub mod ready;
+pub mod secret;
+pub mod time;
+
+/// The identity `/api/identity` and `Hello` report.
+pub const IDENTITY: &str = "studio";
+
+/// The version every process reports.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Header carrying a browser's decision token.
+pub const DECISION_HEADER: &str = "x-studio-decision-token";
+
+/// Cookie holding a browser's admission token (set by studio-app, `HttpOnly`).
+pub const ADMISSION_COOKIE: &str = "studio_admission";
