@@ -1,1 +1,440 @@
-//! placeholder
+//! The end-to-end harness: builds the real binaries once, starts `studio up` in a
+//! temporary home on free ports, talks to it as a user (or an attacker) would, and kills
+//! everything it started, by pid, even when a test fails.
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    sync::{Mutex, OnceLock},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+/// The three binaries under test.
+#[derive(Debug)]
+pub struct Bins {
+    pub studio: PathBuf,
+    pub studiod: PathBuf,
+    pub app: PathBuf,
+}
+
+/// Builds the binaries (once per test process) with the same cargo and profile that
+/// built this test, and returns their paths.
+pub fn bins() -> &'static Bins {
+    static BINS: OnceLock<Bins> = OnceLock::new();
+    BINS.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("tests/ lives in the workspace")
+            .to_path_buf();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(&root)
+            .args(["build", "--quiet", "--bins"])
+            .args(["-p", "studio-daemon", "-p", "studio-app", "-p", "studio-supervisor"])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the binaries failed");
+        // target/<profile>/deps/e2e-… → target/<profile>
+        let exe = std::env::current_exe().expect("current exe");
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test binary lives in target/<profile>/deps");
+        Bins {
+            studio: dir.join("studio"),
+            studiod: dir.join("studiod"),
+            app: dir.join("studio-app"),
+        }
+    })
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
+}
+
+/// A temporary directory removed on drop.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        static SEQ: Mutex<u32> = Mutex::new(0);
+        let n = {
+            let mut seq = SEQ.lock().unwrap_or_else(|e| e.into_inner());
+            *seq += 1;
+            *seq
+        };
+        // Short paths: a Unix socket path must fit in 108 bytes.
+        let dir = std::env::temp_dir().join(format!("st-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        Self(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Polls `check` until it returns `Some` or `timeout` passes.
+pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether a process exists (and is not a zombie).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the field after the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// Sends a signal to one process.
+pub fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(p, sig);
+    }
+}
+
+/// A running `studio up` in its own home, on its own ports.
+pub struct Studio {
+    pub home: TempDir,
+    pub app_addr: SocketAddr,
+    pub daemon_addr: SocketAddr,
+    /// The link `studio up` printed.
+    pub pair_url: String,
+    supervisor: Child,
+    /// Drains the supervisor's stdout after the ready line, so it never blocks on a pipe.
+    _stdout: std::thread::JoinHandle<String>,
+    /// Every child pid seen, killed on drop if it still runs this home.
+    seen: Mutex<Vec<u32>>,
+}
+
+impl Studio {
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts `studio up` with extra environment, and waits for its ready line.
+    pub fn start_with(env: &[(&str, &str)]) -> Self {
+        let bins = bins();
+        let home = TempDir::new("home");
+        let app_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let daemon_addr: SocketAddr =
+            format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let stderr = std::fs::File::create(home.path().join("supervisor.stderr"))
+            .expect("supervisor stderr file");
+        let mut cmd = Command::new(&bins.studio);
+        cmd.arg("up")
+            .arg("--home")
+            .arg(home.path())
+            .arg("--app-addr")
+            .arg(app_addr.to_string())
+            .arg("--daemon-addr")
+            .arg(daemon_addr.to_string())
+            .env_remove("STUDIO_TOKEN")
+            .env_remove("STUDIO_HOME")
+            .env("STUDIO_STOP_GRACE_MS", "3000")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut supervisor = cmd.spawn().expect("spawn studio up");
+        let stdout = supervisor.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stdout_rest = std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut rest = String::new();
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                if let Some(url) = line.trim().strip_prefix("Studio is ready: ") {
+                    let _ = tx.send(url.to_owned());
+                } else {
+                    rest.push_str(&line);
+                }
+                line.clear();
+            }
+            rest
+        });
+        let pair_url = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(url) => url,
+            Err(_) => {
+                let _ = supervisor.kill();
+                let log = std::fs::read_to_string(home.path().join("supervisor.stderr"))
+                    .unwrap_or_default();
+                panic!("studio up did not become ready within 60 s; stderr:\n{log}");
+            }
+        };
+        let studio = Self {
+            home,
+            app_addr,
+            daemon_addr,
+            pair_url,
+            supervisor,
+            _stdout: stdout_rest,
+            seen: Mutex::new(Vec::new()),
+        };
+        studio.remember_children();
+        studio
+    }
+
+    pub fn home_path(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn supervisor_pid(&self) -> u32 {
+        self.supervisor.id()
+    }
+
+    /// Runs `studio <args> --home <home>` to completion.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(&bins().studio)
+            .args(args)
+            .arg("--home")
+            .arg(self.home.path())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run studio")
+    }
+
+    /// `studio status --json`.
+    pub fn status(&self) -> Value {
+        let out = self.cli(&["status", "--json"]);
+        assert!(
+            out.status.success(),
+            "studio status failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("status is JSON")
+    }
+
+    /// A child's status object (`daemon` or `app`).
+    pub fn child(&self, name: &str) -> Value {
+        let status = self.status();
+        let child = status["status"]["children"][name].clone();
+        let child = if child.is_null() {
+            status["children"][name].clone()
+        } else {
+            child
+        };
+        if let Some(pid) = child["pid"].as_u64() {
+            self.remember(pid as u32);
+        }
+        child
+    }
+
+    pub fn child_pid(&self, name: &str) -> u32 {
+        self.child(name)["pid"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name} has no pid")) as u32
+    }
+
+    /// Waits until `name` is `running` with a pid other than `not`.
+    pub fn wait_running(&self, name: &str, not: Option<u32>, timeout: Duration) -> u32 {
+        wait_for(timeout, || {
+            let c = self.child(name);
+            let pid = c["pid"].as_u64()? as u32;
+            (c["state"] == "running" && Some(pid) != not).then_some(pid)
+        })
+        .unwrap_or_else(|| panic!("{name} did not come back running: {}", self.child(name)))
+    }
+
+    /// A fresh pairing code from `studio pair`.
+    pub fn pair_code(&self) -> String {
+        let out = self.cli(&["pair"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        code_from_link(&text).unwrap_or_else(|| panic!("no pairing link in {text:?}"))
+    }
+
+    /// The code in the link `studio up` printed.
+    pub fn first_code(&self) -> String {
+        code_from_link(&self.pair_url).expect("the ready line carries a code")
+    }
+
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("run/token"))
+            .expect("run/token")
+            .trim()
+            .to_owned()
+    }
+
+    pub fn app_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.app_addr)
+    }
+
+    pub fn daemon_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.daemon_addr)
+    }
+
+    /// The app's origin, as a browser on the pairing link would send it.
+    pub fn app_origin(&self) -> String {
+        format!("http://{}", self.app_addr)
+    }
+
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.home.path().join(format!("logs/{name}.log")))
+            .unwrap_or_default()
+    }
+
+    pub fn remember(&self, pid: u32) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if !seen.contains(&pid) {
+            seen.push(pid);
+        }
+    }
+
+    fn remember_children(&self) {
+        for name in ["daemon", "app"] {
+            let _ = self.child(name);
+        }
+    }
+
+    /// Sends SIGTERM to the supervisor and waits for it; returns whether it exited 0.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<bool> {
+        signal(self.supervisor.id(), rustix::process::Signal::TERM);
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.supervisor.try_wait() {
+                return Some(status.success());
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for the supervisor to exit on its own (after `studio stop`).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<bool> {
+        wait_for(timeout, || {
+            self.supervisor
+                .try_wait()
+                .ok()
+                .flatten()
+                .map(|s| s.success())
+        })
+    }
+
+    /// Every child pid this instance was seen with.
+    pub fn seen_pids(&self) -> Vec<u32> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether `pid` is a process started for this home (guards against pid reuse).
+    pub fn owns(&self, pid: u32) -> bool {
+        let home = self.home.path().to_string_lossy().into_owned();
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(&home))
+            .unwrap_or(false)
+            && alive(pid)
+    }
+
+}
+
+impl Drop for Studio {
+    fn drop(&mut self) {
+        if matches!(self.supervisor.try_wait(), Ok(None)) {
+            signal(self.supervisor.id(), rustix::process::Signal::TERM);
+            let stopped = wait_for(Duration::from_secs(10), || {
+                self.supervisor.try_wait().ok().flatten()
+            });
+            if stopped.is_none() {
+                let _ = self.supervisor.kill();
+                let _ = self.supervisor.wait();
+            }
+        }
+        for pid in self.seen_pids() {
+            if self.owns(pid) {
+                signal(pid, rustix::process::Signal::CONT);
+                signal(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
+/// The code in `…/#pair=<code>`.
+pub fn code_from_link(text: &str) -> Option<String> {
+    let start = text.find("#pair=")? + "#pair=".len();
+    let code: String = text[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    (!code.is_empty()).then_some(code)
+}
+
+/// A raw HTTP/1.1 exchange, for requests a client library would refuse to send (odd
+/// Host headers). `head` is the request line and headers without the final blank line.
+pub fn raw_http(addr: SocketAddr, head: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let request = format!(
+        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// A plain HTTP client (no proxy, no cookie jar: tests carry cookies by hand).
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(15))
+        .build()
+        .expect("http client")
+}
+
+/// The `studio_admission` cookie pair (`name=value`) from a response.
+pub fn admission_cookie(resp: &reqwest::Response) -> Option<String> {
+    resp.headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("studio_admission="))
+        .and_then(|v| v.split(';').next())
+        .map(str::to_owned)
+}

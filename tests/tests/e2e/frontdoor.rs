@@ -1,0 +1,255 @@
+//! The front door of both listeners: Host, CORS, JSON Content-Type, bearer, JSON 404s.
+
+use studio_tests::{Studio, http, raw_http};
+
+use crate::{json_of, paired_cookie};
+
+const REFUSED_HOSTS: &[&str] = &[
+    "127.0.0.1:{port}.evil.com",
+    "[::1]evil.com",
+    "localhost.:{port}",
+    "localhost.",
+    "sub.localhost:{port}",
+    "[::ffff:127.0.0.1]:{port}",
+    "127.0.0.2:{port}",
+    "127.1:{port}",
+    "2130706433:{port}",
+    "0x7f.0.0.1:{port}",
+    "127.0.0.1:{port}:evil",
+    "localhost:badport",
+    "localhost:123456",
+    "evil.example.com",
+    "0.0.0.0:{port}",
+    "[::]:{port}",
+    "user@localhost:{port}",
+    "[fe80::1%eth0]:{port}",
+    "127.0.0.1:+{port}",
+    "127.0.0.1:99999",
+    "127.0.0.1:{other}",
+];
+
+const ACCEPTED_HOSTS: &[&str] = &[
+    "127.0.0.1:{port}",
+    "localhost:{port}",
+    "LOCALHOST:{port}",
+    "[::1]:{port}",
+    "[0:0:0:0:0:0:0:1]:{port}",
+];
+
+fn host_cases(addr: std::net::SocketAddr, other: u16) {
+    let port = addr.port().to_string();
+    let fill = |h: &str| h.replace("{port}", &port).replace("{other}", &other.to_string());
+    for host in ACCEPTED_HOSTS.iter().map(|h| fill(h)) {
+        let (status, body) = raw_http(addr, &format!("GET /health HTTP/1.1\r\nHost: {host}"), "");
+        assert_eq!(status, 200, "Host {host:?} should be accepted on {addr}: {body}");
+    }
+    for host in REFUSED_HOSTS.iter().map(|h| fill(h)) {
+        let (status, body) = raw_http(addr, &format!("GET /health HTTP/1.1\r\nHost: {host}"), "");
+        assert_eq!(status, 400, "Host {host:?} should be refused on {addr}");
+        assert!(body.contains("invalid_host"), "{body}");
+    }
+    // A preflight is checked for Host before CORS can answer it.
+    let (status, _) = raw_http(
+        addr,
+        "OPTIONS /api/identity HTTP/1.1\r\nHost: 127.0.0.1:1.evil.com\r\nOrigin: http://evil.com\r\nAccess-Control-Request-Method: GET",
+        "",
+    );
+    assert_eq!(status, 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_validation_refuses_rebinding_forms_on_both_listeners() {
+    let studio = Studio::start();
+    host_cases(studio.app_addr, studio.daemon_addr.port());
+    host_cases(studio.daemon_addr, studio.app_addr.port());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsafe_methods_need_json_and_unknown_api_paths_are_json_404s() {
+    let studio = Studio::start();
+    let token = studio.token();
+    for base in [studio.app_url(""), studio.daemon_url("")] {
+        for (method, path, content_type) in [
+            ("POST", "/api/studio/disconnect", None),
+            ("POST", "/api/studio/disconnect", Some("text/plain")),
+            ("POST", "/api/studio/disconnect", Some("application/x-www-form-urlencoded")),
+            ("DELETE", "/api/studio/sessions/x", None),
+            ("POST", "/api/studio/pair", Some("text/plain;charset=utf-8")),
+        ] {
+            let mut req = http()
+                .request(method.parse().expect("method"), format!("{base}{path}"))
+                .bearer_auth(&token);
+            if let Some(ct) = content_type {
+                req = req.header("content-type", ct).body("{}");
+            }
+            let (status, body) = json_of(req.send().await.expect("send")).await;
+            assert_eq!(
+                (status, body["code"].as_str()),
+                (415, Some("unsupported_media_type")),
+                "{method} {base}{path} {content_type:?}"
+            );
+        }
+        for path in ["/api/nope", "/api/", "/api/identity/extra", "/api/app/nope"] {
+            let (status, body) = json_of(
+                http()
+                    .get(format!("{base}{path}"))
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                    .expect("send"),
+            )
+            .await;
+            assert_eq!((status, body["code"].as_str()), (404, Some("not_found")), "{base}{path}");
+        }
+        // `Application/JSON; charset=utf-8` is JSON.
+        let resp = http()
+            .get(format!("{base}/api/identity"))
+            .bearer_auth(&token)
+            .header("content-type", "Application/JSON; charset=utf-8")
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(resp.status(), 200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_needs_a_bearer_but_health_does_not() {
+    let studio = Studio::start();
+    for base in [studio.app_url(""), studio.daemon_url("")] {
+        let (status, body) =
+            json_of(http().get(format!("{base}/api/identity")).send().await.expect("send")).await;
+        assert_eq!((status, body["code"].as_str()), (401, Some("unauthorized")), "{base}");
+        let (status, body) = json_of(
+            http()
+                .get(format!("{base}/api/identity"))
+                .bearer_auth("stk_wrong")
+                .send()
+                .await
+                .expect("send"),
+        )
+        .await;
+        assert_eq!((status, body["code"].as_str()), (401, Some("unauthorized")), "{base}");
+        let (status, body) = json_of(
+            http()
+                .get(format!("{base}/api/identity"))
+                .bearer_auth(studio.token())
+                .send()
+                .await
+                .expect("send"),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["identity"], "studio");
+        assert!(body["version"].is_string() && body["epoch"].is_string());
+        let (status, body) =
+            json_of(http().get(format!("{base}/health")).send().await.expect("send")).await;
+        assert_eq!((status, body["status"].as_str()), (200, Some("ok")));
+    }
+    let (_, body) = json_of(http().get(studio.app_url("/health")).send().await.expect("send")).await;
+    assert_eq!(body["daemon"], "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_names_origins_explicitly_and_refuses_others() {
+    let studio = Studio::start();
+    let origin = studio.app_origin();
+    for base in [studio.app_url(""), studio.daemon_url("")] {
+        let resp = http()
+            .request(reqwest::Method::OPTIONS, format!("{base}/api/identity"))
+            .header("origin", "http://evil.example")
+            .header("access-control-request-method", "GET")
+            .send()
+            .await
+            .expect("send");
+        assert!(resp.headers().get("access-control-allow-origin").is_none());
+        let (status, body) = json_of(resp).await;
+        assert_eq!((status, body["code"].as_str()), (403, Some("origin_not_allowed")), "{base}");
+
+        let resp = http()
+            .request(reqwest::Method::OPTIONS, format!("{base}/api/identity"))
+            .header("origin", &origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type, x-studio-decision-token")
+            .send()
+            .await
+            .expect("send");
+        assert!(resp.status().is_success(), "{base}: {}", resp.status());
+        let allow = resp.headers()["access-control-allow-origin"].to_str().expect("ascii");
+        assert_eq!(allow, origin);
+        let headers = resp.headers()["access-control-allow-headers"]
+            .to_str()
+            .expect("ascii")
+            .to_ascii_lowercase();
+        assert!(headers.contains("x-studio-decision-token"));
+
+        let resp = http()
+            .get(format!("{base}/api/identity"))
+            .header("origin", "http://evil.example")
+            .bearer_auth(studio.token())
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(resp.status(), 403, "{base}: a foreign origin is refused even with a token");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookie_authenticated_unsafe_requests_need_an_allowed_origin() {
+    let studio = Studio::start();
+    let cookie = paired_cookie(&studio).await;
+    let resp = http()
+        .post(studio.app_url("/api/studio/disconnect"))
+        .header("cookie", &cookie)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .expect("send");
+    let (status, body) = json_of(resp).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("origin_not_allowed")));
+    let resp = crate::get_with_cookie(&studio, "/api/identity", &cookie).await;
+    assert_eq!(resp.status(), 200, "the refused request changed nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_refuses_a_forged_forwarded_origin() {
+    let studio = Studio::start();
+    let resp = http()
+        .post(studio.daemon_url("/api/studio/pair"))
+        .header("x-studio-forwarded-origin", studio.app_origin())
+        .header("x-studio-forwarded-sig", "1.deadbeef")
+        .json(&serde_json::json!({ "code": studio.first_code() }))
+        .send()
+        .await
+        .expect("send");
+    let (status, body) = json_of(resp).await;
+    assert_eq!((status, body["code"].as_str()), (401, Some("unauthorized")));
+    // Unsigned, the forwarded header is ignored: no Origin means no pairing.
+    let resp = http()
+        .post(studio.daemon_url("/api/studio/pair"))
+        .header("x-studio-forwarded-origin", studio.app_origin())
+        .json(&serde_json::json!({ "code": studio.first_code() }))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status(), 403);
+    // Directly, from an allowed origin, the daemon pairs and hands back the token.
+    let resp = http()
+        .post(studio.daemon_url("/api/studio/pair"))
+        .header("origin", studio.app_origin())
+        .json(&serde_json::json!({ "code": studio.first_code() }))
+        .send()
+        .await
+        .expect("send");
+    let (status, body) = json_of(resp).await;
+    assert_eq!(status, 200, "{body}");
+    let token = body["token"].as_str().expect("token").to_owned();
+    assert_ne!(token, studio.token());
+    let resp = http()
+        .get(studio.app_url("/api/identity"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status(), 200, "a paired bearer works through the app too");
+}

@@ -1,0 +1,319 @@
+//! Supervision: restarts, crash isolation, fail-closed, ordered stop, no leftovers.
+
+use std::{
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use rustix::process::Signal;
+use studio_tests::{Studio, TempDir, alive, bins, free_port, http, signal, wait_for};
+
+use crate::{get_with_cookie, get_with_token, json_of, paired_cookie};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_crash_is_restarted_without_touching_the_daemon_or_the_session() {
+    let studio = Studio::start();
+    let cookie = paired_cookie(&studio).await;
+    let daemon = studio.child("daemon");
+    let app_pid = studio.child_pid("app");
+
+    signal(app_pid, Signal::KILL);
+    let killed = Instant::now();
+    let new_app = studio.wait_running("app", Some(app_pid), Duration::from_secs(20));
+    assert_ne!(new_app, app_pid);
+    let back = wait_for(Duration::from_secs(20), || {
+        let resp = block(get_with_cookie(&studio, "/api/identity", &cookie));
+        (resp.status() == 200).then(|| block(resp.json::<serde_json::Value>()).ok())?
+    })
+    .expect("the paired browser works again through the restarted app");
+    eprintln!("app restart after kill -9 until /api/identity answers: {:?}", killed.elapsed());
+
+    let after = studio.child("daemon");
+    assert_eq!(after["pid"], daemon["pid"], "the daemon kept its pid");
+    assert_eq!(after["epoch"], daemon["epoch"], "the daemon kept its epoch");
+    assert_eq!(back["epoch"], daemon["epoch"]);
+    assert!(studio.child("app")["restarts"].as_u64() >= Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_crash_answers_503_meanwhile_and_the_app_recovers_by_itself() {
+    let studio = Studio::start();
+    let app_pid = studio.child_pid("app");
+    let daemon_pid = studio.child_pid("daemon");
+    let old_epoch = studio.child("daemon")["epoch"].clone();
+
+    signal(daemon_pid, Signal::KILL);
+    let mut saw_unavailable = false;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let new_epoch = loop {
+        assert!(Instant::now() < deadline, "the app never recovered");
+        let resp = get_with_token(&studio, &studio.app_url("/api/identity")).await;
+        let (status, body) = json_of(resp).await;
+        match status {
+            503 => {
+                assert_eq!(body["code"], "daemon_unavailable");
+                saw_unavailable = true;
+            }
+            200 if body["epoch"] != old_epoch => break body["epoch"].clone(),
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(saw_unavailable, "requests were refused with 503 while the daemon was down");
+    assert_ne!(new_epoch, old_epoch);
+    assert_eq!(studio.child_pid("app"), app_pid, "the app was not restarted");
+    let (_, health) = json_of(http().get(studio.app_url("/health")).send().await.expect("send")).await;
+    assert_eq!(health["daemon"], "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_daemon_is_a_503_within_the_deadline() {
+    let studio = Studio::start();
+    let cookie = paired_cookie(&studio).await;
+    assert_eq!(get_with_cookie(&studio, "/api/identity", &cookie).await.status(), 200);
+    let daemon_pid = studio.child_pid("daemon");
+
+    signal(daemon_pid, Signal::STOP);
+    // Let any cached verdict go stale with the missing heartbeats.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let started = Instant::now();
+    let resp = get_with_cookie(&studio, "/api/identity", &cookie).await;
+    let elapsed = started.elapsed();
+    let (status, body) = json_of(resp).await;
+    signal(daemon_pid, Signal::CONT);
+    assert_eq!((status, body["code"].as_str()), (503, Some("daemon_unavailable")));
+    assert!(elapsed < Duration::from_millis(2_600), "answered after {elapsed:?}");
+
+    let ok = wait_for(Duration::from_secs(15), || {
+        (block(get_with_cookie(&studio, "/api/identity", &cookie)).status() == 200).then_some(())
+    });
+    assert!(ok.is_some(), "the app recovers once the daemon runs again");
+    assert_eq!(studio.child_pid("daemon"), daemon_pid);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn studio_stop_leaves_no_process_behind() {
+    let mut studio = Studio::start();
+    let pids = [studio.supervisor_pid(), studio.child_pid("daemon"), studio.child_pid("app")];
+    let out = studio.cli(&["stop"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(studio.wait_exit(Duration::from_secs(15)), Some(true), "supervisor exits 0");
+    for pid in pids {
+        assert!(!alive(pid), "pid {pid} survived studio stop");
+    }
+    let run = studio.home_path().join("run");
+    for sock in ["verifier.sock", "daemon.sock", "supervisor.sock"] {
+        assert!(!run.join(sock).exists(), "{sock} was left behind");
+    }
+    let out = studio.cli(&["status"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not running"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_app_then_the_daemon_and_exits_zero() {
+    let mut studio = Studio::start();
+    let pids = [studio.child_pid("daemon"), studio.child_pid("app")];
+    assert_eq!(studio.terminate(Duration::from_secs(15)), Some(true));
+    for pid in pids {
+        assert!(!alive(pid), "pid {pid} survived");
+    }
+    let daemon_log = studio.log("daemon");
+    assert!(!daemon_log.is_empty(), "the daemon's output reached logs/daemon.log");
+    assert!(!studio.log("app").is_empty(), "the app's output reached logs/app.log");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_die_with_a_killed_supervisor() {
+    let studio = Studio::start();
+    let pids = [studio.child_pid("daemon"), studio.child_pid("app")];
+    signal(studio.supervisor_pid(), Signal::KILL);
+    let gone = wait_for(Duration::from_secs(10), || pids.iter().all(|p| !alive(*p)).then_some(()));
+    assert!(gone.is_some(), "children outlived a SIGKILLed supervisor");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_up_only_prints_a_fresh_link() {
+    let studio = Studio::start();
+    let pids = (studio.child_pid("daemon"), studio.child_pid("app"));
+    let started = Instant::now();
+    let out = Command::new(&bins().studio)
+        .args(["up", "--home"])
+        .arg(studio.home_path())
+        .args(["--app-addr", &studio.app_addr.to_string()])
+        .args(["--daemon-addr", &studio.daemon_addr.to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("second studio up");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Studio is ready: http://"), "{text}");
+    let code = studio_tests::code_from_link(&text).expect("a link");
+    assert_ne!(code, studio.first_code());
+    assert_eq!((studio.child_pid("daemon"), studio.child_pid("app")), pids);
+    let (status, _) = json_of(crate::pair(&studio, &code).await).await;
+    assert_eq!(status, 200, "the fresh link pairs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_describes_both_children_and_secrets_stay_out_of_logs() {
+    let studio = Studio::start();
+    let status = studio.status();
+    let children = if status["status"].is_object() {
+        &status["status"]["children"]
+    } else {
+        &status["children"]
+    };
+    for name in ["daemon", "app"] {
+        let c = &children[name];
+        assert_eq!(c["state"], "running", "{status}");
+        assert!(c["pid"].as_u64().is_some_and(|p| p > 1));
+        assert_eq!(c["restarts"], 0);
+        assert!(c["started_at"].as_str().is_some_and(|t| t.contains('T')));
+    }
+    let (_, identity) =
+        json_of(get_with_token(&studio, &studio.daemon_url("/api/identity")).await).await;
+    assert_eq!(children["daemon"]["epoch"], identity["epoch"]);
+
+    let human = studio.cli(&["status"]);
+    assert!(human.status.success());
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("daemon") && text.contains("app") && text.contains("running"), "{text}");
+
+    let code = studio.first_code();
+    let _ = crate::pair(&studio, &code).await;
+    let token = studio.token();
+    let logs = format!(
+        "{}{}{}",
+        studio.log("daemon"),
+        studio.log("app"),
+        std::fs::read_to_string(studio.home_path().join("supervisor.stderr")).unwrap_or_default()
+    );
+    assert!(!logs.is_empty());
+    assert!(!logs.contains(&code), "a pairing code reached a log");
+    assert!(!logs.contains(&token), "the daemon token reached a log");
+
+    let out = studio.cli(&["logs", "daemon"]);
+    assert!(out.status.success());
+    assert!(!out.stdout.is_empty());
+    let out = studio.cli(&["restart", "everything"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error exits 2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_runs_alone_and_the_app_alone_fails_closed() {
+    let home = TempDir::new("alone");
+    let daemon_addr = format!("127.0.0.1:{}", free_port());
+    let mut daemon = Command::new(&bins().studiod)
+        .args(["--home"])
+        .arg(home.path())
+        .args(["--addr", &daemon_addr])
+        .env_remove("STUDIO_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("studiod");
+    let daemon_pid = daemon.id();
+    let guard = KillOnDrop(vec![daemon_pid]);
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(daemon.stdout.take().expect("stdout"));
+    std::io::BufRead::read_line(&mut out, &mut line).expect("readiness line");
+    let ready = studio_contract::ready::Ready::parse(&line).expect("a readiness line");
+    assert_eq!(ready.addr, daemon_addr);
+    let token = std::fs::read_to_string(home.path().join("run/token")).expect("minted token");
+    let resp = http()
+        .get(format!("http://{daemon_addr}/api/identity"))
+        .bearer_auth(token.trim())
+        .send()
+        .await
+        .expect("identity");
+    let (status, body) = json_of(resp).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["epoch"].as_str(), ready.epoch.as_deref());
+
+    // An app whose key the daemon does not share: everything under /api fails closed.
+    let app_addr = format!("127.0.0.1:{}", free_port());
+    let mut app = Command::new(&bins().app)
+        .args(["--home"])
+        .arg(home.path())
+        .args(["--addr", &app_addr, "--daemon-addr", &daemon_addr, "--app-key-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("studio-app");
+    let guard = guard.with(app.id());
+    let key = studio_contract::secret::AppKey::generate().to_hex();
+    std::io::Write::write_all(&mut app.stdin.take().expect("stdin"), format!("{key}\n").as_bytes())
+        .expect("hand over the key");
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(app.stdout.take().expect("stdout"));
+    std::io::BufRead::read_line(&mut out, &mut line).expect("readiness line");
+    assert!(studio_contract::ready::Ready::parse(&line).is_some(), "{line:?}");
+    let resp = http()
+        .get(format!("http://{app_addr}/api/identity"))
+        .bearer_auth(token.trim())
+        .send()
+        .await
+        .expect("identity");
+    let (status, body) = json_of(resp).await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("daemon_unavailable")));
+    let page = http().get(format!("http://{app_addr}/")).send().await.expect("page");
+    assert_eq!(page.status(), 200, "the page is served without a daemon");
+
+    signal(daemon_pid, Signal::TERM);
+    let status = wait_for(Duration::from_secs(10), || daemon.try_wait().ok().flatten())
+        .expect("studiod exits on SIGTERM");
+    assert!(status.success());
+    assert!(!home.path().join("run/verifier.sock").exists());
+    signal(app.id(), Signal::TERM);
+    let status = wait_for(Duration::from_secs(10), || app.try_wait().ok().flatten())
+        .expect("studio-app exits on SIGTERM");
+    assert!(status.success());
+    drop(guard);
+}
+
+#[test]
+fn bad_configuration_exits_64_with_one_line() {
+    let home = TempDir::new("badcfg");
+    for (bin, args) in [
+        (&bins().studiod, vec!["--addr", "not-an-address"]),
+        (&bins().app, vec!["--addr", "0.0.0.0:0", "--app-key-stdin"]),
+    ] {
+        let out = Command::new(bin)
+            .arg("--home")
+            .arg(home.path())
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        let code = out.status.code();
+        assert!(code == Some(64) || code == Some(2), "{bin:?} {args:?}: {code:?}");
+        assert!(!out.stderr.is_empty());
+    }
+}
+
+struct KillOnDrop(Vec<u32>);
+
+impl KillOnDrop {
+    fn with(mut self, pid: u32) -> Self {
+        self.0.push(pid);
+        self
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            if alive(*pid) {
+                signal(*pid, Signal::KILL);
+            }
+        }
+    }
+}
+
+fn block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}

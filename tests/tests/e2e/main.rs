@@ -1,0 +1,57 @@
+//! End-to-end tests: the real `studio`, `studiod` and `studio-app` binaries, temporary
+//! homes, free ports, real sockets, and a real browser. One test binary, so it links once.
+
+mod browser;
+mod frontdoor;
+mod lifecycle;
+mod pairing;
+mod verifier;
+
+use serde_json::{Value, json};
+use studio_tests::{Studio, admission_cookie, http};
+
+/// Redeems `code` through the app as a browser on the app's origin would.
+pub async fn pair(studio: &Studio, code: &str) -> reqwest::Response {
+    http()
+        .post(studio.app_url("/api/studio/pair"))
+        .header("origin", studio.app_origin())
+        .json(&json!({ "code": code }))
+        .send()
+        .await
+        .expect("pair request")
+}
+
+/// Pairs with a fresh code and returns the admission cookie (`name=value`).
+pub async fn paired_cookie(studio: &Studio) -> String {
+    let resp = pair(studio, &studio.pair_code()).await;
+    assert_eq!(resp.status(), 200);
+    admission_cookie(&resp).expect("the app sets the admission cookie")
+}
+
+/// `GET path` through the app with a cookie.
+pub async fn get_with_cookie(studio: &Studio, path: &str, cookie: &str) -> reqwest::Response {
+    http()
+        .get(studio.app_url(path))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("request")
+}
+
+/// `GET url` with the daemon token as bearer.
+pub async fn get_with_token(studio: &Studio, url: &str) -> reqwest::Response {
+    http()
+        .get(url)
+        .bearer_auth(studio.token())
+        .send()
+        .await
+        .expect("request")
+}
+
+/// Status and parsed JSON body.
+pub async fn json_of(resp: reqwest::Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}"));
+    (status, body)
+}
