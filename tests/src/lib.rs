@@ -21,8 +21,9 @@ pub struct Bins {
     pub app: PathBuf,
 }
 
-/// Builds the binaries (once per test process) with the same cargo and profile that
-/// built this test, and returns their paths.
+/// Builds the binaries (once per process) with the same cargo and profile that built
+/// the caller (a test in `target/<profile>/deps`, or a bench binary in
+/// `target/<profile>`), and returns their paths.
 pub fn bins() -> &'static Bins {
     static BINS: OnceLock<Bins> = OnceLock::new();
     BINS.get_or_init(|| {
@@ -30,20 +31,30 @@ pub fn bins() -> &'static Bins {
             .parent()
             .expect("tests/ lives in the workspace")
             .to_path_buf();
+        let exe = std::env::current_exe().expect("current exe");
+        let mut dir = exe.parent().expect("exe has a folder").to_path_buf();
+        if dir.ends_with("deps") {
+            dir.pop();
+        }
+        let release = dir.ends_with("release");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
+        let mut build = Command::new(cargo);
+        build
             .current_dir(&root)
             .args(["build", "--quiet", "--bins"])
-            .args(["-p", "studio-daemon", "-p", "studio-app", "-p", "studio-supervisor"])
-            .status()
-            .expect("cargo runs");
+            .args([
+                "-p",
+                "studio-daemon",
+                "-p",
+                "studio-app",
+                "-p",
+                "studio-supervisor",
+            ]);
+        if release {
+            build.arg("--release");
+        }
+        let status = build.status().expect("cargo runs");
         assert!(status.success(), "building the binaries failed");
-        // target/<profile>/deps/e2e-… → target/<profile>
-        let exe = std::env::current_exe().expect("current exe");
-        let dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test binary lives in target/<profile>/deps");
         Bins {
             studio: dir.join("studio"),
             studiod: dir.join("studiod"),
@@ -147,8 +158,7 @@ impl Studio {
         let bins = bins();
         let home = TempDir::new("home");
         let app_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-        let daemon_addr: SocketAddr =
-            format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let daemon_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let stderr = std::fs::File::create(home.path().join("supervisor.stderr"))
             .expect("supervisor stderr file");
         let mut cmd = Command::new(&bins.studio);
@@ -358,7 +368,6 @@ impl Studio {
             .unwrap_or(false)
             && alive(pid)
     }
-
 }
 
 impl Drop for Studio {

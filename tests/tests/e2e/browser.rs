@@ -9,11 +9,15 @@ fn chromium() -> PathBuf {
     if let Some(p) = std::env::var_os("STUDIO_CHROMIUM") {
         return p.into();
     }
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-        .expect("Chromium is needed for the browser test: run .ci/run, or apt-get install chromium")
+    [
+        "/usr/bin/chromium",
+        "/usr/bin/chromium-browser",
+        "/usr/bin/google-chrome",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+    .expect("Chromium is needed for the browser test: run .ci/run, or apt-get install chromium")
 }
 
 /// Loads `url` headless, lets its scripts run, and returns the resulting DOM.
@@ -35,7 +39,11 @@ fn dump_dom(profile: &TempDir, url: &str) -> String {
         .arg(url)
         .output()
         .expect("run chromium");
-    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -45,13 +53,28 @@ fn chromium_opens_the_pairing_link_and_is_paired() {
     let profile = TempDir::new("chrome");
     let dom = dump_dom(&profile, &studio.pair_url);
     assert!(dom.contains(r#"data-state="paired""#), "not paired:\n{dom}");
-    assert!(dom.contains(&studio.child("daemon")["epoch"].as_str().expect("epoch").to_owned()));
+    assert!(
+        dom.contains(
+            &studio.child("daemon")["epoch"]
+                .as_str()
+                .expect("epoch")
+                .to_owned()
+        )
+    );
 
     // The link works once: a second browser gets "not paired", with what to do next.
     let other = TempDir::new("chrome2");
     let dom = dump_dom(&other, &studio.pair_url);
-    assert!(dom.contains(r#"data-state="unpaired""#) || dom.contains(r#"data-state="not_paired""#) || dom.contains(r#"data-state="not-paired""#), "{dom}");
-    assert!(dom.contains("studio pair"), "the page says how to get a new link:\n{dom}");
+    assert!(
+        dom.contains(r#"data-state="unpaired""#)
+            || dom.contains(r#"data-state="not_paired""#)
+            || dom.contains(r#"data-state="not-paired""#),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("studio pair"),
+        "the page says how to get a new link:\n{dom}"
+    );
 
     // Without a daemon the page says so.
     signal_stop_daemon(&studio);

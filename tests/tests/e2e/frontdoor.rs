@@ -38,10 +38,16 @@ const ACCEPTED_HOSTS: &[&str] = &[
 
 fn host_cases(addr: std::net::SocketAddr, other: u16) {
     let port = addr.port().to_string();
-    let fill = |h: &str| h.replace("{port}", &port).replace("{other}", &other.to_string());
+    let fill = |h: &str| {
+        h.replace("{port}", &port)
+            .replace("{other}", &other.to_string())
+    };
     for host in ACCEPTED_HOSTS.iter().map(|h| fill(h)) {
         let (status, body) = raw_http(addr, &format!("GET /health HTTP/1.1\r\nHost: {host}"), "");
-        assert_eq!(status, 200, "Host {host:?} should be accepted on {addr}: {body}");
+        assert_eq!(
+            status, 200,
+            "Host {host:?} should be accepted on {addr}: {body}"
+        );
     }
     for host in REFUSED_HOSTS.iter().map(|h| fill(h)) {
         let (status, body) = raw_http(addr, &format!("GET /health HTTP/1.1\r\nHost: {host}"), "");
@@ -72,7 +78,11 @@ async fn unsafe_methods_need_json_and_unknown_api_paths_are_json_404s() {
         for (method, path, content_type) in [
             ("POST", "/api/studio/disconnect", None),
             ("POST", "/api/studio/disconnect", Some("text/plain")),
-            ("POST", "/api/studio/disconnect", Some("application/x-www-form-urlencoded")),
+            (
+                "POST",
+                "/api/studio/disconnect",
+                Some("application/x-www-form-urlencoded"),
+            ),
             ("DELETE", "/api/studio/sessions/x", None),
             ("POST", "/api/studio/pair", Some("text/plain;charset=utf-8")),
         ] {
@@ -99,7 +109,11 @@ async fn unsafe_methods_need_json_and_unknown_api_paths_are_json_404s() {
                     .expect("send"),
             )
             .await;
-            assert_eq!((status, body["code"].as_str()), (404, Some("not_found")), "{base}{path}");
+            assert_eq!(
+                (status, body["code"].as_str()),
+                (404, Some("not_found")),
+                "{base}{path}"
+            );
         }
         // `Application/JSON; charset=utf-8` is JSON.
         let resp = http()
@@ -117,9 +131,19 @@ async fn unsafe_methods_need_json_and_unknown_api_paths_are_json_404s() {
 async fn the_api_needs_a_bearer_but_health_does_not() {
     let studio = Studio::start();
     for base in [studio.app_url(""), studio.daemon_url("")] {
-        let (status, body) =
-            json_of(http().get(format!("{base}/api/identity")).send().await.expect("send")).await;
-        assert_eq!((status, body["code"].as_str()), (401, Some("unauthorized")), "{base}");
+        let (status, body) = json_of(
+            http()
+                .get(format!("{base}/api/identity"))
+                .send()
+                .await
+                .expect("send"),
+        )
+        .await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (401, Some("unauthorized")),
+            "{base}"
+        );
         let (status, body) = json_of(
             http()
                 .get(format!("{base}/api/identity"))
@@ -129,7 +153,11 @@ async fn the_api_needs_a_bearer_but_health_does_not() {
                 .expect("send"),
         )
         .await;
-        assert_eq!((status, body["code"].as_str()), (401, Some("unauthorized")), "{base}");
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (401, Some("unauthorized")),
+            "{base}"
+        );
         let (status, body) = json_of(
             http()
                 .get(format!("{base}/api/identity"))
@@ -142,11 +170,24 @@ async fn the_api_needs_a_bearer_but_health_does_not() {
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["identity"], "studio");
         assert!(body["version"].is_string() && body["epoch"].is_string());
-        let (status, body) =
-            json_of(http().get(format!("{base}/health")).send().await.expect("send")).await;
+        let (status, body) = json_of(
+            http()
+                .get(format!("{base}/health"))
+                .send()
+                .await
+                .expect("send"),
+        )
+        .await;
         assert_eq!((status, body["status"].as_str()), (200, Some("ok")));
     }
-    let (_, body) = json_of(http().get(studio.app_url("/health")).send().await.expect("send")).await;
+    let (_, body) = json_of(
+        http()
+            .get(studio.app_url("/health"))
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
     assert_eq!(body["daemon"], "ok");
 }
 
@@ -164,18 +205,27 @@ async fn cors_names_origins_explicitly_and_refuses_others() {
             .expect("send");
         assert!(resp.headers().get("access-control-allow-origin").is_none());
         let (status, body) = json_of(resp).await;
-        assert_eq!((status, body["code"].as_str()), (403, Some("origin_not_allowed")), "{base}");
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (403, Some("origin_not_allowed")),
+            "{base}"
+        );
 
         let resp = http()
             .request(reqwest::Method::OPTIONS, format!("{base}/api/identity"))
             .header("origin", &origin)
             .header("access-control-request-method", "POST")
-            .header("access-control-request-headers", "content-type, x-studio-decision-token")
+            .header(
+                "access-control-request-headers",
+                "content-type, x-studio-decision-token",
+            )
             .send()
             .await
             .expect("send");
         assert!(resp.status().is_success(), "{base}: {}", resp.status());
-        let allow = resp.headers()["access-control-allow-origin"].to_str().expect("ascii");
+        let allow = resp.headers()["access-control-allow-origin"]
+            .to_str()
+            .expect("ascii");
         assert_eq!(allow, origin);
         let headers = resp.headers()["access-control-allow-headers"]
             .to_str()
@@ -190,7 +240,11 @@ async fn cors_names_origins_explicitly_and_refuses_others() {
             .send()
             .await
             .expect("send");
-        assert_eq!(resp.status(), 403, "{base}: a foreign origin is refused even with a token");
+        assert_eq!(
+            resp.status(),
+            403,
+            "{base}: a foreign origin is refused even with a token"
+        );
     }
 }
 
@@ -206,7 +260,10 @@ async fn cookie_authenticated_unsafe_requests_need_an_allowed_origin() {
         .await
         .expect("send");
     let (status, body) = json_of(resp).await;
-    assert_eq!((status, body["code"].as_str()), (403, Some("origin_not_allowed")));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (403, Some("origin_not_allowed"))
+    );
     let resp = crate::get_with_cookie(&studio, "/api/identity", &cookie).await;
     assert_eq!(resp.status(), 200, "the refused request changed nothing");
 }
@@ -251,5 +308,9 @@ async fn the_daemon_refuses_a_forged_forwarded_origin() {
         .send()
         .await
         .expect("send");
-    assert_eq!(resp.status(), 200, "a paired bearer works through the app too");
+    assert_eq!(
+        resp.status(),
+        200,
+        "a paired bearer works through the app too"
+    );
 }

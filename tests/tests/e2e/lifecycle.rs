@@ -26,7 +26,10 @@ async fn an_app_crash_is_restarted_without_touching_the_daemon_or_the_session() 
         (resp.status() == 200).then(|| block(resp.json::<serde_json::Value>()).ok())?
     })
     .expect("the paired browser works again through the restarted app");
-    eprintln!("app restart after kill -9 until /api/identity answers: {:?}", killed.elapsed());
+    eprintln!(
+        "app restart after kill -9 until /api/identity answers: {:?}",
+        killed.elapsed()
+    );
 
     let after = studio.child("daemon");
     assert_eq!(after["pid"], daemon["pid"], "the daemon kept its pid");
@@ -59,10 +62,24 @@ async fn a_daemon_crash_answers_503_meanwhile_and_the_app_recovers_by_itself() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    assert!(saw_unavailable, "requests were refused with 503 while the daemon was down");
+    assert!(
+        saw_unavailable,
+        "requests were refused with 503 while the daemon was down"
+    );
     assert_ne!(new_epoch, old_epoch);
-    assert_eq!(studio.child_pid("app"), app_pid, "the app was not restarted");
-    let (_, health) = json_of(http().get(studio.app_url("/health")).send().await.expect("send")).await;
+    assert_eq!(
+        studio.child_pid("app"),
+        app_pid,
+        "the app was not restarted"
+    );
+    let (_, health) = json_of(
+        http()
+            .get(studio.app_url("/health"))
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
     assert_eq!(health["daemon"], "ok");
 }
 
@@ -70,7 +87,12 @@ async fn a_daemon_crash_answers_503_meanwhile_and_the_app_recovers_by_itself() {
 async fn a_hung_daemon_is_a_503_within_the_deadline() {
     let studio = Studio::start();
     let cookie = paired_cookie(&studio).await;
-    assert_eq!(get_with_cookie(&studio, "/api/identity", &cookie).await.status(), 200);
+    assert_eq!(
+        get_with_cookie(&studio, "/api/identity", &cookie)
+            .await
+            .status(),
+        200
+    );
     let daemon_pid = studio.child_pid("daemon");
 
     signal(daemon_pid, Signal::STOP);
@@ -81,8 +103,14 @@ async fn a_hung_daemon_is_a_503_within_the_deadline() {
     let elapsed = started.elapsed();
     let (status, body) = json_of(resp).await;
     signal(daemon_pid, Signal::CONT);
-    assert_eq!((status, body["code"].as_str()), (503, Some("daemon_unavailable")));
-    assert!(elapsed < Duration::from_millis(2_600), "answered after {elapsed:?}");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (503, Some("daemon_unavailable"))
+    );
+    assert!(
+        elapsed < Duration::from_millis(2_600),
+        "answered after {elapsed:?}"
+    );
 
     let ok = wait_for(Duration::from_secs(15), || {
         (block(get_with_cookie(&studio, "/api/identity", &cookie)).status() == 200).then_some(())
@@ -94,10 +122,22 @@ async fn a_hung_daemon_is_a_503_within_the_deadline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn studio_stop_leaves_no_process_behind() {
     let mut studio = Studio::start();
-    let pids = [studio.supervisor_pid(), studio.child_pid("daemon"), studio.child_pid("app")];
+    let pids = [
+        studio.supervisor_pid(),
+        studio.child_pid("daemon"),
+        studio.child_pid("app"),
+    ];
     let out = studio.cli(&["stop"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(studio.wait_exit(Duration::from_secs(15)), Some(true), "supervisor exits 0");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        studio.wait_exit(Duration::from_secs(15)),
+        Some(true),
+        "supervisor exits 0"
+    );
     for pid in pids {
         assert!(!alive(pid), "pid {pid} survived studio stop");
     }
@@ -119,8 +159,14 @@ async fn sigterm_stops_the_app_then_the_daemon_and_exits_zero() {
         assert!(!alive(pid), "pid {pid} survived");
     }
     let daemon_log = studio.log("daemon");
-    assert!(!daemon_log.is_empty(), "the daemon's output reached logs/daemon.log");
-    assert!(!studio.log("app").is_empty(), "the app's output reached logs/app.log");
+    assert!(
+        !daemon_log.is_empty(),
+        "the daemon's output reached logs/daemon.log"
+    );
+    assert!(
+        !studio.log("app").is_empty(),
+        "the app's output reached logs/app.log"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +174,9 @@ async fn children_die_with_a_killed_supervisor() {
     let studio = Studio::start();
     let pids = [studio.child_pid("daemon"), studio.child_pid("app")];
     signal(studio.supervisor_pid(), Signal::KILL);
-    let gone = wait_for(Duration::from_secs(10), || pids.iter().all(|p| !alive(*p)).then_some(()));
+    let gone = wait_for(Duration::from_secs(10), || {
+        pids.iter().all(|p| !alive(*p)).then_some(())
+    });
     assert!(gone.is_some(), "children outlived a SIGKILLed supervisor");
 }
 
@@ -145,7 +193,11 @@ async fn a_second_up_only_prints_a_fresh_link() {
         .stdin(Stdio::null())
         .output()
         .expect("second studio up");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Studio is ready: http://"), "{text}");
@@ -179,7 +231,10 @@ async fn status_describes_both_children_and_secrets_stay_out_of_logs() {
     let human = studio.cli(&["status"]);
     assert!(human.status.success());
     let text = String::from_utf8_lossy(&human.stdout);
-    assert!(text.contains("daemon") && text.contains("app") && text.contains("running"), "{text}");
+    assert!(
+        text.contains("daemon") && text.contains("app") && text.contains("running"),
+        "{text}"
+    );
 
     let code = studio.first_code();
     let _ = crate::pair(&studio, &code).await;
@@ -238,7 +293,13 @@ async fn the_daemon_runs_alone_and_the_app_alone_fails_closed() {
     let mut app = Command::new(&bins().app)
         .args(["--home"])
         .arg(home.path())
-        .args(["--addr", &app_addr, "--daemon-addr", &daemon_addr, "--app-key-stdin"])
+        .args([
+            "--addr",
+            &app_addr,
+            "--daemon-addr",
+            &daemon_addr,
+            "--app-key-stdin",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -246,12 +307,18 @@ async fn the_daemon_runs_alone_and_the_app_alone_fails_closed() {
         .expect("studio-app");
     let guard = guard.with(app.id());
     let key = studio_contract::secret::AppKey::generate().to_hex();
-    std::io::Write::write_all(&mut app.stdin.take().expect("stdin"), format!("{key}\n").as_bytes())
-        .expect("hand over the key");
+    std::io::Write::write_all(
+        &mut app.stdin.take().expect("stdin"),
+        format!("{key}\n").as_bytes(),
+    )
+    .expect("hand over the key");
     let mut line = String::new();
     let mut out = std::io::BufReader::new(app.stdout.take().expect("stdout"));
     std::io::BufRead::read_line(&mut out, &mut line).expect("readiness line");
-    assert!(studio_contract::ready::Ready::parse(&line).is_some(), "{line:?}");
+    assert!(
+        studio_contract::ready::Ready::parse(&line).is_some(),
+        "{line:?}"
+    );
     let resp = http()
         .get(format!("http://{app_addr}/api/identity"))
         .bearer_auth(token.trim())
@@ -259,8 +326,15 @@ async fn the_daemon_runs_alone_and_the_app_alone_fails_closed() {
         .await
         .expect("identity");
     let (status, body) = json_of(resp).await;
-    assert_eq!((status, body["code"].as_str()), (503, Some("daemon_unavailable")));
-    let page = http().get(format!("http://{app_addr}/")).send().await.expect("page");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (503, Some("daemon_unavailable"))
+    );
+    let page = http()
+        .get(format!("http://{app_addr}/"))
+        .send()
+        .await
+        .expect("page");
     assert_eq!(page.status(), 200, "the page is served without a daemon");
 
     signal(daemon_pid, Signal::TERM);
@@ -290,7 +364,10 @@ fn bad_configuration_exits_64_with_one_line() {
             .output()
             .expect("run");
         let code = out.status.code();
-        assert!(code == Some(64) || code == Some(2), "{bin:?} {args:?}: {code:?}");
+        assert!(
+            code == Some(64) || code == Some(2),
+            "{bin:?} {args:?}: {code:?}"
+        );
         assert!(!out.stderr.is_empty());
     }
 }

@@ -22,17 +22,37 @@ async fn a_pairing_code_redeems_once() {
     let (status, body) = json_of(resp).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["paired"], true);
-    assert!(body["decision_token"].as_str().is_some_and(|t| t.len() >= 40));
+    assert!(
+        body["decision_token"]
+            .as_str()
+            .is_some_and(|t| t.len() >= 40)
+    );
     assert!(body["epoch"].as_str().is_some_and(|e| e.len() == 32));
     assert!(body["principal"].is_string());
-    assert!(body["decision_expires_at"].as_str().is_some_and(|t| t.ends_with('Z')));
-    assert!(body.get("token").is_none(), "the admission token stays out of page script");
+    assert!(
+        body["decision_expires_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
+    );
+    assert!(
+        body.get("token").is_none(),
+        "the admission token stays out of page script"
+    );
     let attrs = set_cookie.join("; ").to_ascii_lowercase();
-    assert!(attrs.contains("httponly") && attrs.contains("samesite=strict"), "{attrs}");
-    assert!(!cookie.contains(&studio.token()), "the daemon token is never handed out");
+    assert!(
+        attrs.contains("httponly") && attrs.contains("samesite=strict"),
+        "{attrs}"
+    );
+    assert!(
+        !cookie.contains(&studio.token()),
+        "the daemon token is never handed out"
+    );
 
     let (status, body) = json_of(pair(&studio, &code).await).await;
-    assert_eq!((status, body["code"].as_str()), (401, Some("pairing_code_invalid")));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (401, Some("pairing_code_invalid"))
+    );
 
     let (status, body) = json_of(get_with_cookie(&studio, "/api/identity", &cookie).await).await;
     assert_eq!(status, 200, "{body}");
@@ -45,7 +65,10 @@ async fn an_expired_code_fails() {
     let code = studio.pair_code();
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     let (status, body) = json_of(pair(&studio, &code).await).await;
-    assert_eq!((status, body["code"].as_str()), (401, Some("pairing_code_invalid")));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (401, Some("pairing_code_invalid"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,7 +84,11 @@ async fn a_wrong_origin_is_refused_without_spending_the_code() {
             .await
             .expect("request");
         let (status, body) = json_of(resp).await;
-        assert_eq!((status, body["code"].as_str()), (403, Some("origin_not_allowed")), "{origin}");
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (403, Some("origin_not_allowed")),
+            "{origin}"
+        );
     }
     let resp = http()
         .post(studio.app_url("/api/studio/pair"))
@@ -83,7 +110,11 @@ async fn credentials_from_before_a_daemon_restart_fail_with_epoch_ended() {
     let old_epoch = studio.child("daemon")["epoch"].clone();
 
     let out = studio.cli(&["restart", "daemon"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     studio.wait_running("daemon", Some(old_pid), Duration::from_secs(20));
     let new_epoch = studio.child("daemon")["epoch"].clone();
     assert_ne!(old_epoch, new_epoch);
@@ -120,7 +151,12 @@ async fn a_revoked_session_is_refused_at_once_through_the_app() {
     let cookie = paired_cookie(&studio).await;
     for _ in 0..3 {
         // Warm the app's verdict cache: revocation must beat it.
-        assert_eq!(get_with_cookie(&studio, "/api/identity", &cookie).await.status(), 200);
+        assert_eq!(
+            get_with_cookie(&studio, "/api/identity", &cookie)
+                .await
+                .status(),
+            200
+        );
     }
     let (status, body) =
         json_of(get_with_token(&studio, &studio.app_url("/api/studio/sessions")).await).await;
@@ -151,7 +187,10 @@ async fn a_revoked_session_is_refused_at_once_through_the_app() {
         .await
         .expect("revoke unknown");
     let (status, body) = json_of(resp).await;
-    assert_eq!((status, body["code"].as_str()), (404, Some("session_not_found")));
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("session_not_found"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,12 +211,24 @@ async fn disconnect_revokes_the_callers_own_tokens_and_clears_the_cookie() {
         .get_all("set-cookie")
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|v| v.starts_with("studio_admission=") && v.to_ascii_lowercase().contains("max-age=0"));
+        .any(|v| {
+            v.starts_with("studio_admission=") && v.to_ascii_lowercase().contains("max-age=0")
+        });
     let (status, body) = json_of(resp).await;
     assert_eq!(status, 200, "{body}");
     assert!(cleared, "disconnect clears the cookie");
-    assert_eq!(get_with_cookie(&studio, "/api/identity", &mine).await.status(), 401);
-    assert_eq!(get_with_cookie(&studio, "/api/identity", &other).await.status(), 200);
+    assert_eq!(
+        get_with_cookie(&studio, "/api/identity", &mine)
+            .await
+            .status(),
+        401
+    );
+    assert_eq!(
+        get_with_cookie(&studio, "/api/identity", &other)
+            .await
+            .status(),
+        200
+    );
 }
 
 /// Runs a future to completion from synchronous polling code inside a test.

@@ -26,21 +26,36 @@ async fn a_client_without_the_app_key_is_refused() {
     let studio = Studio::start();
     let run = studio.home_path().join("run");
     let socket = run.join("verifier.sock");
-    let dir_mode = std::fs::metadata(&run).expect("run dir").permissions().mode();
-    let sock_mode = std::fs::metadata(&socket).expect("socket").permissions().mode();
+    let dir_mode = std::fs::metadata(&run)
+        .expect("run dir")
+        .permissions()
+        .mode();
+    let sock_mode = std::fs::metadata(&socket)
+        .expect("socket")
+        .permissions()
+        .mode();
     assert_eq!(dir_mode & 0o777, 0o700);
     assert_eq!(sock_mode & 0o777, 0o600);
-    let token_mode = std::fs::metadata(run.join("token")).expect("token").permissions().mode();
+    let token_mode = std::fs::metadata(run.join("token"))
+        .expect("token")
+        .permissions()
+        .mode();
     assert_eq!(token_mode & 0o777, 0o600);
 
     let mut verifier = client(socket).await;
     let err = verifier
-        .hello(HelloRequest { protocol_version: 1, client: "test".into() })
+        .hello(HelloRequest {
+            protocol_version: 1,
+            client: "test".into(),
+        })
         .await
         .expect_err("no app key");
     assert_eq!(err.code(), Code::PermissionDenied);
 
-    let mut req = Request::new(HelloRequest { protocol_version: 1, client: "test".into() });
+    let mut req = Request::new(HelloRequest {
+        protocol_version: 1,
+        client: "test".into(),
+    });
     req.metadata_mut().insert(
         studio_proto::APP_KEY_METADATA,
         studio_contract::secret::AppKey::generate()
@@ -53,8 +68,10 @@ async fn a_client_without_the_app_key_is_refused() {
 
     // The daemon token is not an app key either.
     let mut req = Request::new(WatchRequest {});
-    req.metadata_mut()
-        .insert(studio_proto::APP_KEY_METADATA, studio.token().parse().expect("ascii"));
+    req.metadata_mut().insert(
+        studio_proto::APP_KEY_METADATA,
+        studio.token().parse().expect("ascii"),
+    );
     let err = verifier.watch(req).await.expect_err("token is no app key");
     assert_eq!(err.code(), Code::PermissionDenied);
 }
