@@ -1,0 +1,388 @@
+//! studio-bench: the figures `docs/PERFORMANCE.md` reports, measured on real binaries.
+//!
+//! `cargo run --release -p studio-tests --bin studio-bench` (builds the release binaries
+//! itself). Prints Markdown tables. Sections: the raw Unix-socket floor against the
+//! verifier's `Admit`; `GET /api/identity` direct against through studio-app; start-up,
+//! idle memory and app restart of a real `studio up`.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use rustix::process::Signal;
+use studio_contract::{ready::Ready, secret::AppKey};
+use studio_proto::v1::{AdmitRequest, verifier_client::VerifierClient};
+use studio_tests::{Studio, TempDir, bins, free_port, http, signal};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{UnixListener, UnixStream},
+};
+use tonic::{Request, transport::Channel};
+
+const CLIENTS: usize = 16;
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    println!(
+        "# studio-bench ({} cores)\n",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let pair = Pair::start();
+    verifier_section(&pair).await;
+    http_section(&pair).await;
+    drop(pair);
+    lifecycle_section().await;
+}
+
+/// A studiod and a studio-app started by the bench itself with a key it knows, so it can
+/// speak to the verifier as the app does.
+struct Pair {
+    home: TempDir,
+    key: AppKey,
+    token: String,
+    daemon_addr: String,
+    app_addr: String,
+    children: Vec<Child>,
+}
+
+impl Pair {
+    fn start() -> Self {
+        let home = TempDir::new("bench");
+        let key = AppKey::generate();
+        let daemon_addr = format!("127.0.0.1:{}", free_port());
+        let app_addr = format!("127.0.0.1:{}", free_port());
+        let daemon = spawn_child(
+            &bins().studiod,
+            home.path(),
+            &[
+                "--addr",
+                &daemon_addr,
+                "--app-origin",
+                &format!("http://{app_addr}"),
+            ],
+            &key,
+        );
+        let app = spawn_child(
+            &bins().app,
+            home.path(),
+            &["--addr", &app_addr, "--daemon-addr", &daemon_addr],
+            &key,
+        );
+        let token = std::fs::read_to_string(home.path().join("run/token"))
+            .expect("studiod minted run/token")
+            .trim()
+            .to_owned();
+        Self {
+            home,
+            key,
+            token,
+            daemon_addr,
+            app_addr,
+            children: vec![daemon, app],
+        }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn spawn_child(bin: &Path, home: &Path, args: &[&str], key: &AppKey) -> Child {
+    let mut child = Command::new(bin)
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .arg("--app-key-stdin")
+        .env_remove("STUDIO_TOKEN")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{}", key.to_hex()).expect("hand over the key");
+    drop(stdin);
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("readiness");
+    Ready::parse(&line)
+        .unwrap_or_else(|| panic!("{} did not announce readiness: {line:?}", bin.display()));
+    child
+}
+
+struct Stats {
+    count: usize,
+    elapsed: Duration,
+    samples: Vec<Duration>,
+}
+
+impl Stats {
+    fn new(mut samples: Vec<Duration>, elapsed: Duration) -> Self {
+        samples.sort_unstable();
+        Self {
+            count: samples.len(),
+            elapsed,
+            samples,
+        }
+    }
+    fn pct(&self, p: f64) -> Duration {
+        let idx = ((self.samples.len() as f64 - 1.0) * p).round() as usize;
+        self.samples[idx.min(self.samples.len() - 1)]
+    }
+    fn row(&self, name: &str, clients: usize) -> String {
+        format!(
+            "| {name} | {clients} | {:.0} | {:.1} | {:.1} |",
+            self.count as f64 / self.elapsed.as_secs_f64(),
+            self.pct(0.50).as_secs_f64() * 1e6,
+            self.pct(0.99).as_secs_f64() * 1e6,
+        )
+    }
+}
+
+/// Runs `clients` loops of `per_client` calls of `op` and collects every latency.
+async fn load<F, Fut>(clients: usize, per_client: usize, op: F) -> Stats
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                let mut lat = Vec::with_capacity(per_client);
+                for _ in 0..per_client {
+                    let t = Instant::now();
+                    op(c).await;
+                    lat.push(t.elapsed());
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("load task"));
+    }
+    Stats::new(all, started.elapsed())
+}
+
+async fn verifier_channel(socket: PathBuf) -> Channel {
+    tonic::transport::Endpoint::try_from("http://verifier")
+        .expect("endpoint")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let socket = socket.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    UnixStream::connect(socket).await?,
+                ))
+            }
+        }))
+        .await
+        .expect("verifier channel")
+}
+
+async fn verifier_section(pair: &Pair) {
+    println!("## Unix socket floor and the verifier's Admit\n");
+    println!("| call | clients | calls/s | p50 µs | p99 µs |");
+    println!("|---|---|---|---|---|");
+
+    // The floor: a 64-byte echo over a Unix socket in this process.
+    let echo_dir = TempDir::new("echo");
+    let echo_path = echo_dir.path().join("echo.sock");
+    let listener = UnixListener::bind(&echo_path).expect("bind echo");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 64];
+                while s.read_exact(&mut buf).await.is_ok() {
+                    if s.write_all(&buf).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    for clients in [1, CLIENTS] {
+        let mut conns = Vec::new();
+        for _ in 0..clients {
+            conns.push(Arc::new(tokio::sync::Mutex::new(
+                UnixStream::connect(&echo_path).await.expect("echo"),
+            )));
+        }
+        let conns = Arc::new(conns);
+        let stats = load(clients, 20_000 / clients.min(4), move |c| {
+            let conns = conns.clone();
+            async move {
+                let mut s = conns[c].lock().await;
+                let mut buf = [7u8; 64];
+                s.write_all(&buf).await.expect("write");
+                s.read_exact(&mut buf).await.expect("read");
+            }
+        })
+        .await;
+        println!("{}", stats.row("raw UDS echo (64 B)", clients));
+    }
+
+    let socket = pair.home.path().join("run/verifier.sock");
+    let key = pair.key.to_hex();
+    for (label, bearer) in [("Admit (daemon token)", pair.token.clone())] {
+        for clients in [1, CLIENTS] {
+            // One HTTP/2 channel per client, as independent apps would have.
+            let mut chans = Vec::new();
+            for _ in 0..clients {
+                chans.push(VerifierClient::new(verifier_channel(socket.clone()).await));
+            }
+            let chans = Arc::new(chans);
+            let (key, bearer) = (key.clone(), bearer.clone());
+            let stats = load(clients, 10_000 / clients.min(4), move |c| {
+                let mut client = chans[c].clone();
+                let (key, bearer) = (key.clone(), bearer.clone());
+                async move {
+                    let mut req = Request::new(AdmitRequest {
+                        bearer,
+                        origin: String::new(),
+                        method: "GET".into(),
+                        path: "/api/identity".into(),
+                    });
+                    req.metadata_mut()
+                        .insert(studio_proto::APP_KEY_METADATA, key.parse().expect("ascii"));
+                    let reply = client.admit(req).await.expect("admit");
+                    assert!(matches!(
+                        reply.into_inner().verdict,
+                        Some(studio_proto::v1::admit_reply::Verdict::Principal(_))
+                    ));
+                }
+            })
+            .await;
+            println!("{}", stats.row(label, clients));
+        }
+    }
+    println!();
+}
+
+async fn http_section(pair: &Pair) {
+    println!("## GET /api/identity, direct to studiod and through studio-app\n");
+    println!("| path | connections | req/s | p50 µs | p99 µs |");
+    println!("|---|---|---|---|---|");
+    for (label, addr) in [
+        ("direct to studiod", &pair.daemon_addr),
+        ("through studio-app", &pair.app_addr),
+    ] {
+        for clients in [1, CLIENTS] {
+            // One client (one keep-alive connection) per simulated user.
+            let clients_vec: Arc<Vec<reqwest::Client>> =
+                Arc::new((0..clients).map(|_| http()).collect());
+            let url = format!("http://{addr}/api/identity");
+            let token = pair.token.clone();
+            let stats = load(clients, 4_000 / clients.min(4), move |c| {
+                let client = clients_vec[c].clone();
+                let (url, token) = (url.clone(), token.clone());
+                async move {
+                    let resp = client
+                        .get(url)
+                        .bearer_auth(token)
+                        .send()
+                        .await
+                        .expect("request");
+                    assert_eq!(resp.status(), 200);
+                    let _ = resp.bytes().await;
+                }
+            })
+            .await;
+            println!("{}", stats.row(label, clients));
+        }
+    }
+    println!();
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+async fn lifecycle_section() {
+    println!("## studio up: start-up, idle memory, app restart\n");
+    let runs = 5;
+    let mut startups = Vec::new();
+    let mut restarts = Vec::new();
+    let mut rss = (0, 0, 0);
+    for i in 0..runs {
+        let t = Instant::now();
+        let studio = Studio::start();
+        startups.push(t.elapsed());
+        let token = studio.token();
+        if i == 0 {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            rss = (
+                rss_kib(studio.supervisor_pid()),
+                rss_kib(studio.child_pid("daemon")),
+                rss_kib(studio.child_pid("app")),
+            );
+        }
+        let app = studio.child_pid("app");
+        let url = studio.app_url("/api/identity");
+        signal(app, Signal::KILL);
+        let killed = Instant::now();
+        let client = http();
+        loop {
+            let ok = client
+                .get(&url)
+                .bearer_auth(&token)
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200);
+            if ok {
+                break;
+            }
+            assert!(
+                killed.elapsed() < Duration::from_secs(30),
+                "the app did not come back"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        restarts.push(killed.elapsed());
+    }
+    startups.sort_unstable();
+    restarts.sort_unstable();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!("| measure | median | min | max |");
+    println!("|---|---|---|---|");
+    println!(
+        "| `studio up` → ready line (ms, {runs} runs) | {:.0} | {:.0} | {:.0} |",
+        ms(startups[runs / 2]),
+        ms(startups[0]),
+        ms(startups[runs - 1])
+    );
+    println!(
+        "| app kill -9 → `/api/identity` 200 again (ms, {runs} runs) | {:.0} | {:.0} | {:.0} |",
+        ms(restarts[runs / 2]),
+        ms(restarts[0]),
+        ms(restarts[runs - 1])
+    );
+    println!();
+    println!("| process | idle RSS (MiB) |");
+    println!("|---|---|");
+    println!("| studio (supervisor) | {:.1} |", rss.0 as f64 / 1024.0);
+    println!("| studiod | {:.1} |", rss.1 as f64 / 1024.0);
+    println!("| studio-app | {:.1} |", rss.2 as f64 / 1024.0);
+}
