@@ -1,1 +1,269 @@
-//! placeholder
+//! studiod: the only process that opens `state.db` or mints a credential.
+//!
+//! [`Daemon::build`] prepares the home, the store, the epoch and binds every listener;
+//! [`Daemon::run_until`] serves them and owns the one shutdown path. [`run`] is both.
+
+mod admission;
+mod audit;
+pub mod config;
+mod control;
+mod error;
+mod http;
+mod pairing;
+mod principals;
+mod socket;
+mod store;
+#[cfg(test)]
+mod testing;
+mod verifier;
+
+use std::{future::Future, io::ErrorKind, net::SocketAddr, sync::Arc, time::Duration};
+
+use serde_json::json;
+use studio_contract::{
+    home::Home,
+    host::HostPolicy,
+    origin::{self, AllowedOrigins},
+    ready::Ready,
+    secret,
+    time::now_ms,
+};
+use tokio::{net::TcpListener, sync::watch};
+
+pub use config::{Args, Config, ConfigError};
+pub use error::{DaemonError, chain};
+pub use store::StoreError;
+
+use crate::{
+    admission::Authority,
+    audit::Kind as AuditKind,
+    http::{ApiState, FrontDoor},
+    store::Store,
+    verifier::VerifierService,
+};
+
+/// How long in-flight requests and streams get to finish after a stop is asked.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Resolves once a stop is asked (or the daemon's stop sender is gone).
+pub(crate) async fn stop_requested(stop: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is not `Send`; drop it here, inside.
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// A daemon whose listeners are bound but not yet served.
+pub struct Daemon {
+    config: Config,
+    store: Store,
+    authority: Arc<Authority>,
+    front: Arc<FrontDoor>,
+    http: TcpListener,
+    verifier: tokio::net::UnixListener,
+    control: tokio::net::UnixListener,
+    addr: SocketAddr,
+}
+
+/// `STUDIO_TOKEN`, else `run/token`, else a fresh token written to `run/token`.
+fn daemon_token(config: &Config) -> Result<String, DaemonError> {
+    if let Some(token) = &config.token {
+        return Ok(token.clone());
+    }
+    let path = config.home.token_file();
+    let bad = |why: String| DaemonError::Config(ConfigError::Invalid(why));
+    match Home::read_secret(&path) {
+        Ok(token) if token.is_empty() => Err(bad(format!("{} is empty", path.display()))),
+        Ok(token) => Ok(token),
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => Err(bad(e.to_string())),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            let token = secret::hex(&secret::random_bytes::<32>());
+            Home::write_secret(&path, &token).map_err(DaemonError::io("cannot write run/token"))?;
+            tracing::info!(path = %path.display(), "minted a daemon token");
+            Ok(token)
+        }
+        Err(e) => Err(DaemonError::io("cannot read run/token")(e)),
+    }
+}
+
+fn allowed_origins(config: &Config, port: u16) -> AllowedOrigins {
+    let mut list = origin::loopback_origins("http", port);
+    if let Some(public) = config.public_port {
+        list.extend(origin::loopback_origins("http", public));
+    }
+    list.extend(config.extra_origins.iter().cloned());
+    AllowedOrigins::new(list)
+}
+
+impl Daemon {
+    /// Prepares the home, opens the store, starts a new epoch and binds every listener.
+    pub async fn build(config: Config) -> Result<Self, DaemonError> {
+        let home = config.home.clone();
+        home.prepare().map_err(DaemonError::io(format!(
+            "cannot prepare {}",
+            home.root().display()
+        )))?;
+        let token = daemon_token(&config)?;
+        let http = TcpListener::bind(config.addr)
+            .await
+            .map_err(DaemonError::io(format!("cannot listen on {}", config.addr)))?;
+        let addr = http
+            .local_addr()
+            .map_err(DaemonError::io("no local address"))?;
+        let verifier = socket::bind_private(&home.verifier_socket())
+            .map_err(DaemonError::io("cannot bind run/verifier.sock"))?;
+        let control = socket::bind_private(&home.daemon_socket())
+            .map_err(DaemonError::io("cannot bind run/daemon.sock"))?;
+
+        let store = Store::open(&home.state_db()).await?;
+        let epoch = secret::hex(&secret::random_bytes::<16>());
+        store
+            .start_epoch(&epoch, std::process::id(), now_ms())
+            .await?;
+        let past = store.past_epochs(&epoch).await?;
+        let ttl_ms = i64::try_from(config.pairing_ttl.as_millis()).unwrap_or(i64::MAX);
+        let authority = Arc::new(Authority::new(
+            store.clone(),
+            epoch.clone(),
+            &past,
+            &token,
+            allowed_origins(&config, addr.port()),
+            ttl_ms,
+        ));
+        authority
+            .audit()
+            .record(
+                AuditKind::EpochStarted,
+                None,
+                json!({ "pid": std::process::id(), "addr": addr.to_string() }),
+            )
+            .await;
+        let front = Arc::new(FrontDoor {
+            host: HostPolicy::new(addr.ip(), addr.port(), 80).allow(None, config.public_port),
+            app_key: config.app_key.clone(),
+        });
+        tracing::info!(%addr, %epoch, "studiod started");
+        Ok(Self {
+            config,
+            store,
+            authority,
+            front,
+            http,
+            verifier,
+            control,
+            addr,
+        })
+    }
+
+    /// The bound HTTP address (the real port when 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn epoch(&self) -> &str {
+        self.authority.epoch()
+    }
+
+    /// Serves until `shutdown` resolves (or a server fails), then stops in one path:
+    /// stop accepting, let in-flight work finish within [`GRACE`], remove the sockets,
+    /// record the epoch's end and close the store. `on_ready` runs once all serve.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        on_ready: impl FnOnce(&Ready),
+    ) -> Result<(), DaemonError> {
+        let Daemon {
+            config,
+            store,
+            authority,
+            front,
+            http,
+            verifier,
+            control,
+            addr,
+        } = self;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stop_tx = Arc::new(stop_tx);
+        let stopped = |rx: &watch::Receiver<bool>| {
+            let mut rx = rx.clone();
+            async move { stop_requested(&mut rx).await }
+        };
+        let state = ApiState {
+            authority: authority.clone(),
+            front,
+        };
+        let mut http_task = tokio::spawn({
+            let (stop_tx, done) = (stop_tx.clone(), stopped(&stop_rx));
+            async move {
+                if let Err(error) = http::serve(http, state, done).await {
+                    tracing::error!(error = %error, "http server failed");
+                }
+                stop_tx.send_replace(true);
+            }
+        });
+        let service = VerifierService::new(authority.clone(), stop_rx.clone());
+        let mut verifier_task = tokio::spawn({
+            let (stop_tx, done) = (stop_tx.clone(), stopped(&stop_rx));
+            let key = config.app_key.clone();
+            async move {
+                if let Err(error) = verifier::serve(verifier, service, key, done).await {
+                    tracing::error!(error = %chain(&error), "verifier failed");
+                }
+                stop_tx.send_replace(true);
+            }
+        });
+        let mut control_task =
+            tokio::spawn(control::serve(control, authority.clone(), stop_rx.clone()));
+
+        on_ready(&Ready {
+            pid: std::process::id(),
+            addr: addr.to_string(),
+            epoch: Some(authority.epoch().to_owned()),
+            origin: None,
+        });
+
+        tokio::select! {
+            () = shutdown => tracing::info!("stopping"),
+            () = stopped(&stop_rx) => tracing::error!("a server stopped unexpectedly; stopping"),
+        }
+        stop_tx.send_replace(true);
+        let drained = tokio::time::timeout(
+            GRACE,
+            futures_util::future::join3(&mut http_task, &mut verifier_task, &mut control_task),
+        )
+        .await;
+        if drained.is_err() {
+            tracing::warn!("in-flight work did not finish within the grace period");
+            http_task.abort();
+            verifier_task.abort();
+            control_task.abort();
+        }
+        socket::remove(&config.home.verifier_socket());
+        socket::remove(&config.home.daemon_socket());
+        let recorded = store.stop_epoch(authority.epoch(), now_ms()).await;
+        authority
+            .audit()
+            .record(AuditKind::EpochStopped, None, json!({}))
+            .await;
+        store.close().await;
+        recorded?;
+        tracing::info!("studiod stopped");
+        Ok(())
+    }
+}
+
+/// Builds the daemon, announces readiness on stdout and serves until `shutdown`.
+pub async fn run(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), DaemonError> {
+    let daemon = Daemon::build(config).await?;
+    daemon
+        .run_until(shutdown, |ready| {
+            if let Err(error) = ready.announce() {
+                tracing::error!(%error, "cannot print the readiness line");
+            }
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests;

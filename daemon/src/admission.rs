@@ -1,0 +1,543 @@
+//! The daemon's authority over credentials: admitting bearers, resolving decision
+//! tokens, redeeming pairing codes and revoking principals. The HTTP API and the
+//! verifier both call this one implementation, so their verdicts cannot drift apart.
+
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::json;
+use studio_contract::{
+    control::PairingCode,
+    error::{ApiError, Code},
+    origin::{self, AllowedOrigins},
+    secret::{self, Digest},
+};
+use tokio::sync::broadcast;
+
+use crate::{
+    audit::{Audit, Kind as AuditKind},
+    error::chain,
+    pairing::CodeBook,
+    principals::{Live, LivePrincipals},
+    store::{NewPrincipal, PrincipalRow, Store, StoreError},
+};
+
+/// How long a decision token is good for.
+pub(crate) const DECISION_TTL_MS: i64 = 8 * 60 * 60 * 1000;
+/// The id the daemon token is admitted as.
+pub(crate) const DAEMON_PRINCIPAL: &str = "daemon";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PrincipalKind {
+    Daemon,
+    Browser,
+}
+
+impl PrincipalKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            PrincipalKind::Daemon => "daemon",
+            PrincipalKind::Browser => "browser",
+        }
+    }
+}
+
+/// Who a credential was admitted as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Admitted {
+    pub id: String,
+    pub kind: PrincipalKind,
+    /// 0 when the credential does not expire.
+    pub expires_at_ms: i64,
+}
+
+/// A successful redemption: the secrets leave the daemon exactly once, here.
+#[derive(Debug, Clone)]
+pub(crate) struct Paired {
+    pub token: String,
+    pub decision_token: String,
+    pub principal: String,
+    pub decision_expires_at_ms: i64,
+}
+
+pub(crate) struct Authority {
+    epoch: String,
+    store: Store,
+    daemon_token: Digest,
+    allowed: AllowedOrigins,
+    codes: Mutex<CodeBook>,
+    live: LivePrincipals,
+    revocations: broadcast::Sender<String>,
+    audit: Audit,
+}
+
+fn internal(error: StoreError) -> ApiError {
+    tracing::error!(error = %chain(&error), "store failure");
+    ApiError::new(Code::Internal, "internal error")
+}
+
+fn unauthorized() -> ApiError {
+    ApiError::new(Code::Unauthorized, "missing or unknown credential")
+}
+
+impl Authority {
+    pub(crate) fn new(
+        store: Store,
+        epoch: String,
+        past_epochs: &[String],
+        daemon_token: &str,
+        allowed: AllowedOrigins,
+        pairing_ttl_ms: i64,
+    ) -> Self {
+        let (revocations, _) = broadcast::channel(256);
+        Self {
+            codes: Mutex::new(CodeBook::new(&epoch, past_epochs, pairing_ttl_ms)),
+            audit: Audit::new(store.clone(), epoch.clone()),
+            epoch,
+            store,
+            daemon_token: secret::digest(daemon_token),
+            allowed,
+            live: LivePrincipals::default(),
+            revocations,
+        }
+    }
+
+    pub(crate) fn epoch(&self) -> &str {
+        &self.epoch
+    }
+
+    pub(crate) fn audit(&self) -> &Audit {
+        &self.audit
+    }
+
+    /// Whether a presented Origin value is on the allow-list.
+    pub(crate) fn origin_allowed(&self, origin: &str) -> bool {
+        self.allowed.allows(origin)
+    }
+
+    /// Revoked principal ids, as they happen.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<String> {
+        self.revocations.subscribe()
+    }
+
+    fn codes(&self) -> std::sync::MutexGuard<'_, CodeBook> {
+        self.codes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Admits the daemon token or a current-epoch, unrevoked admission token.
+    #[tracing::instrument(skip_all, fields(principal))]
+    pub(crate) async fn admit(&self, bearer: &str, now_ms: i64) -> Result<Admitted, ApiError> {
+        let digest = secret::digest(bearer);
+        if secret::digests_equal(&digest, &self.daemon_token) {
+            return Ok(Admitted {
+                id: DAEMON_PRINCIPAL.to_owned(),
+                kind: PrincipalKind::Daemon,
+                expires_at_ms: 0,
+            });
+        }
+        if let Some(live) = self.live.by_token(&digest) {
+            tracing::Span::current().record("principal", live.id.as_str());
+            if live.claim_touch(now_ms)
+                && let Err(error) = self.store.touch_principal(&live.id, now_ms).await
+            {
+                // Losing a last-seen update is harmless; refusing the request is not.
+                tracing::warn!(error = %chain(&error), "last-seen update failed");
+            }
+            return Ok(Admitted {
+                id: live.id.clone(),
+                kind: PrincipalKind::Browser,
+                expires_at_ms: 0,
+            });
+        }
+        let row = self
+            .store
+            .principal_by_token(&digest)
+            .await
+            .map_err(internal)?;
+        Err(self.classify(row))
+    }
+
+    /// Why a credential not among the live principals is refused.
+    fn classify(&self, row: Option<PrincipalRow>) -> ApiError {
+        match row {
+            Some(r) if r.revoked_at_ms.is_some() => {
+                ApiError::new(Code::Revoked, "this credential was revoked")
+            }
+            Some(r) if r.epoch != self.epoch => ApiError::new(
+                Code::EpochEnded,
+                "this credential belongs to an earlier daemon start",
+            ),
+            _ => unauthorized(),
+        }
+    }
+
+    /// Resolves a decision token presented from `origin` (it must be the bound one).
+    #[tracing::instrument(skip_all, fields(principal))]
+    pub(crate) async fn resolve_decision(
+        &self,
+        token: &str,
+        origin: &str,
+        now_ms: i64,
+    ) -> Result<Admitted, ApiError> {
+        let digest = secret::digest(token);
+        let Some(live) = self.live.by_decision(&digest) else {
+            let row = self
+                .store
+                .principal_by_decision(&digest)
+                .await
+                .map_err(internal)?;
+            return Err(self.classify(row));
+        };
+        tracing::Span::current().record("principal", live.id.as_str());
+        if origin::normalize(origin).as_deref() != Some(live.origin.as_str()) {
+            return Err(ApiError::new(
+                Code::OriginNotAllowed,
+                "this decision token is bound to another origin",
+            ));
+        }
+        if live.decision_expires_at_ms <= now_ms {
+            return Err(ApiError::new(
+                Code::Expired,
+                "this decision token has expired",
+            ));
+        }
+        Ok(Admitted {
+            id: live.id.clone(),
+            kind: PrincipalKind::Browser,
+            expires_at_ms: live.decision_expires_at_ms,
+        })
+    }
+
+    /// Mints a pairing code for a local launcher.
+    pub(crate) async fn mint_code(&self, via: &str, now_ms: i64) -> PairingCode {
+        let (code, expires_at_ms) = self.codes().mint(now_ms);
+        self.audit
+            .record(
+                AuditKind::PairingMinted,
+                None,
+                json!({ "via": via, "expires_at_ms": expires_at_ms }),
+            )
+            .await;
+        PairingCode {
+            code,
+            epoch: self.epoch.clone(),
+            expires_at_ms,
+        }
+    }
+
+    /// Redeems a pairing code presented from `origin` (the effective Origin, if any).
+    #[tracing::instrument(skip_all, fields(origin = origin.unwrap_or("")))]
+    pub(crate) async fn redeem(
+        &self,
+        code: &str,
+        origin: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Paired, ApiError> {
+        let allowed_origin = origin
+            .filter(|o| self.allowed.allows(o))
+            .and_then(origin::normalize);
+        let spent = {
+            let mut codes = self.codes();
+            codes
+                .check_rate(now_ms)
+                .and_then(|()| match &allowed_origin {
+                    // Checked before spending: a code shown to a refused origin stays valid.
+                    None => Err(ApiError::new(
+                        Code::OriginNotAllowed,
+                        "pairing needs an allowed Origin",
+                    )),
+                    Some(_) => codes.spend(code, now_ms),
+                })
+        };
+        if let Err(refusal) = spent {
+            if refusal.code != Code::RateLimited {
+                let detail = json!({ "reason": refusal.code.as_str(), "origin": origin });
+                self.audit
+                    .record(AuditKind::PairingFailed, None, detail)
+                    .await;
+            }
+            tracing::info!(reason = refusal.code.as_str(), "pairing refused");
+            return Err(refusal);
+        }
+        let origin = allowed_origin.unwrap_or_default();
+        let paired = Paired {
+            token: secret::mint::<32>("sta_"),
+            decision_token: secret::mint::<32>("std_"),
+            principal: uuid::Uuid::now_v7().to_string(),
+            decision_expires_at_ms: now_ms + DECISION_TTL_MS,
+        };
+        let (token_digest, decision_digest) = (
+            secret::digest(&paired.token),
+            secret::digest(&paired.decision_token),
+        );
+        self.store
+            .insert_principal(&NewPrincipal {
+                id: &paired.principal,
+                epoch: &self.epoch,
+                kind: PrincipalKind::Browser.as_str(),
+                origin: &origin,
+                token_digest: &token_digest,
+                decision_digest: &decision_digest,
+                decision_expires_at_ms: paired.decision_expires_at_ms,
+                now_ms,
+            })
+            .await
+            .map_err(internal)?;
+        self.live.insert(Live::new(
+            paired.principal.clone(),
+            origin.clone(),
+            token_digest,
+            decision_digest,
+            paired.decision_expires_at_ms,
+            now_ms,
+        ));
+        self.audit
+            .record(
+                AuditKind::PairingRedeemed,
+                Some(&paired.principal),
+                json!({ "origin": origin }),
+            )
+            .await;
+        tracing::info!(principal = %paired.principal, "browser paired");
+        Ok(paired)
+    }
+
+    /// Revokes a current-epoch principal; `false` when unknown or already revoked.
+    #[tracing::instrument(skip_all, fields(principal = id, reason))]
+    pub(crate) async fn revoke(
+        &self,
+        id: &str,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<bool, ApiError> {
+        let Some(row) = self.session(id).await? else {
+            return Ok(false);
+        };
+        let revoked = self
+            .store
+            .revoke_principal(&row.id, reason, now_ms)
+            .await
+            .map_err(internal)?;
+        self.live.remove(&row.id);
+        if revoked {
+            // No receivers (no app watching) is fine.
+            let _ = self.revocations.send(row.id.clone());
+            self.audit
+                .record(
+                    AuditKind::SessionRevoked,
+                    Some(&row.id),
+                    json!({ "reason": reason }),
+                )
+                .await;
+            tracing::info!("session revoked");
+        }
+        Ok(revoked)
+    }
+
+    /// Revokes whoever holds `bearer`; `None` when it names no live browser principal.
+    pub(crate) async fn revoke_bearer(
+        &self,
+        bearer: &str,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<Option<String>, ApiError> {
+        let Some(live) = self.live.by_token(&secret::digest(bearer)) else {
+            return Ok(None);
+        };
+        self.revoke(&live.id, reason, now_ms).await?;
+        Ok(Some(live.id.clone()))
+    }
+
+    /// A principal of the current epoch, revoked or not.
+    pub(crate) async fn session(&self, id: &str) -> Result<Option<PrincipalRow>, ApiError> {
+        let row = self.store.principal(id).await.map_err(internal)?;
+        Ok(row.filter(|r| r.epoch == self.epoch))
+    }
+
+    /// Every principal of the current epoch, oldest first.
+    pub(crate) async fn sessions(&self) -> Result<Vec<PrincipalRow>, ApiError> {
+        self.store
+            .principals_of_epoch(&self.epoch)
+            .await
+            .map_err(internal)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn code_prefix(&self) -> String {
+        self.codes().prefix().to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::TempDir;
+
+    const APP: &str = "http://127.0.0.1:8765";
+
+    async fn authority(dir: &TempDir, epoch: &str, past: &[String]) -> (Store, Authority) {
+        let store = Store::open(&dir.path().join("state.db"))
+            .await
+            .expect("open");
+        store.start_epoch(epoch, 1, 0).await.expect("epoch");
+        let allowed = AllowedOrigins::new([APP.to_owned()]);
+        let a = Authority::new(
+            store.clone(),
+            epoch.into(),
+            past,
+            "daemon-token",
+            allowed,
+            120_000,
+        );
+        (store, a)
+    }
+
+    fn refusal<T: std::fmt::Debug>(r: Result<T, ApiError>) -> Code {
+        r.expect_err("refused").code
+    }
+
+    #[tokio::test]
+    async fn admits_daemon_and_browser_tokens_and_refuses_others() {
+        let dir = TempDir::new("adm");
+        let (_store, a) = authority(&dir, "e1000000aaaa", &[]).await;
+        let d = a.admit("daemon-token", 0).await.expect("daemon");
+        assert_eq!(
+            (d.id.as_str(), d.kind),
+            (DAEMON_PRINCIPAL, PrincipalKind::Daemon)
+        );
+        assert_eq!(
+            refusal(a.admit("daemon-tokeN", 0).await),
+            Code::Unauthorized
+        );
+
+        let code = a.mint_code("test", 0).await;
+        assert!(code.code.starts_with(&a.code_prefix()));
+        let p = a.redeem(&code.code, Some(APP), 1).await.expect("paired");
+        assert!(p.token.starts_with("sta_") && p.decision_token.starts_with("std_"));
+        assert_eq!(p.decision_expires_at_ms, 1 + DECISION_TTL_MS);
+        let b = a.admit(&p.token, 2).await.expect("browser");
+        assert_eq!(
+            (b.id.as_str(), b.kind),
+            (p.principal.as_str(), PrincipalKind::Browser)
+        );
+        // The decision token is not an admission token.
+        assert_eq!(
+            refusal(a.admit(&p.decision_token, 2).await),
+            Code::Unauthorized
+        );
+
+        let r = a
+            .resolve_decision(&p.decision_token, APP, 3)
+            .await
+            .expect("decision");
+        assert_eq!(r.id, p.principal);
+        assert_eq!(
+            refusal(
+                a.resolve_decision(&p.decision_token, "http://evil.example", 3)
+                    .await
+            ),
+            Code::OriginNotAllowed
+        );
+        assert_eq!(
+            refusal(
+                a.resolve_decision(&p.decision_token, APP, p.decision_expires_at_ms)
+                    .await
+            ),
+            Code::Expired
+        );
+
+        assert!(a.revoke(&p.principal, "test", 4).await.expect("revoke"));
+        assert!(!a.revoke(&p.principal, "test", 5).await.expect("again"));
+        assert_eq!(refusal(a.admit(&p.token, 6).await), Code::Revoked);
+        assert_eq!(
+            refusal(a.resolve_decision(&p.decision_token, APP, 6).await),
+            Code::Revoked
+        );
+    }
+
+    #[tokio::test]
+    async fn old_epoch_tokens_answer_epoch_ended() {
+        let dir = TempDir::new("adm-epoch");
+        let (store, first) = authority(&dir, "aaaaaaaa0000", &[]).await;
+        let code = first.mint_code("test", 0).await;
+        let p = first
+            .redeem(&code.code, Some(APP), 1)
+            .await
+            .expect("paired");
+        let stale_code = first.mint_code("test", 2).await;
+
+        store
+            .start_epoch("bbbbbbbb0000", 2, 10)
+            .await
+            .expect("second");
+        let allowed = AllowedOrigins::new([APP.to_owned()]);
+        let past = store.past_epochs("bbbbbbbb0000").await.expect("past");
+        let second = Authority::new(store, "bbbbbbbb0000".into(), &past, "t", allowed, 120_000);
+        assert_eq!(refusal(second.admit(&p.token, 11).await), Code::EpochEnded);
+        assert_eq!(
+            refusal(second.resolve_decision(&p.decision_token, APP, 11).await),
+            Code::EpochEnded
+        );
+        assert_eq!(
+            refusal(second.redeem(&stale_code.code, Some(APP), 12).await),
+            Code::EpochEnded
+        );
+        assert!(second.sessions().await.expect("list").is_empty());
+        assert!(second.session(&p.principal).await.expect("one").is_none());
+    }
+
+    #[tokio::test]
+    async fn refused_origin_does_not_spend_the_code() {
+        let dir = TempDir::new("adm-origin");
+        let (store, a) = authority(&dir, "cccccccc0000", &[]).await;
+        let code = a.mint_code("test", 0).await;
+        for bad in [None, Some("http://evil.example"), Some("null")] {
+            assert_eq!(
+                refusal(a.redeem(&code.code, bad, 1).await),
+                Code::OriginNotAllowed
+            );
+        }
+        let p = a
+            .redeem(&code.code, Some("HTTP://127.0.0.1:8765"), 2)
+            .await
+            .expect("paired");
+        assert_eq!(
+            refusal(a.redeem(&code.code, Some(APP), 3).await),
+            Code::PairingCodeInvalid
+        );
+        let kinds: Vec<String> = store
+            .events_of_epoch("cccccccc0000")
+            .await
+            .expect("events")
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(kinds.iter().filter(|k| *k == "pairing_failed").count(), 4);
+        assert!(kinds.contains(&"pairing_minted".to_owned()));
+        assert!(kinds.contains(&"pairing_redeemed".to_owned()));
+        let sessions = a.sessions().await.expect("sessions");
+        assert_eq!(sessions.len(), 1);
+        assert_eq!(sessions[0].origin, APP);
+        assert_eq!(sessions[0].id, p.principal);
+    }
+
+    #[tokio::test]
+    async fn revocations_are_broadcast_and_bearers_revoke_themselves() {
+        let dir = TempDir::new("adm-rev");
+        let (_store, a) = authority(&dir, "dddddddd0000", &[]).await;
+        let mut rx = a.subscribe();
+        let code = a.mint_code("test", 0).await;
+        let p = a.redeem(&code.code, Some(APP), 1).await.expect("paired");
+        assert_eq!(
+            a.revoke_bearer("daemon-token", "x", 2).await.expect("noop"),
+            None
+        );
+        assert_eq!(
+            a.revoke_bearer(&p.token, "disconnect", 2)
+                .await
+                .expect("revoke"),
+            Some(p.principal.clone())
+        );
+        assert_eq!(rx.recv().await.expect("event"), p.principal);
+        assert_eq!(refusal(a.admit(&p.token, 3).await), Code::Revoked);
+    }
+}

@@ -1,0 +1,207 @@
+//! studiod's configuration: the flags (each with an env equivalent) and the plain
+//! [`Config`] the daemon runs on. Environment reads happen only here, behind a lookup
+//! function, so tests build a `Config` (or inject an environment) without `set_var`.
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use clap::Parser;
+use studio_contract::{home::Home, origin, secret::AppKey};
+
+/// Flags, as documented in `docs/ARCHITECTURE.md` ("Launch protocol").
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "studiod",
+    version,
+    about = "Studio daemon: pairing, principals, verifier"
+)]
+pub struct Args {
+    /// Studio home directory.
+    #[arg(long, env = "STUDIO_HOME")]
+    pub home: Option<PathBuf>,
+    /// Loopback address of the HTTP API.
+    #[arg(long, env = "STUDIO_DAEMON_ADDR", default_value = "127.0.0.1:8766")]
+    pub addr: SocketAddr,
+    /// An origin the app serves browsers from (repeatable).
+    #[arg(long = "app-origin", env = "STUDIO_APP_ORIGINS", value_delimiter = ',')]
+    pub app_origins: Vec<String>,
+    /// A port the Host header may name besides the listening one.
+    #[arg(long, env = "STUDIO_DAEMON_PUBLIC_PORT")]
+    pub public_port: Option<u16>,
+    /// Lifetime of a pairing code, in seconds.
+    #[arg(long, env = "STUDIO_PAIRING_TTL_SECS", default_value_t = 120)]
+    pub pairing_ttl_secs: u64,
+    /// Read the launch's app key (one hex line) from stdin.
+    #[arg(long, env = "STUDIO_APP_KEY_STDIN")]
+    pub app_key_stdin: bool,
+    /// The supervisor's pid: die with it.
+    #[arg(long, env = "STUDIO_SUPERVISOR_PID")]
+    pub supervisor_pid: Option<u32>,
+}
+
+/// What the daemon runs on; tests build one directly.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub home: Home,
+    /// Where the HTTP API listens (port 0 picks a free one).
+    pub addr: SocketAddr,
+    /// The daemon token from `STUDIO_TOKEN`; `None`: `run/token`, else a minted one.
+    pub token: Option<String>,
+    /// Normalised origins allowed on `/api` and for pairing, besides the loopback ones.
+    pub extra_origins: Vec<String>,
+    pub public_port: Option<u16>,
+    pub pairing_ttl: Duration,
+    pub app_key: AppKey,
+    pub supervisor_pid: Option<u32>,
+}
+
+impl Config {
+    /// A daemon-only configuration for `home` on a free loopback port.
+    pub fn for_home(home: impl Into<PathBuf>) -> Self {
+        Self {
+            home: Home::new(home),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            extra_origins: Vec::new(),
+            public_port: None,
+            pairing_ttl: Duration::from_secs(120),
+            app_key: AppKey::generate(),
+            supervisor_pid: None,
+        }
+    }
+}
+
+/// Bad configuration: the binary prints it as one line and exits 64.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("cannot read the app key from stdin: {0}")]
+    AppKey(#[source] std::io::Error),
+}
+
+impl Args {
+    /// Resolves the flags into a [`Config`]; `env` looks up variables that have no flag.
+    pub fn into_config(
+        self,
+        env: impl Fn(&str) -> Option<String>,
+        read_app_key: impl FnOnce() -> std::io::Result<AppKey>,
+    ) -> Result<Config, ConfigError> {
+        if !self.addr.ip().is_loopback() {
+            return Err(ConfigError::Invalid(format!(
+                "--addr {} is not a loopback address",
+                self.addr
+            )));
+        }
+        if self.pairing_ttl_secs == 0 || self.pairing_ttl_secs > 3600 {
+            return Err(ConfigError::Invalid(
+                "--pairing-ttl-secs must be between 1 and 3600".into(),
+            ));
+        }
+        let mut extra_origins = Vec::new();
+        for o in self
+            .app_origins
+            .iter()
+            .map(|o| o.trim())
+            .filter(|o| !o.is_empty())
+        {
+            let n = origin::normalize(o).ok_or_else(|| {
+                ConfigError::Invalid(format!("--app-origin {o:?} is not an http(s) origin"))
+            })?;
+            extra_origins.push(n);
+        }
+        if let Some(list) = env("STUDIO_ALLOWED_ORIGINS") {
+            extra_origins.extend(
+                origin::parse_list(&list)
+                    .map_err(|e| ConfigError::Invalid(format!("STUDIO_ALLOWED_ORIGINS: {e}")))?,
+            );
+        }
+        let app_key = if self.app_key_stdin {
+            read_app_key().map_err(ConfigError::AppKey)?
+        } else {
+            // Daemon-only mode: no app holds this key, so nobody can use the verifier.
+            AppKey::generate()
+        };
+        Ok(Config {
+            home: Home::resolve(self.home),
+            addr: self.addr,
+            token: env("STUDIO_TOKEN")
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty()),
+            extra_origins,
+            public_port: self.public_port,
+            pairing_ttl: Duration::from_secs(self.pairing_ttl_secs),
+            app_key,
+            supervisor_pid: self.supervisor_pid,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Args {
+        let mut argv = vec!["studiod", "--home", "/tmp/h"];
+        argv.extend_from_slice(extra);
+        Args::try_parse_from(argv).expect("parse")
+    }
+
+    fn no_key() -> std::io::Result<AppKey> {
+        Err(std::io::Error::other("not asked"))
+    }
+
+    #[test]
+    fn defaults_and_injected_environment() {
+        let env = |k: &str| match k {
+            "STUDIO_TOKEN" => Some("tok".to_owned()),
+            "STUDIO_ALLOWED_ORIGINS" => Some("https://b.example, http://c.example:81".to_owned()),
+            _ => None,
+        };
+        let c = args(&["--app-origin", "HTTP://127.0.0.1:8765"])
+            .into_config(env, no_key)
+            .expect("config");
+        assert_eq!(c.addr.to_string(), "127.0.0.1:8766");
+        assert_eq!(c.pairing_ttl, Duration::from_secs(120));
+        assert_eq!(c.token.as_deref(), Some("tok"));
+        assert_eq!(
+            c.extra_origins,
+            vec![
+                "http://127.0.0.1:8765",
+                "https://b.example",
+                "http://c.example:81"
+            ]
+        );
+        assert_eq!(c.home.root(), std::path::Path::new("/tmp/h"));
+    }
+
+    #[test]
+    fn refuses_bad_values() {
+        assert!(
+            args(&["--app-origin", "*"])
+                .into_config(|_| None, no_key)
+                .is_err()
+        );
+        assert!(
+            args(&["--addr", "0.0.0.0:1"])
+                .into_config(|_| None, no_key)
+                .is_err()
+        );
+        assert!(
+            args(&["--pairing-ttl-secs", "0"])
+                .into_config(|_| None, no_key)
+                .is_err()
+        );
+        let env = |_: &str| Some("not an origin".to_owned());
+        assert!(args(&[]).into_config(env, no_key).is_err());
+        assert!(matches!(
+            args(&["--app-key-stdin"]).into_config(|_| None, no_key),
+            Err(ConfigError::AppKey(_))
+        ));
+        let key = AppKey::generate();
+        let hex = key.to_hex();
+        let c = args(&["--app-key-stdin"])
+            .into_config(|_| None, || Ok(key))
+            .expect("config");
+        assert!(c.app_key.matches_hex(&hex));
+    }
+}

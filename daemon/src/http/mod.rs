@@ -1,0 +1,63 @@
+//! The loopback HTTP API: its state, its router and its graceful serving. Later routes
+//! (schedules, runs, …) join `router` and read what they need from [`ApiState`].
+
+mod front;
+mod routes;
+
+#[cfg(test)]
+mod tests;
+
+use std::{future::Future, sync::Arc};
+
+use axum::{
+    Router,
+    extract::DefaultBodyLimit,
+    middleware::{from_fn, from_fn_with_state},
+    routing::{delete, get, post},
+};
+use tokio::net::TcpListener;
+
+pub(crate) use front::FrontDoor;
+
+use crate::admission::Authority;
+
+/// Bodies beyond this are refused with `payload_too_large`.
+pub(crate) const BODY_LIMIT: usize = 1024 * 1024;
+
+#[derive(Clone)]
+pub(crate) struct ApiState {
+    pub authority: Arc<Authority>,
+    pub front: Arc<FrontDoor>,
+}
+
+pub(crate) fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/health", get(routes::health))
+        .route("/api/identity", get(routes::identity))
+        .route("/api/studio/pair", post(routes::pair))
+        .route("/api/studio/disconnect", post(routes::disconnect))
+        .route("/api/studio/sessions", get(routes::sessions))
+        .route("/api/studio/sessions/{id}", delete(routes::revoke_session))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        // Layers listed innermost first: the last one added sees the request first.
+        .layer(from_fn_with_state(state.clone(), front::bearer))
+        .layer(from_fn(front::json_content_type))
+        .layer(from_fn_with_state(state.clone(), front::cors))
+        .layer(from_fn_with_state(state.clone(), front::forwarded_origin))
+        .layer(from_fn_with_state(state.clone(), front::host))
+        .layer(from_fn(front::trace))
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves, then lets in-flight requests finish.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    state: ApiState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,146 @@
+//! The daemon's HTTP routes and their JSON shapes (docs/ARCHITECTURE.md, "Routes"),
+//! plus the JSON answers for unknown paths, wrong methods and unreadable bodies.
+
+use axum::{
+    Json,
+    extract::{FromRequest, Path, Request, State},
+    response::{IntoResponse, Response},
+};
+use http::StatusCode;
+use serde::{Deserialize, de::DeserializeOwned};
+use serde_json::{Value, json};
+use studio_contract::{
+    IDENTITY, VERSION,
+    error::{ApiError, Code},
+    time::{now_ms, rfc3339},
+};
+
+use super::{
+    ApiState,
+    front::{Caller, EffectiveOrigin},
+};
+use crate::admission::PrincipalKind;
+
+/// `axum::Json` whose refusals are the shared error body.
+pub(crate) struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(value)) => Ok(Self(value)),
+            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(
+                ApiError::new(Code::PayloadTooLarge, "request body too large"),
+            ),
+            Err(rejection) => Err(ApiError::new(Code::BadRequest, rejection.body_text())),
+        }
+    }
+}
+
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::new(Code::NotFound, "no such path")
+}
+
+pub(crate) async fn method_not_allowed() -> ApiError {
+    ApiError::new(Code::MethodNotAllowed, "method not allowed on this path")
+}
+
+pub(crate) async fn health() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+pub(crate) async fn identity(State(state): State<ApiState>) -> Json<Value> {
+    Json(json!({
+        "identity": IDENTITY,
+        "version": VERSION,
+        "epoch": state.authority.epoch(),
+    }))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct PairRequest {
+    code: String,
+}
+
+pub(crate) async fn pair(
+    State(state): State<ApiState>,
+    origin: Option<axum::Extension<EffectiveOrigin>>,
+    JsonBody(body): JsonBody<PairRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let origin = origin.and_then(|o| o.0.0);
+    let paired = state
+        .authority
+        .redeem(&body.code, origin.as_deref(), now_ms())
+        .await?;
+    Ok(Json(json!({
+        "token": paired.token,
+        "decision_token": paired.decision_token,
+        "epoch": state.authority.epoch(),
+        "principal": paired.principal,
+        "decision_expires_at": rfc3339(paired.decision_expires_at_ms),
+    })))
+}
+
+fn caller(caller: Option<axum::Extension<Caller>>) -> Result<Caller, ApiError> {
+    // The bearer layer admits every non-exempt route; a missing caller is a wiring bug.
+    caller
+        .map(|c| c.0)
+        .ok_or_else(|| ApiError::new(Code::Unauthorized, "missing bearer token"))
+}
+
+pub(crate) async fn disconnect(
+    State(state): State<ApiState>,
+    who: Option<axum::Extension<Caller>>,
+) -> Result<Json<Value>, ApiError> {
+    let Caller(who) = caller(who)?;
+    if who.kind == PrincipalKind::Daemon {
+        return Err(ApiError::new(
+            Code::BadRequest,
+            "the daemon token is not a session and cannot disconnect",
+        ));
+    }
+    state
+        .authority
+        .revoke(&who.id, "disconnect", now_ms())
+        .await?;
+    Ok(Json(json!({ "revoked": true, "principal": who.id })))
+}
+
+pub(crate) async fn sessions(
+    State(state): State<ApiState>,
+    who: Option<axum::Extension<Caller>>,
+) -> Result<Json<Value>, ApiError> {
+    let Caller(who) = caller(who)?;
+    let sessions: Vec<Value> = state
+        .authority
+        .sessions()
+        .await?
+        .into_iter()
+        .map(|s| {
+            json!({
+                "id": s.id,
+                "origin": s.origin,
+                "created_at": rfc3339(s.created_at_ms),
+                "last_seen_at": rfc3339(s.last_seen_at_ms),
+                "revoked_at": s.revoked_at_ms.map(rfc3339),
+                "current": s.id == who.id,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "sessions": sessions })))
+}
+
+pub(crate) async fn revoke_session(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    if state.authority.session(&id).await?.is_none() {
+        return Err(ApiError::new(Code::SessionNotFound, "no such session"));
+    }
+    state
+        .authority
+        .revoke(&id, "revoked_by_user", now_ms())
+        .await?;
+    Ok(Json(json!({ "revoked": true, "id": id })).into_response())
+}

@@ -1,0 +1,124 @@
+//! The current epoch's live principals, in memory: the fast path of every admission.
+//! Keyed by the SHA-256 digests of their admission and decision tokens; `state.db`
+//! remains the durable record and classifies whatever is not here.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicI64, Ordering},
+    },
+};
+
+use studio_contract::secret::Digest;
+
+/// `last_seen_at_ms` is written at most this often per principal.
+pub(crate) const TOUCH_INTERVAL_MS: i64 = 60_000;
+
+#[derive(Debug)]
+pub(crate) struct Live {
+    pub id: String,
+    pub origin: String,
+    pub decision_expires_at_ms: i64,
+    token_digest: Digest,
+    decision_digest: Digest,
+    last_seen_ms: AtomicI64,
+}
+
+impl Live {
+    pub(crate) fn new(
+        id: String,
+        origin: String,
+        token_digest: Digest,
+        decision_digest: Digest,
+        decision_expires_at_ms: i64,
+        now_ms: i64,
+    ) -> Self {
+        Self {
+            id,
+            origin,
+            decision_expires_at_ms,
+            token_digest,
+            decision_digest,
+            last_seen_ms: AtomicI64::new(now_ms),
+        }
+    }
+
+    /// Whether this use should be written as `last_seen_at_ms`; claims the slot if so.
+    pub(crate) fn claim_touch(&self, now_ms: i64) -> bool {
+        let last = self.last_seen_ms.load(Ordering::Relaxed);
+        now_ms - last >= TOUCH_INTERVAL_MS
+            && self
+                .last_seen_ms
+                .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Maps {
+    by_token: HashMap<Digest, Arc<Live>>,
+    by_decision: HashMap<Digest, Arc<Live>>,
+    by_id: HashMap<String, Arc<Live>>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct LivePrincipals {
+    // Never held across an await.
+    maps: Mutex<Maps>,
+}
+
+impl LivePrincipals {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Maps> {
+        self.maps.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn insert(&self, live: Live) {
+        let live = Arc::new(live);
+        let mut m = self.lock();
+        m.by_token.insert(live.token_digest, live.clone());
+        m.by_decision.insert(live.decision_digest, live.clone());
+        m.by_id.insert(live.id.clone(), live);
+    }
+
+    pub(crate) fn by_token(&self, digest: &Digest) -> Option<Arc<Live>> {
+        self.lock().by_token.get(digest).cloned()
+    }
+
+    pub(crate) fn by_decision(&self, digest: &Digest) -> Option<Arc<Live>> {
+        self.lock().by_decision.get(digest).cloned()
+    }
+
+    /// Forgets a principal (revoked): its tokens then fall through to the durable record.
+    pub(crate) fn remove(&self, id: &str) -> Option<Arc<Live>> {
+        let mut m = self.lock();
+        let live = m.by_id.remove(id)?;
+        m.by_token.remove(&live.token_digest);
+        m.by_decision.remove(&live.decision_digest);
+        Some(live)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn touches_at_most_once_a_minute() {
+        let live = Live::new("p".into(), "o".into(), [1; 32], [2; 32], 0, 1_000);
+        assert!(!live.claim_touch(1_000 + TOUCH_INTERVAL_MS - 1));
+        assert!(live.claim_touch(1_000 + TOUCH_INTERVAL_MS));
+        assert!(!live.claim_touch(1_000 + TOUCH_INTERVAL_MS + 5));
+    }
+
+    #[test]
+    fn remove_forgets_every_key() {
+        let set = LivePrincipals::default();
+        set.insert(Live::new("p".into(), "o".into(), [1; 32], [2; 32], 0, 0));
+        assert!(set.by_token(&[1; 32]).is_some());
+        assert!(set.remove("p").is_some());
+        assert!(set.by_token(&[1; 32]).is_none());
+        assert!(set.by_decision(&[2; 32]).is_none());
+        assert!(set.remove("p").is_none());
+    }
+}

@@ -1,0 +1,434 @@
+//! `state.db`: the connection pool, the embedded migrations and every SQL statement the
+//! daemon runs. Nothing outside this module writes SQL, so a PostgreSQL store can later
+//! stand beside this one behind the same methods.
+
+use std::{borrow::Cow, path::Path, time::Duration};
+
+use sqlx::{
+    Row, SqlSafeStr,
+    migrate::{MigrateError, Migration, MigrationType, Migrator},
+    sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+        SqliteSynchronous,
+    },
+};
+use studio_contract::secret::Digest;
+
+/// The daemon's migrations, embedded so the binary carries its schema.
+const MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "epochs principals admin events",
+    include_str!("../../migrations/daemon/0001_epochs_principals_admin_events.sql"),
+)];
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error")]
+    Sqlx(#[from] sqlx::Error),
+    #[error("migration failed")]
+    Migrate(#[from] MigrateError),
+}
+
+/// A principal as recorded (no secret, only what classifies and lists it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PrincipalRow {
+    pub id: String,
+    pub epoch: String,
+    pub kind: String,
+    pub origin: String,
+    pub decision_expires_at_ms: i64,
+    pub created_at_ms: i64,
+    pub last_seen_at_ms: i64,
+    pub revoked_at_ms: Option<i64>,
+}
+
+/// A principal about to be recorded.
+pub(crate) struct NewPrincipal<'a> {
+    pub id: &'a str,
+    pub epoch: &'a str,
+    pub kind: &'a str,
+    pub origin: &'a str,
+    pub token_digest: &'a Digest,
+    pub decision_digest: &'a Digest,
+    pub decision_expires_at_ms: i64,
+    pub now_ms: i64,
+}
+
+/// One audit row.
+#[cfg(test)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EventRow {
+    pub at_ms: i64,
+    pub kind: String,
+    pub epoch: String,
+    pub principal_id: Option<String>,
+    pub detail: String,
+}
+
+const PRINCIPAL_COLUMNS: &str = "id, epoch, kind, origin, decision_expires_at_ms, \
+     created_at_ms, last_seen_at_ms, revoked_at_ms";
+
+fn principal_from(row: &SqliteRow) -> Result<PrincipalRow, sqlx::Error> {
+    Ok(PrincipalRow {
+        id: row.try_get("id")?,
+        epoch: row.try_get("epoch")?,
+        kind: row.try_get("kind")?,
+        origin: row.try_get("origin")?,
+        decision_expires_at_ms: row.try_get("decision_expires_at_ms")?,
+        created_at_ms: row.try_get("created_at_ms")?,
+        last_seen_at_ms: row.try_get("last_seen_at_ms")?,
+        revoked_at_ms: row.try_get("revoked_at_ms")?,
+    })
+}
+
+fn migrator() -> Migrator {
+    Migrator::with_migrations(
+        MIGRATIONS
+            .iter()
+            .map(|(version, description, sql)| {
+                Migration::new(
+                    *version,
+                    Cow::Borrowed(*description),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    pool: SqlitePool,
+}
+
+impl Store {
+    /// Opens (creating if missing) the database in WAL mode and applies pending migrations.
+    #[tracing::instrument(skip_all, fields(path = %path.display()))]
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        migrator().run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    #[tracing::instrument(skip_all)]
+    pub async fn start_epoch(&self, epoch: &str, pid: u32, now_ms: i64) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO epochs (epoch, pid, started_at_ms) VALUES (?, ?, ?)")
+            .bind(epoch)
+            .bind(i64::from(pid))
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip_all)]
+    pub async fn stop_epoch(&self, epoch: &str, now_ms: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE epochs SET stopped_at_ms = ? WHERE epoch = ? AND stopped_at_ms IS NULL",
+        )
+        .bind(now_ms)
+        .bind(epoch)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Every recorded epoch but `current`: their codes and tokens answer `epoch_ended`.
+    #[tracing::instrument(skip_all)]
+    pub async fn past_epochs(&self, current: &str) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT epoch FROM epochs WHERE epoch <> ? ORDER BY started_at_ms")
+            .bind(current)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| r.try_get("epoch").map_err(StoreError::from))
+            .collect()
+    }
+
+    #[tracing::instrument(skip_all, fields(principal = p.id))]
+    pub async fn insert_principal(&self, p: &NewPrincipal<'_>) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO principals (id, epoch, kind, origin, token_digest, decision_digest, \
+             decision_expires_at_ms, created_at_ms, last_seen_at_ms) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(p.id)
+        .bind(p.epoch)
+        .bind(p.kind)
+        .bind(p.origin)
+        .bind(&p.token_digest[..])
+        .bind(&p.decision_digest[..])
+        .bind(p.decision_expires_at_ms)
+        .bind(p.now_ms)
+        .bind(p.now_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip_all)]
+    pub async fn principal_by_token(
+        &self,
+        digest: &Digest,
+    ) -> Result<Option<PrincipalRow>, StoreError> {
+        let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE token_digest = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&digest[..])
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(principal_from).transpose()?)
+    }
+
+    #[tracing::instrument(skip_all)]
+    pub async fn principal_by_decision(
+        &self,
+        digest: &Digest,
+    ) -> Result<Option<PrincipalRow>, StoreError> {
+        let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE decision_digest = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&digest[..])
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(principal_from).transpose()?)
+    }
+
+    #[tracing::instrument(skip_all, fields(principal = id))]
+    pub async fn principal(&self, id: &str) -> Result<Option<PrincipalRow>, StoreError> {
+        let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE id = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(principal_from).transpose()?)
+    }
+
+    /// Every principal minted in `epoch`, oldest first.
+    #[tracing::instrument(skip_all)]
+    pub async fn principals_of_epoch(&self, epoch: &str) -> Result<Vec<PrincipalRow>, StoreError> {
+        let sql = format!(
+            "SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE epoch = ? ORDER BY created_at_ms, id"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(epoch)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(principal_from).collect::<Result<_, _>>()?)
+    }
+
+    /// Marks a principal revoked; `false` when it was unknown or already revoked.
+    #[tracing::instrument(skip_all, fields(principal = id))]
+    pub async fn revoke_principal(
+        &self,
+        id: &str,
+        reason: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE principals SET revoked_at_ms = ?, revoked_reason = ? \
+             WHERE id = ? AND revoked_at_ms IS NULL",
+        )
+        .bind(now_ms)
+        .bind(reason)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    #[tracing::instrument(skip_all, fields(principal = id))]
+    pub async fn touch_principal(&self, id: &str, now_ms: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE principals SET last_seen_at_ms = ? WHERE id = ? AND last_seen_at_ms < ?",
+        )
+        .bind(now_ms)
+        .bind(id)
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip_all, fields(kind = kind))]
+    pub async fn append_event(
+        &self,
+        at_ms: i64,
+        kind: &str,
+        epoch: &str,
+        principal_id: Option<&str>,
+        detail: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO admin_events (at_ms, kind, epoch, principal_id, detail) \
+             VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(at_ms)
+        .bind(kind)
+        .bind(epoch)
+        .bind(principal_id)
+        .bind(detail)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The audit rows of `epoch`, oldest first.
+    #[cfg(test)]
+    #[tracing::instrument(skip_all)]
+    pub async fn events_of_epoch(&self, epoch: &str) -> Result<Vec<EventRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT at_ms, kind, epoch, principal_id, detail FROM admin_events \
+             WHERE epoch = ? ORDER BY id",
+        )
+        .bind(epoch)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(EventRow {
+                    at_ms: r.try_get("at_ms")?,
+                    kind: r.try_get("kind")?,
+                    epoch: r.try_get("epoch")?,
+                    principal_id: r.try_get("principal_id")?,
+                    detail: r.try_get("detail")?,
+                })
+            })
+            .collect()
+    }
+
+    #[cfg(test)]
+    pub(crate) async fn raw_delete_event_is_refused(&self) -> bool {
+        sqlx::query("DELETE FROM admin_events")
+            .execute(&self.pool)
+            .await
+            .is_err()
+    }
+
+    #[cfg(test)]
+    pub(crate) async fn epoch_stopped_at(&self, epoch: &str) -> Result<Option<i64>, StoreError> {
+        let row = sqlx::query("SELECT stopped_at_ms FROM epochs WHERE epoch = ?")
+            .bind(epoch)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get("stopped_at_ms")?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::TempDir;
+
+    fn principal<'a>(
+        id: &'a str,
+        epoch: &'a str,
+        t: &'a Digest,
+        d: &'a Digest,
+    ) -> NewPrincipal<'a> {
+        NewPrincipal {
+            id,
+            epoch,
+            kind: "browser",
+            origin: "http://127.0.0.1:8765",
+            token_digest: t,
+            decision_digest: d,
+            decision_expires_at_ms: 5_000,
+            now_ms: 1_000,
+        }
+    }
+
+    #[tokio::test]
+    async fn migrates_records_and_classifies() {
+        let dir = TempDir::new("store");
+        let store = Store::open(&dir.path().join("state.db"))
+            .await
+            .expect("open");
+        store.start_epoch("e1", 1, 10).await.expect("e1");
+        store.stop_epoch("e1", 20).await.expect("stop");
+        store.start_epoch("e2", 2, 30).await.expect("e2");
+        assert_eq!(store.past_epochs("e2").await.expect("past"), vec!["e1"]);
+        assert_eq!(store.epoch_stopped_at("e1").await.expect("e1"), Some(20));
+        assert_eq!(store.epoch_stopped_at("e2").await.expect("e2"), None);
+
+        let (t, d) = ([1u8; 32], [2u8; 32]);
+        store
+            .insert_principal(&principal("p1", "e2", &t, &d))
+            .await
+            .expect("insert");
+        // Digests are unique: the same token can never name two principals.
+        assert!(
+            store
+                .insert_principal(&principal("p2", "e2", &t, &[3u8; 32]))
+                .await
+                .is_err()
+        );
+        let row = store.principal_by_token(&t).await.expect("q").expect("row");
+        assert_eq!(row.id, "p1");
+        assert_eq!(row.revoked_at_ms, None);
+        assert_eq!(
+            store
+                .principal_by_decision(&d)
+                .await
+                .expect("q")
+                .map(|r| r.id),
+            Some("p1".into())
+        );
+        assert!(
+            store
+                .principal_by_token(&[9u8; 32])
+                .await
+                .expect("q")
+                .is_none()
+        );
+
+        store.touch_principal("p1", 2_000).await.expect("touch");
+        assert!(
+            store
+                .revoke_principal("p1", "test", 3_000)
+                .await
+                .expect("revoke")
+        );
+        assert!(
+            !store
+                .revoke_principal("p1", "test", 4_000)
+                .await
+                .expect("again")
+        );
+        let rows = store.principals_of_epoch("e2").await.expect("list");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].last_seen_at_ms, 2_000);
+        assert_eq!(rows[0].revoked_at_ms, Some(3_000));
+
+        store
+            .append_event(5, "epoch_started", "e2", None, "{}")
+            .await
+            .expect("event");
+        let events = store.events_of_epoch("e2").await.expect("events");
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].kind, "epoch_started");
+        assert!(store.raw_delete_event_is_refused().await);
+        store.close().await;
+
+        // Reopening applies nothing new and keeps the data.
+        let again = Store::open(&dir.path().join("state.db"))
+            .await
+            .expect("reopen");
+        assert_eq!(again.past_epochs("e3").await.expect("past").len(), 2);
+        again.close().await;
+    }
+}
