@@ -1,0 +1,17 @@
+//! The one schedule spec, everywhere: the API, declaration files and export all use
+//! these types. This crate validates a spec (every problem at once, each naming its field
+//! path) and does the time arithmetic of its trigger. It reads no environment and no
+//! clock of its own: callers pass the default zone and "now".
+
+pub mod duration;
+pub mod spec;
+pub mod trigger;
+pub mod validate;
+pub mod zone;
+
+pub use spec::{
+    Action, CronTrigger, FollowUp, MissedFire, Overlap, Policies, RateLimit, ScheduleSpec, Trigger,
+};
+pub use trigger::Armed;
+pub use validate::{Context, FieldError, Validated, parse_json, validate};
+pub use zone::{Zone, ZoneSource};

@@ -1,0 +1,149 @@
+//! The schedule spec's types. Closed at every level: an unknown field is an error.
+//!
+//! ```json
+//! {"name": "nightly/reindex",
+//!  "trigger": {"cron": {"expression": "0 2 * * *", "timezone": "Europe/Berlin"}},
+//!  "action": {"kind": "command", "executable": "reindex", "args": ["--full"]},
+//!  "policies": {"missed_fire": "run_once", "overlap": "skip", "deadline": 3600}}
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    /// Unique; required by the API, given by the member key in declaration files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub enabled: bool,
+    pub trigger: Trigger,
+    pub action: Action,
+    /// Working directory of the job (absolute once stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Extra environment variables for the job.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Policies::is_default")]
+    pub policies: Policies,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_success: Option<Box<FollowUp>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_fail: Option<Box<FollowUp>>,
+}
+
+/// Exactly one of the three.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Trigger {
+    Cron(CronTrigger),
+    /// An interval: `90s`, `15m`, `6h`, `2d`, `1h30m`.
+    Every(String),
+    /// One instant, RFC 3339 with an offset.
+    At(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CronTrigger {
+    pub expression: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Action {
+    /// An executable (on the allow-list) with arguments; no shell.
+    Command {
+        executable: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        args: Vec<String>,
+    },
+    /// A run of the configured agent runner with this prompt.
+    Agent {
+        prompt: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissedFire {
+    /// Fires that fell due while the daemon was down or asleep are recorded as skipped.
+    #[default]
+    Skip,
+    /// One catch-up run, however many fires were missed.
+    RunOnce,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlap {
+    /// A fire while a run is still going is recorded as skipped.
+    #[default]
+    Skip,
+    Allow,
+    /// The running one is cancelled first.
+    Replace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    pub max_fires: u32,
+    pub window_seconds: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policies {
+    #[serde(default)]
+    pub missed_fire: MissedFire,
+    #[serde(default)]
+    pub overlap: Overlap,
+    /// Top-level runs ever started; chain children do not count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<u64>,
+    /// Seconds before TERM (then KILL after a grace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<u64>,
+    /// No fire once the reported spend reaches this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl Policies {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What runs after the parent is terminal; may chain further, up to a capped depth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FollowUp {
+    pub action: Action,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_success: Option<Box<FollowUp>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_fail: Option<Box<FollowUp>>,
+}

@@ -1,0 +1,475 @@
+//! Validation: every problem at once, each naming its field path and the reason.
+//!
+//! Structure (types, unknown fields) is checked while parsing; meaning (cron that can
+//! fire, zone names, intervals, instants, limits, the allow-list, chain depth) here.
+
+use std::fmt;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use crate::{
+    duration::parse_interval,
+    spec::{Action, FollowUp, ScheduleSpec, Trigger},
+    trigger::{Armed, parse_cron},
+    zone::{Zone, ZoneSource},
+};
+
+/// How deep `on_success` / `on_fail` may nest.
+pub const MAX_CHAIN_DEPTH: usize = 10;
+/// The longest deadline a job may ask for (7 days).
+pub const MAX_DEADLINE_SECS: u64 = 7 * 86_400;
+
+/// One problem: where (`trigger.cron.expression`) and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    pub path: String,
+    pub reason: String,
+}
+
+impl FieldError {
+    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "{}: {}", self.path, self.reason)
+        }
+    }
+}
+
+/// What validation needs to know besides the spec.
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    /// The zone for cron triggers that name none.
+    pub default_zone: &'a Zone,
+    /// The command allow-list; `None` skips the check (local validation warns instead).
+    pub allowlist: Option<&'a [String]>,
+    /// When set, an `at` instant must lie after it.
+    pub now_ms: Option<i64>,
+    /// The API requires a name; declaration files give it by the member key.
+    pub require_name: bool,
+}
+
+/// A spec that passed, with its armed trigger.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    pub spec: ScheduleSpec,
+    pub armed: Armed,
+}
+
+/// Parses a JSON schedule spec; a structural error names the field it was found at.
+pub fn parse_json(text: &str) -> Result<ScheduleSpec, FieldError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let reason = e.into_inner().to_string();
+        // serde_json appends " at line L column C"; the path already says where.
+        let reason = reason
+            .split(" at line ")
+            .next()
+            .unwrap_or(&reason)
+            .to_owned();
+        FieldError::new(if path == "." { String::new() } else { path }, reason)
+    })
+}
+
+/// Checks everything about a spec that can be known without running it.
+pub fn validate(spec: ScheduleSpec, ctx: &Context<'_>) -> Result<Validated, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    match &spec.name {
+        Some(name) => check_name(name, &mut errors),
+        None if ctx.require_name => errors.push(FieldError::new("name", "is required")),
+        None => {}
+    }
+    if spec.description.len() > 4_096 {
+        errors.push(FieldError::new("description", "is longer than 4096 bytes"));
+    }
+    let armed = arm(&spec.trigger, ctx, &mut errors);
+    check_action("action", &spec.action, ctx, &mut errors);
+    if let Some(cwd) = &spec.cwd {
+        if cwd.is_empty() || cwd.contains('\0') {
+            errors.push(FieldError::new("cwd", "must be a non-empty path"));
+        }
+    }
+    for (key, value) in &spec.env {
+        let path = format!("env.{key}");
+        let valid_key = key
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid_key {
+            errors.push(FieldError::new(
+                &path,
+                "a variable name is letters, digits and _, not starting with a digit",
+            ));
+        } else if key.starts_with("STUDIO_") {
+            errors.push(FieldError::new(
+                &path,
+                "STUDIO_* variables are set by the runner and cannot be overridden",
+            ));
+        }
+        if value.contains('\0') {
+            errors.push(FieldError::new(&path, "must not contain a NUL byte"));
+        }
+    }
+    check_policies(&spec, &mut errors);
+    check_chain(
+        "on_success",
+        spec.on_success.as_deref(),
+        1,
+        ctx,
+        &mut errors,
+    );
+    check_chain("on_fail", spec.on_fail.as_deref(), 1, ctx, &mut errors);
+    match armed {
+        Some(armed) if errors.is_empty() => Ok(Validated { spec, armed }),
+        _ => Err(errors),
+    }
+}
+
+fn check_name(name: &str, errors: &mut Vec<FieldError>) {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+    if name.is_empty() || name.len() > 128 {
+        errors.push(FieldError::new("name", "must be 1 to 128 characters"));
+    } else if !ok_chars || name.starts_with('/') || name.ends_with('/') || name.contains("//") {
+        errors.push(FieldError::new(
+            "name",
+            "use letters, digits, '-', '_', '.' and '/' between parts (like nightly/reindex)",
+        ));
+    }
+}
+
+fn arm(trigger: &Trigger, ctx: &Context<'_>, errors: &mut Vec<FieldError>) -> Option<Armed> {
+    match trigger {
+        Trigger::Cron(c) => {
+            let zone = match &c.timezone {
+                Some(name) => match Zone::named(name, ZoneSource::Schedule) {
+                    Ok(z) => Some(z),
+                    Err(e) => {
+                        errors.push(FieldError::new("trigger.cron.timezone", e));
+                        None
+                    }
+                },
+                None => Some(ctx.default_zone.clone()),
+            };
+            let cron = match parse_cron(&c.expression) {
+                Ok(cron) => Some(cron),
+                Err(e) => {
+                    errors.push(FieldError::new("trigger.cron.expression", e));
+                    None
+                }
+            };
+            let armed = Armed::Cron {
+                cron: Box::new(cron?),
+                zone: zone?,
+            };
+            // A valid-looking expression that can never fire is refused, not left unarmed.
+            if armed.next_after(ctx.now_ms.unwrap_or(0), 0).is_none() {
+                errors.push(FieldError::new(
+                    "trigger.cron.expression",
+                    format!("{:?} can never fire (no such date)", c.expression),
+                ));
+                return None;
+            }
+            Some(armed)
+        }
+        Trigger::Every(text) => match parse_interval(text) {
+            Ok(period_ms) => Some(Armed::Every { period_ms }),
+            Err(e) => {
+                errors.push(FieldError::new("trigger.every", e));
+                None
+            }
+        },
+        Trigger::At(text) => match text.parse::<Timestamp>() {
+            Ok(ts) if ctx.now_ms.is_some_and(|now| ts.as_millisecond() <= now) => {
+                errors.push(FieldError::new(
+                    "trigger.at",
+                    format!("{text} is in the past"),
+                ));
+                None
+            }
+            Ok(ts) => Some(Armed::At {
+                at_ms: ts.as_millisecond(),
+            }),
+            Err(_) => {
+                errors.push(FieldError::new(
+                    "trigger.at",
+                    "must be an RFC 3339 instant with an offset, like 2026-12-01T09:00:00+01:00",
+                ));
+                None
+            }
+        },
+    }
+}
+
+fn check_action(path: &str, action: &Action, ctx: &Context<'_>, errors: &mut Vec<FieldError>) {
+    match action {
+        Action::Command { executable, args } => {
+            let exe_path = format!("{path}.executable");
+            if executable.is_empty() || executable.contains('\0') {
+                errors.push(FieldError::new(&exe_path, "must name an executable"));
+            } else if let Some(list) = ctx.allowlist {
+                if !list.iter().any(|e| e == executable) {
+                    errors.push(FieldError::new(
+                        &exe_path,
+                        format!("{executable:?} is not on the command allow-list (STUDIO_COMMAND_ALLOWLIST)"),
+                    ));
+                }
+            }
+            for (i, arg) in args.iter().enumerate() {
+                if arg.contains('\0') {
+                    errors.push(FieldError::new(
+                        format!("{path}.args[{i}]"),
+                        "must not contain a NUL byte",
+                    ));
+                }
+            }
+        }
+        Action::Agent { prompt, .. } => {
+            if prompt.trim().is_empty() {
+                errors.push(FieldError::new(
+                    format!("{path}.prompt"),
+                    "must not be empty",
+                ));
+            }
+            if prompt.contains('\0') {
+                errors.push(FieldError::new(
+                    format!("{path}.prompt"),
+                    "must not contain a NUL byte",
+                ));
+            }
+        }
+    }
+}
+
+fn check_policies(spec: &ScheduleSpec, errors: &mut Vec<FieldError>) {
+    let p = &spec.policies;
+    if p.max_runs == Some(0) {
+        errors.push(FieldError::new("policies.max_runs", "must be at least 1"));
+    }
+    match p.deadline {
+        Some(0) => errors.push(FieldError::new(
+            "policies.deadline",
+            "must be at least 1 second",
+        )),
+        Some(d) if d > MAX_DEADLINE_SECS => {
+            errors.push(FieldError::new(
+                "policies.deadline",
+                format!("must be at most {MAX_DEADLINE_SECS} seconds (7 days)"),
+            ));
+        }
+        _ => {}
+    }
+    if let Some(b) = p.budget_usd {
+        if !b.is_finite() || b < 0.0 {
+            errors.push(FieldError::new(
+                "policies.budget_usd",
+                "must be a non-negative amount",
+            ));
+        }
+    }
+    if let Some(r) = p.rate_limit {
+        if r.max_fires == 0 {
+            errors.push(FieldError::new(
+                "policies.rate_limit.max_fires",
+                "must be at least 1",
+            ));
+        }
+        if r.window_seconds == 0 {
+            errors.push(FieldError::new(
+                "policies.rate_limit.window_seconds",
+                "must be at least 1",
+            ));
+        }
+    }
+}
+
+fn check_chain(
+    path: &str,
+    node: Option<&FollowUp>,
+    depth: usize,
+    ctx: &Context<'_>,
+    errors: &mut Vec<FieldError>,
+) {
+    let Some(node) = node else { return };
+    if depth > MAX_CHAIN_DEPTH {
+        errors.push(FieldError::new(
+            path,
+            format!("chains are at most {MAX_CHAIN_DEPTH} deep"),
+        ));
+        return;
+    }
+    check_action(&format!("{path}.action"), &node.action, ctx, errors);
+    check_chain(
+        &format!("{path}.on_success"),
+        node.on_success.as_deref(),
+        depth + 1,
+        ctx,
+        errors,
+    );
+    check_chain(
+        &format!("{path}.on_fail"),
+        node.on_fail.as_deref(),
+        depth + 1,
+        ctx,
+        errors,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(zone: &Zone) -> Context<'_> {
+        Context {
+            default_zone: zone,
+            allowlist: None,
+            now_ms: Some(1_795_000_000_000),
+            require_name: true,
+        }
+    }
+
+    fn check(json: &str) -> Result<Validated, Vec<FieldError>> {
+        let zone = Zone::utc();
+        let spec = parse_json(json).map_err(|e| vec![e])?;
+        validate(spec, &ctx(&zone))
+    }
+
+    fn paths(json: &str) -> Vec<String> {
+        check(json)
+            .err()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| e.path)
+            .collect()
+    }
+
+    #[test]
+    fn a_full_spec_validates_and_round_trips() {
+        let json = r#"{"name":"nightly/reindex","description":"d",
+            "trigger":{"cron":{"expression":"0 2 * * *","timezone":"Europe/Berlin"}},
+            "action":{"kind":"command","executable":"reindex","args":["--full"]},
+            "cwd":"/srv","env":{"MODE":"full"},
+            "policies":{"missed_fire":"run_once","overlap":"replace","max_runs":5,"deadline":3600,
+                        "budget_usd":2.5,"rate_limit":{"max_fires":3,"window_seconds":60}},
+            "on_success":{"action":{"kind":"agent","prompt":"summarise"},
+                          "on_fail":{"action":{"kind":"command","executable":"notify"}}}}"#;
+        let v = check(json).expect("valid");
+        assert_eq!(
+            v.armed.zone().map(|z| z.name.as_str()),
+            Some("Europe/Berlin")
+        );
+        let back = serde_json::to_string(&v.spec).expect("ser");
+        assert_eq!(parse_json(&back).expect("re-parse"), v.spec);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_with_their_path() {
+        let e = parse_json(r#"{"name":"a","trigger":{"every":"5m"},"action":{"kind":"command","executable":"x","bogus":1}}"#)
+            .expect_err("unknown field");
+        assert_eq!(e.path, "action");
+        assert!(e.reason.contains("bogus"), "{e}");
+        let e = parse_json(r#"{"name":"a","trigger":{"every":"5m"},"action":{"kind":"command","executable":"x"},"policies":{"overlap":"sometimes"}}"#)
+            .expect_err("bad enum");
+        assert_eq!(e.path, "policies.overlap");
+        let e = parse_json(r#"{"name":"a","trigger":{"every":"5m","at":"x"},"action":{"kind":"command","executable":"x"}}"#)
+            .expect_err("two triggers");
+        assert!(e.path.starts_with("trigger"), "{e}");
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let p = paths(
+            r#"{"trigger":{"cron":{"expression":"0 0 31 2 *","timezone":"Nowhere/Land"}},
+                "action":{"kind":"agent","prompt":" "},"env":{"1X":"a","STUDIO_RUN_ID":"b"},
+                "policies":{"max_runs":0,"deadline":0,"budget_usd":-1,"rate_limit":{"max_fires":0,"window_seconds":0}}}"#,
+        );
+        for want in [
+            "name",
+            "trigger.cron.timezone",
+            "action.prompt",
+            "env.1X",
+            "env.STUDIO_RUN_ID",
+            "policies.max_runs",
+            "policies.deadline",
+            "policies.budget_usd",
+            "policies.rate_limit.max_fires",
+            "policies.rate_limit.window_seconds",
+        ] {
+            assert!(p.contains(&want.to_owned()), "missing {want} in {p:?}");
+        }
+    }
+
+    #[test]
+    fn impossible_cron_and_bad_instants_are_refused() {
+        let base = |trigger: &str| {
+            format!(
+                r#"{{"name":"n","trigger":{trigger},"action":{{"kind":"command","executable":"true"}}}}"#
+            )
+        };
+        let e = check(&base(r#"{"cron":{"expression":"0 0 31 2 *"}}"#)).expect_err("never fires");
+        assert!(e[0].reason.contains("never fire"), "{e:?}");
+        assert_eq!(
+            paths(&base(r#"{"cron":{"expression":"61 * * * *"}}"#)),
+            ["trigger.cron.expression"]
+        );
+        assert_eq!(paths(&base(r#"{"every":"5 minutes"}"#)), ["trigger.every"]);
+        assert_eq!(
+            paths(&base(r#"{"at":"2030-01-01T09:00:00"}"#)),
+            ["trigger.at"],
+            "no offset"
+        );
+        assert_eq!(
+            paths(&base(r#"{"at":"2020-01-01T09:00:00Z"}"#)),
+            ["trigger.at"],
+            "past"
+        );
+        assert!(check(&base(r#"{"at":"2030-01-01T09:00:00+01:00"}"#)).is_ok());
+    }
+
+    #[test]
+    fn the_allow_list_and_chain_depth_are_enforced() {
+        let zone = Zone::utc();
+        let list = vec!["true".to_owned()];
+        let c = Context {
+            allowlist: Some(&list),
+            ..ctx(&zone)
+        };
+        let spec = parse_json(r#"{"name":"n","trigger":{"every":"1m"},"action":{"kind":"command","executable":"rm"}}"#).expect("parse");
+        let e = validate(spec, &c).expect_err("not allowed");
+        assert_eq!(e[0].path, "action.executable");
+        let mut chain = String::from(r#"{"action":{"kind":"command","executable":"true"}}"#);
+        for _ in 0..MAX_CHAIN_DEPTH {
+            chain = format!(
+                r#"{{"action":{{"kind":"command","executable":"true"}},"on_success":{chain}}}"#
+            );
+        }
+        let json = format!(
+            r#"{{"name":"n","trigger":{{"every":"1m"}},"action":{{"kind":"command","executable":"true"}},"on_fail":{chain}}}"#
+        );
+        let e = validate(parse_json(&json).expect("parse"), &c).expect_err("too deep");
+        assert!(e[0].reason.contains("deep"), "{e:?}");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        for bad in ["", "/a", "a/", "a//b", "a b", "ä"] {
+            let json = format!(
+                r#"{{"name":{bad:?},"trigger":{{"every":"1m"}},"action":{{"kind":"command","executable":"true"}}}}"#
+            );
+            assert_eq!(paths(&json), ["name"], "{bad:?}");
+        }
+    }
+}
