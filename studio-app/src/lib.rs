@@ -1,1 +1,173 @@
-//! placeholder
+//! studio-app: Studio's browser-facing listener — the pairing page, the front door
+//! (Host, CORS, JSON, admission through studiod's verifier) and the proxy to studiod.
+//!
+//! Invariant: never depends on `studio-daemon`; holds no secret beyond the request in
+//! flight; when the daemon cannot answer, it refuses (`503 daemon_unavailable`).
+
+mod config;
+mod cookie;
+mod frontdoor;
+mod http;
+mod page;
+mod pairing;
+mod proxy;
+mod status;
+mod tls;
+mod verifier;
+
+use std::{net::SocketAddr, time::Duration};
+
+use anyhow::Context;
+use studio_contract::ready::Ready;
+use tokio::{net::TcpListener, sync::watch};
+use tokio_rustls::TlsAcceptor;
+
+pub use config::{Cli, Config, ConfigError, MAX_VERIFIER_TIMEOUT_MS, TlsFiles};
+
+/// How long in-flight requests may take to finish once shutdown begins.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Why the app could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("verifier client: {0}")]
+    Verifier(String),
+}
+
+/// A bound, not yet serving app: `build` reports the address before anything is served.
+pub struct Application {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    origin: String,
+    tls: Option<TlsAcceptor>,
+    state: http::AppState,
+}
+
+impl Application {
+    /// Loads TLS material, prepares the verifier client (it connects lazily, so a daemon
+    /// that is down does not stop the app from starting) and binds the listener.
+    pub async fn build(config: Config) -> Result<Self, StartError> {
+        let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
+        let verifier = verifier::Verifier::new(
+            &config.home.verifier_socket(),
+            &config.app_key,
+            config.verifier_timeout,
+        )
+        .map_err(|e| StartError::Verifier(e.to_string()))?;
+        let listener = TcpListener::bind(config.addr)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: config.addr,
+                source,
+            })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: config.addr,
+            source,
+        })?;
+        let origin = config
+            .public_origin
+            .clone()
+            .unwrap_or_else(|| format!("{}://{local_addr}", config.scheme()));
+        let state = http::AppState::new(http::Shared {
+            door: frontdoor::FrontDoor::new(&config, local_addr),
+            verifier,
+            proxy: proxy::Proxy::new(
+                config.daemon_addr,
+                config.app_key.clone(),
+                config.upstream_timeout,
+            ),
+            secure_cookies: tls.is_some() || origin.starts_with("https://"),
+        });
+        Ok(Self {
+            listener,
+            local_addr,
+            origin,
+            tls,
+            state,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The origin browsers use: the public origin, else this listener's own.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The readiness line to announce once serving.
+    pub fn ready(&self) -> Ready {
+        Ready {
+            pid: std::process::id(),
+            addr: self.local_addr.to_string(),
+            epoch: None,
+            origin: Some(self.origin.clone()),
+        }
+    }
+
+    /// Serves until `shutdown` resolves, then lets in-flight requests finish for at most
+    /// [`SHUTDOWN_GRACE`] (server-sent event streams would otherwise hold it open forever).
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let watch_task = self.state.verifier.spawn_watch();
+        let router = http::router(self.state);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut server = tokio::spawn(match self.tls {
+            Some(acceptor) => futures_util::future::Either::Left(http::serve_tls(
+                self.listener,
+                acceptor,
+                router,
+                stop_rx,
+            )),
+            None => futures_util::future::Either::Right(http::serve_plain(
+                self.listener,
+                router,
+                stop_rx,
+            )),
+        });
+        let result = tokio::select! {
+            ended = &mut server => Some(ended),
+            () = shutdown => None,
+        };
+        let result = match result {
+            Some(ended) => ended,
+            None => {
+                tracing::info!("shutting down");
+                let _ = stop_tx.send(true);
+                match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+                    Ok(ended) => ended,
+                    Err(_) => {
+                        tracing::warn!(grace = ?SHUTDOWN_GRACE, "in-flight requests cut off");
+                        server.abort();
+                        Ok(Ok(()))
+                    }
+                }
+            }
+        };
+        watch_task.abort();
+        result.map_err(std::io::Error::other)?
+    }
+}
+
+/// Builds, announces readiness on stdout, and serves until `shutdown`.
+pub async fn run(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let app = Application::build(config).await?;
+    app.ready()
+        .announce()
+        .context("cannot print the readiness line")?;
+    tracing::info!(addr = %app.local_addr(), origin = %app.origin(), "studio-app serving");
+    app.serve(shutdown).await.context("server failed")
+}

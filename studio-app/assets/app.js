@@ -1,0 +1,139 @@
+// Studio's pairing page. The pairing code arrives in the URL fragment (never sent to a
+// server by the browser), is removed from the address bar at once, and is redeemed with
+// one JSON POST. The admission token comes back as an HttpOnly cookie this script cannot
+// read; the decision token is kept in sessionStorage only.
+"use strict";
+
+(function () {
+  const DECISION_KEY = "studio.decision_token";
+  const POLL_MS = 5000;
+  const TEXT = {
+    loading: "Checking…",
+    paired: "Paired",
+    "not-paired": "Not paired",
+    "daemon-unavailable": "Daemon unavailable",
+    "epoch-ended": "Epoch ended",
+  };
+
+  const el = (id) => document.getElementById(id);
+  const main = el("status");
+  const disconnect = el("disconnect");
+  let message = "";
+
+  function show(state, session) {
+    main.dataset.state = state;
+    el("state-text").textContent = TEXT[state];
+    const paired = state === "paired";
+    const epoch = session && session.epoch;
+    el("details").hidden = !epoch;
+    el("epoch").textContent = epoch || "—";
+    el("principal").textContent = (session && session.principal) || "—";
+    el("hint").hidden = !(state === "not-paired" || state === "epoch-ended");
+    disconnect.hidden = !paired;
+    el("disconnect-help").hidden = !paired;
+    const msg = el("message");
+    msg.textContent = paired ? "" : message;
+    msg.hidden = paired || !message;
+  }
+
+  async function api(method, path, body) {
+    const init = {
+      method,
+      credentials: "same-origin",
+      cache: "no-store",
+      headers: { Accept: "application/json" },
+    };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const decision = sessionStorage.getItem(DECISION_KEY);
+    if (decision && method !== "GET") {
+      init.headers["x-studio-decision-token"] = decision;
+    }
+    const res = await fetch(path, init);
+    let data = null;
+    try {
+      data = await res.json();
+    } catch (_) {
+      data = null;
+    }
+    return { ok: res.ok, status: res.status, data };
+  }
+
+  function failure(r, what) {
+    return (r.data && r.data.message) || what + " failed (HTTP " + r.status + ")";
+  }
+
+  // Returns an error message, or "" when the code was redeemed (or there was none).
+  async function pairFromFragment() {
+    const match = /^#pair=([^&]*)/.exec(window.location.hash);
+    if (!match) return "";
+    // First thing: the code must not stay in the address bar or in history.
+    history.replaceState(null, "", window.location.pathname + window.location.search);
+    let code;
+    try {
+      code = decodeURIComponent(match[1]);
+    } catch (_) {
+      return "the pairing link is malformed";
+    }
+    try {
+      const r = await api("POST", "/api/studio/pair", { code });
+      if (r.ok && r.data && r.data.paired) {
+        sessionStorage.setItem(DECISION_KEY, r.data.decision_token);
+        return "";
+      }
+      return failure(r, "pairing");
+    } catch (_) {
+      return "pairing failed: the app could not be reached";
+    }
+  }
+
+  async function refresh() {
+    let r;
+    try {
+      r = await api("GET", "/api/app/session");
+    } catch (_) {
+      show("daemon-unavailable", null);
+      return;
+    }
+    const s = r.data || {};
+    if (s.paired) {
+      show("paired", s);
+    } else if (s.daemon !== "ok" || s.reason === "daemon_unavailable") {
+      show("daemon-unavailable", s);
+    } else if (s.reason === "epoch_ended") {
+      sessionStorage.removeItem(DECISION_KEY);
+      show("epoch-ended", s);
+    } else {
+      sessionStorage.removeItem(DECISION_KEY);
+      show("not-paired", s);
+    }
+  }
+
+  disconnect.addEventListener("click", async () => {
+    disconnect.disabled = true;
+    try {
+      const r = await api("POST", "/api/studio/disconnect", {});
+      if (r.ok) {
+        sessionStorage.removeItem(DECISION_KEY);
+        message = "";
+        show("not-paired", null);
+        return;
+      }
+      message = failure(r, "disconnect");
+      await refresh();
+    } catch (_) {
+      message = "disconnect failed: the app could not be reached";
+      await refresh();
+    } finally {
+      disconnect.disabled = false;
+    }
+  });
+
+  (async () => {
+    message = await pairFromFragment();
+    await refresh();
+    setInterval(refresh, POLL_MS);
+  })();
+})();

@@ -1,0 +1,68 @@
+//! The pairing page: one embedded HTML document with its script and stylesheet (no build
+//! step), served with `no-store` and a CSP that allows nothing from elsewhere.
+
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, header};
+
+const INDEX: &str = include_str!("../assets/index.html");
+const SCRIPT: &str = include_str!("../assets/app.js");
+const STYLE: &str = include_str!("../assets/app.css");
+
+/// Only same-origin script, style and fetches; no inline code, no framing.
+pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; \
+     frame-ancestors 'none'";
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = body.into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // The page reflects live pairing state; a cached copy would show a stale one.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
+}
+
+pub(crate) async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX)
+}
+
+pub(crate) async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+pub(crate) async fn style() -> Response {
+    asset("text/css; charset=utf-8", STYLE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_is_self_contained() {
+        assert!(INDEX.contains(r#"<html lang="en">"#));
+        assert!(INDEX.contains(r#"id="status" data-state="#));
+        assert!(!INDEX.contains("http://") && !INDEX.contains("https://"));
+        assert!(
+            !INDEX.contains("<script>"),
+            "inline script would violate the CSP"
+        );
+        assert!(SCRIPT.contains("history.replaceState"));
+        assert!(SCRIPT.contains("sessionStorage"));
+        assert!(!SCRIPT.contains("localStorage"));
+        assert!(STYLE.contains("prefers-color-scheme"));
+    }
+}

@@ -1,0 +1,62 @@
+//! `POST /api/studio/pair`: redeems a pairing code through the verifier and hands the
+//! browser its admission token as an `HttpOnly` cookie.
+//!
+//! Invariant: the admission token goes only into `Set-Cookie`, never into the body, so
+//! page script cannot read or leak it.
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::State,
+    response::{IntoResponse, Response},
+};
+use http::{HeaderMap, header};
+use serde::Deserialize;
+use serde_json::json;
+use studio_contract::{
+    error::{ApiError, Code},
+    time::rfc3339,
+};
+
+use crate::{cookie, frontdoor, http::AppState};
+
+#[derive(Deserialize)]
+struct PairBody {
+    code: String,
+}
+
+#[tracing::instrument(skip_all)]
+pub(crate) async fn pair(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match redeem(&state, &headers, &body).await {
+        Ok(response) => response,
+        Err(e) => {
+            tracing::info!(code = e.code.as_str(), "pairing refused");
+            e.into_response()
+        }
+    }
+}
+
+async fn redeem(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
+    let origin = frontdoor::origin(headers)
+        .map_err(|()| ApiError::new(Code::OriginNotAllowed, "origin not allowed"))?
+        .unwrap_or("");
+    let PairBody { code } = serde_json::from_slice(body)
+        .map_err(|_| ApiError::new(Code::BadRequest, "expected {\"code\": \"...\"}"))?;
+    // The daemon checks the origin against its own list and decides; we pass what we saw.
+    let pairing = state.verifier.redeem_pairing(code.trim(), origin).await??;
+    let set_cookie = cookie::set_admission(&pairing.token, state.secure_cookies)
+        .ok_or_else(|| ApiError::new(Code::Internal, "the daemon minted an unusable token"))?;
+    tracing::info!(principal = %pairing.principal, "browser paired");
+    let body = json!({
+        "paired": true,
+        "decision_token": pairing.decision_token,
+        "epoch": pairing.epoch,
+        "principal": pairing.principal,
+        "decision_expires_at": rfc3339(pairing.decision_expires_at_ms),
+    });
+    Ok(([(header::SET_COOKIE, set_cookie)], Json(body)).into_response())
+}

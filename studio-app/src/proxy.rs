@@ -1,0 +1,222 @@
+//! The reverse proxy to studiod for daemon-owned `/api` routes: the caller's bearer as
+//! `Authorization`, the browser's Origin asserted with the app key's signature, bodies
+//! streamed both ways (server-sent events pass through unbuffered).
+//!
+//! Invariant: nothing the browser sent can pose as the app's assertion — its cookies and
+//! any `x-studio-forwarded-*` headers are stripped before the signed ones are added.
+
+use std::{net::SocketAddr, time::Duration};
+
+use axum::{
+    body::Body,
+    extract::{Request, State},
+    response::{IntoResponse, Response},
+};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri, Version, header, request::Parts};
+use hyper_util::{
+    client::legacy::{Client, connect::HttpConnector},
+    rt::TokioExecutor,
+};
+use studio_contract::{
+    error::{ApiError, Code},
+    forward,
+    secret::AppKey,
+    time::now_ms,
+};
+
+use crate::{cookie, frontdoor::Admitted, http::AppState};
+
+/// Route prefixes studiod owns; matched as the whole path or a path below it.
+const DAEMON_OWNED: &[&str] = &[
+    "/api/identity",
+    "/api/studio",
+    "/api/schedules",
+    "/api/runs",
+    "/api/tasks",
+    "/api/approvals",
+    "/api/admin",
+    "/api/events",
+];
+
+/// Whether `path` is forwarded to studiod (`/api/studio/pair` is the app's own route).
+pub(crate) fn is_daemon_owned(path: &str) -> bool {
+    if path == "/api/studio" || path == "/api/studio/pair" {
+        return false;
+    }
+    DAEMON_OWNED.iter().any(|prefix| {
+        path.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
+/// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+}
+
+/// The HTTP client to studiod and what it needs to assert an origin.
+#[derive(Clone)]
+pub(crate) struct Proxy {
+    client: Client<HttpConnector, Body>,
+    daemon: SocketAddr,
+    key: AppKey,
+    timeout: Duration,
+}
+
+impl Proxy {
+    pub(crate) fn new(daemon: SocketAddr, key: AppKey, timeout: Duration) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(timeout));
+        connector.set_nodelay(true);
+        Self {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            daemon,
+            key,
+            timeout,
+        }
+    }
+
+    /// The request studiod receives: same method, path, query and body; the credential
+    /// and the signed origin in place of whatever the browser sent.
+    pub(crate) fn rewrite(
+        &self,
+        req: Request,
+        bearer: &str,
+        now_ms: i64,
+    ) -> Result<Request, ApiError> {
+        let (mut parts, body) = req.into_parts();
+        let origin = origin(&parts).to_owned();
+        let path_and_query = parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
+        parts.uri = Uri::try_from(format!("http://{}{path_and_query}", self.daemon))
+            .map_err(|_| ApiError::new(Code::BadRequest, "invalid request target"))?;
+        // The upstream connection is HTTP/1.1 whatever the browser spoke.
+        parts.version = Version::HTTP_11;
+        parts.extensions = http::Extensions::new();
+        let headers = &mut parts.headers;
+        strip_hop_by_hop(headers);
+        headers.remove(header::COOKIE);
+        let forwarded: Vec<HeaderName> = headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("x-studio-forwarded-"))
+            .cloned()
+            .collect();
+        for name in forwarded {
+            headers.remove(name);
+        }
+        let value = |s: String| {
+            HeaderValue::try_from(s)
+                .map_err(|_| ApiError::new(Code::BadRequest, "header not representable"))
+        };
+        headers.insert(header::HOST, value(self.daemon.to_string())?);
+        headers.insert(header::AUTHORIZATION, value(format!("Bearer {bearer}"))?);
+        let signature = forward::sign(
+            &self.key,
+            now_ms,
+            parts.method.as_str(),
+            &path_and_query,
+            &origin,
+        );
+        headers.insert(forward::ORIGIN_HEADER, value(origin)?);
+        headers.insert(forward::SIGNATURE_HEADER, value(signature)?);
+        Ok(Request::from_parts(parts, body))
+    }
+
+    /// Sends upstream; only the response *headers* are bounded by the upstream timeout,
+    /// the body then streams for as long as the daemon keeps it open.
+    pub(crate) async fn send(&self, req: Request) -> Result<Response, ApiError> {
+        let unavailable = || ApiError::new(Code::DaemonUnavailable, "the daemon is unavailable");
+        match tokio::time::timeout(self.timeout, self.client.request(req)).await {
+            Ok(Ok(response)) => {
+                let mut response = response.map(Body::new);
+                strip_hop_by_hop(response.headers_mut());
+                Ok(response)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "daemon request failed");
+                Err(unavailable())
+            }
+            Err(_) => {
+                tracing::warn!(timeout = ?self.timeout, "daemon sent no response headers in time");
+                Err(unavailable())
+            }
+        }
+    }
+}
+
+/// The browser's Origin as the app saw it (empty when none; admission refused bad ones).
+fn origin(parts: &Parts) -> &str {
+    parts
+        .headers
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// The fallback route: daemon-owned paths are proxied, every other path is a JSON 404.
+pub(crate) async fn route(State(state): State<AppState>, req: Request) -> Response {
+    let path = req.uri().path().to_owned();
+    if !is_daemon_owned(&path) {
+        return ApiError::new(Code::NotFound, "not found").into_response();
+    }
+    let Some(admitted) = req.extensions().get::<Admitted>().cloned() else {
+        // The admission layer runs before every daemon-owned path; fail closed regardless.
+        return ApiError::new(Code::Unauthorized, "not admitted").into_response();
+    };
+    let method = req.method().clone();
+    let upstream = match state.proxy.rewrite(req, &admitted.bearer, now_ms()) {
+        Ok(upstream) => upstream,
+        Err(e) => return e.into_response(),
+    };
+    let mut response = match state.proxy.send(upstream).await {
+        Ok(response) => response,
+        Err(e) => return e.into_response(),
+    };
+    if response.status().is_success() && revokes(&method, &path) {
+        // Don't wait for the Watch event: the next request must already be refused.
+        state.verifier.invalidate();
+        if path == "/api/studio/disconnect" {
+            response.headers_mut().append(
+                header::SET_COOKIE,
+                cookie::clear_admission(state.secure_cookies),
+            );
+        }
+    }
+    response
+}
+
+/// Requests that revoke a credential when they succeed.
+fn revokes(method: &Method, path: &str) -> bool {
+    (*method == Method::POST && path == "/api/studio/disconnect")
+        || (*method == Method::DELETE && path.starts_with("/api/studio/sessions/"))
+}
+
+#[cfg(test)]
+#[path = "proxy_tests.rs"]
+mod tests;

@@ -1,0 +1,239 @@
+//! The client side of studiod's verifier (`run/verifier.sock`): every admission and pairing
+//! decision the app makes is asked of the daemon here, with the app key in call metadata.
+//!
+//! Invariant: no answer within the verifier timeout, or any transport error, is
+//! `daemon_unavailable` — never a pass.
+
+mod cache;
+mod watch;
+
+use std::{
+    path::Path,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::{Duration, Instant},
+};
+
+use studio_contract::{
+    error::{ApiError, Code},
+    secret::AppKey,
+    time::now_ms,
+};
+use studio_proto::{
+    APP_KEY_METADATA,
+    v1::{
+        AdmitRequest, RedeemPairingRequest, Refusal, admit_reply, redeem_pairing_reply,
+        verifier_client::VerifierClient,
+    },
+};
+use tokio::task::JoinHandle;
+use tonic::{
+    Request, Status,
+    metadata::AsciiMetadataValue,
+    service::{Interceptor, interceptor::InterceptedService},
+    transport::{Channel, Endpoint},
+};
+
+pub(crate) use cache::{LIVE_WINDOW, Principal, VerdictKey, Verdicts};
+pub(crate) use studio_proto::v1::Pairing;
+
+type Client = VerifierClient<InterceptedService<Channel, AppKeyInterceptor>>;
+
+/// Attaches the launch's app key to every call (no `Debug`: it holds the key).
+#[derive(Clone)]
+pub(crate) struct AppKeyInterceptor(AsciiMetadataValue);
+
+impl Interceptor for AppKeyInterceptor {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        req.metadata_mut().insert(APP_KEY_METADATA, self.0.clone());
+        Ok(req)
+    }
+}
+
+/// Why the verifier gave no verdict.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum VerifierError {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("call failed: {}: {}", .0.code(), .0.message())]
+    Call(#[from] Status),
+    #[error("reply carried no verdict")]
+    Empty,
+    #[error("could not set up the client: {0}")]
+    Setup(String),
+}
+
+impl From<VerifierError> for ApiError {
+    fn from(e: VerifierError) -> Self {
+        tracing::warn!(error = %e, "verifier unavailable");
+        ApiError::new(Code::DaemonUnavailable, "the daemon is unavailable")
+    }
+}
+
+/// The verifier's answer to `Admit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Admitted(Principal),
+    Refused(ApiError),
+}
+
+/// A shared handle on the verifier: a lazily (re)connecting channel plus the watch state.
+#[derive(Clone)]
+pub(crate) struct Verifier {
+    client: Client,
+    timeout: Duration,
+    verdicts: Arc<Mutex<Verdicts>>,
+}
+
+impl Verifier {
+    /// Does not connect: the channel connects on first use and again after every break,
+    /// so a restarted daemon is picked up without restarting the app.
+    pub(crate) fn new(
+        socket: &Path,
+        key: &AppKey,
+        timeout: Duration,
+    ) -> Result<Self, VerifierError> {
+        let endpoint = Endpoint::from_shared(format!("unix://{}", socket.display()))
+            .map_err(|e| VerifierError::Setup(e.to_string()))?
+            .connect_timeout(timeout);
+        let value = AsciiMetadataValue::try_from(key.to_hex())
+            .map_err(|e| VerifierError::Setup(e.to_string()))?;
+        let client =
+            VerifierClient::with_interceptor(endpoint.connect_lazy(), AppKeyInterceptor(value));
+        Ok(Self {
+            client,
+            timeout,
+            verdicts: Arc::default(),
+        })
+    }
+
+    fn verdicts(&self) -> MutexGuard<'_, Verdicts> {
+        // The state is a cache: a panic while holding it leaves nothing half-trusted that
+        // the next invalidation would not clear, so recover rather than poison every call.
+        self.verdicts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the `Watch` stream is live.
+    pub(crate) fn daemon_ok(&self) -> bool {
+        self.verdicts().is_live(Instant::now())
+    }
+
+    /// The current epoch, while the stream is live.
+    pub(crate) fn epoch(&self) -> Option<String> {
+        self.verdicts().epoch(Instant::now()).map(str::to_owned)
+    }
+
+    /// Forget every verdict, e.g. after this app relayed a revocation.
+    pub(crate) fn invalidate(&self) {
+        self.verdicts().invalidate();
+    }
+
+    /// Starts the background `Watch` task.
+    pub(crate) fn spawn_watch(&self) -> JoinHandle<()> {
+        tokio::spawn(watch::run(self.clone()))
+    }
+
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = Result<tonic::Response<T>, Status>>,
+    ) -> Result<T, VerifierError> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(reply)) => Ok(reply.into_inner()),
+            Ok(Err(status)) => Err(VerifierError::Call(status)),
+            Err(_) => Err(VerifierError::Timeout(self.timeout)),
+        }
+    }
+
+    /// Is `bearer` admitted for this request? Served from the cache while the stream is live.
+    #[tracing::instrument(skip_all, fields(method = %method, path = %path))]
+    pub(crate) async fn admit(
+        &self,
+        bearer: &str,
+        origin: &str,
+        method: &str,
+        path: &str,
+    ) -> Result<Verdict, VerifierError> {
+        let key = VerdictKey::new(bearer, origin);
+        let generation = {
+            let verdicts = self.verdicts();
+            if let Some(p) = verdicts.get(&key, Instant::now(), now_ms()) {
+                return Ok(Verdict::Admitted(p.clone()));
+            }
+            verdicts.generation()
+        };
+        let request = AdmitRequest {
+            bearer: bearer.to_owned(),
+            origin: origin.to_owned(),
+            method: method.to_owned(),
+            path: path.to_owned(),
+        };
+        let mut client = self.client.clone();
+        let reply = self.bounded(client.admit(request)).await?;
+        match reply.verdict.ok_or(VerifierError::Empty)? {
+            admit_reply::Verdict::Principal(p) => {
+                let principal = Principal {
+                    id: p.id,
+                    kind: p.kind,
+                    epoch: p.epoch,
+                    expires_at_ms: p.expires_at_ms,
+                };
+                self.verdicts().insert(key, principal.clone(), generation);
+                Ok(Verdict::Admitted(principal))
+            }
+            admit_reply::Verdict::Refusal(r) => Ok(Verdict::Refused(refusal(r))),
+        }
+    }
+
+    /// Redeems a pairing code presented from `origin`; the outer error is "no answer".
+    #[tracing::instrument(skip_all)]
+    pub(crate) async fn redeem_pairing(
+        &self,
+        code: &str,
+        origin: &str,
+    ) -> Result<Result<Pairing, ApiError>, VerifierError> {
+        let request = RedeemPairingRequest {
+            code: code.to_owned(),
+            origin: origin.to_owned(),
+        };
+        let mut client = self.client.clone();
+        let reply = self.bounded(client.redeem_pairing(request)).await?;
+        match reply.outcome.ok_or(VerifierError::Empty)? {
+            redeem_pairing_reply::Outcome::Pairing(p) => Ok(Ok(p)),
+            redeem_pairing_reply::Outcome::Refusal(r) => Ok(Err(refusal(r))),
+        }
+    }
+}
+
+/// A refusal's stable code becomes the API error with that code's HTTP status; an unknown
+/// code is still a refusal, never a pass.
+fn refusal(r: Refusal) -> ApiError {
+    let code = Code::parse(&r.code).unwrap_or(Code::Unauthorized);
+    let message = if r.message.is_empty() {
+        String::from("refused by the daemon")
+    } else {
+        r.message
+    };
+    ApiError::new(code, message)
+}
+
+#[cfg(test)]
+pub(crate) mod fake;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_keep_their_code_and_unknown_codes_refuse() {
+        let e = refusal(Refusal {
+            code: "epoch_ended".into(),
+            message: String::new(),
+        });
+        assert_eq!(e.code, Code::EpochEnded);
+        assert_eq!(e.code.status(), http::StatusCode::UNAUTHORIZED);
+        let e = refusal(Refusal {
+            code: "something_new".into(),
+            message: "m".into(),
+        });
+        assert_eq!(e.code, Code::Unauthorized);
+    }
+}
