@@ -95,10 +95,10 @@ pub fn validate(spec: ScheduleSpec, ctx: &Context<'_>) -> Result<Validated, Vec<
     }
     let armed = arm(&spec.trigger, ctx, &mut errors);
     check_action("action", &spec.action, ctx, &mut errors);
-    if let Some(cwd) = &spec.cwd {
-        if cwd.is_empty() || cwd.contains('\0') {
-            errors.push(FieldError::new("cwd", "must be a non-empty path"));
-        }
+    if let Some(cwd) = &spec.cwd
+        && (cwd.is_empty() || cwd.contains('\0'))
+    {
+        errors.push(FieldError::new("cwd", "must be a non-empty path"));
     }
     for (key, value) in &spec.env {
         let path = format!("env.{key}");
@@ -220,13 +220,15 @@ fn check_action(path: &str, action: &Action, ctx: &Context<'_>, errors: &mut Vec
             let exe_path = format!("{path}.executable");
             if executable.is_empty() || executable.contains('\0') {
                 errors.push(FieldError::new(&exe_path, "must name an executable"));
-            } else if let Some(list) = ctx.allowlist {
-                if !list.iter().any(|e| e == executable) {
-                    errors.push(FieldError::new(
-                        &exe_path,
-                        format!("{executable:?} is not on the command allow-list (STUDIO_COMMAND_ALLOWLIST)"),
-                    ));
-                }
+            } else if let Some(list) = ctx.allowlist
+                && !list.iter().any(|e| e == executable)
+            {
+                errors.push(FieldError::new(
+                    &exe_path,
+                    format!(
+                        "{executable:?} is not on the command allow-list (STUDIO_COMMAND_ALLOWLIST)"
+                    ),
+                ));
             }
             for (i, arg) in args.iter().enumerate() {
                 if arg.contains('\0') {
