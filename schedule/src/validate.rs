@@ -274,13 +274,11 @@ fn check_policies(spec: &ScheduleSpec, errors: &mut Vec<FieldError>) {
         }
         _ => {}
     }
-    if let Some(b) = p.budget_usd {
-        if !b.is_finite() || b < 0.0 {
-            errors.push(FieldError::new(
-                "policies.budget_usd",
-                "must be a non-negative amount",
-            ));
-        }
+    if p.budget_usd.is_some_and(|b| !b.is_finite() || b < 0.0) {
+        errors.push(FieldError::new(
+            "policies.budget_usd",
+            "must be a non-negative amount",
+        ));
     }
     if let Some(r) = p.rate_limit {
         if r.max_fires == 0 {
