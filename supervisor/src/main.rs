@@ -1,1 +1,52 @@
-fn main() {}
+//! `studio`: parse the command line, set up logging, run the command.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use studio_supervisor::{
+    Error,
+    cli::{Cli, Command},
+};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The supervisor narrates at info; the short commands stay quiet unless asked.
+    let default = if matches!(cli.command, Command::Up(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            EnvFilter::try_from_env("STUDIO_LOG").unwrap_or_else(|_| EnvFilter::new(default)),
+        )
+        .init();
+    // A current-thread runtime on the main thread: the children are spawned from this
+    // thread, and their parent-death signal fires when the spawning thread exits.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("studio: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(studio_supervisor::run(
+        cli,
+        studio_supervisor::shutdown_signal(),
+    )) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ Error::NotRunning(_)) => {
+            eprintln!("{e}");
+            ExitCode::from(e.exit_code())
+        }
+        Err(e) => {
+            eprintln!("studio: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! The command line: `studio up | status | restart | stop | pair | logs`, with the
+//! environment equivalents, turned into typed configuration. Clap's own usage errors
+//! exit with status 2; so do the checks made here.
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use studio_contract::{home::Home, origin};
+
+use crate::{Error, control::ChildName, up::UpConfig};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "studio",
+    version,
+    about = "Studio: start, watch and stop studiod and studio-app"
+)]
+pub struct Cli {
+    /// The Studio home (default: $XDG_STATE_HOME/studio or ~/.local/state/studio).
+    #[arg(long, global = true, env = "STUDIO_HOME", value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start studiod and studio-app in the foreground and print a pairing link.
+    Up(UpArgs),
+    /// Show the supervisor and its children.
+    Status {
+        /// The control socket's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restart one child (also brings back a failed one).
+    Restart { child: ChildArg },
+    /// Stop the app, then the daemon, then the supervisor; returns once all are gone.
+    Stop,
+    /// Print a fresh pairing link.
+    Pair {
+        /// Also open it in the browser.
+        #[arg(long)]
+        open: bool,
+    },
+    /// Print a child's log.
+    Logs {
+        child: ChildArg,
+        /// Keep printing as it grows (across rotation).
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ChildArg {
+    App,
+    Daemon,
+}
+
+impl From<ChildArg> for ChildName {
+    fn from(c: ChildArg) -> Self {
+        match c {
+            ChildArg::App => ChildName::App,
+            ChildArg::Daemon => ChildName::Daemon,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Where studio-app listens for browsers.
+    #[arg(
+        long,
+        env = "STUDIO_APP_ADDR",
+        default_value = "127.0.0.1:8765",
+        value_name = "IP:PORT"
+    )]
+    pub app_addr: SocketAddr,
+    /// Where studiod listens.
+    #[arg(
+        long,
+        env = "STUDIO_DAEMON_ADDR",
+        default_value = "127.0.0.1:8766",
+        value_name = "IP:PORT"
+    )]
+    pub daemon_addr: SocketAddr,
+    /// Open the pairing link in the browser.
+    #[arg(long)]
+    pub open: bool,
+    #[arg(long, env = "STUDIO_DAEMON_BIN", hide = true)]
+    pub daemon_bin: Option<PathBuf>,
+    #[arg(long, env = "STUDIO_APP_BIN", hide = true)]
+    pub app_bin: Option<PathBuf>,
+    #[arg(long, env = "STUDIO_PUBLIC_ORIGIN", hide = true)]
+    pub public_origin: Option<String>,
+    #[arg(
+        long,
+        env = "STUDIO_STOP_GRACE_MS",
+        default_value_t = 5000,
+        hide = true
+    )]
+    pub stop_grace_ms: u64,
+    #[arg(
+        long,
+        env = "STUDIO_READY_TIMEOUT_MS",
+        default_value_t = 30_000,
+        hide = true
+    )]
+    pub ready_timeout_ms: u64,
+    #[arg(long, env = "STUDIO_LOG_MAX_BYTES", default_value_t = 10 * 1024 * 1024, hide = true)]
+    pub log_max_bytes: u64,
+    #[arg(long, env = "STUDIO_LOG_KEEP", default_value_t = 5, hide = true)]
+    pub log_keep: u32,
+}
+
+impl Cli {
+    pub fn home(&self) -> Home {
+        Home::resolve(self.home.clone())
+    }
+}
+
+impl UpArgs {
+    /// Checks and completes the flags; `token_from_env` says whether STUDIO_TOKEN is set.
+    pub fn into_config(self, home: Home, token_from_env: bool) -> Result<UpConfig, Error> {
+        if self.app_addr.port() == 0 {
+            // studiod must know the app's origin before the app starts.
+            return Err(Error::Usage(
+                "--app-addr needs a fixed port (studiod is told the app's origin before the app binds)".into(),
+            ));
+        }
+        let public_origin = match self.public_origin.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(o) => Some(origin::normalize(o).ok_or_else(|| {
+                Error::Usage(format!(
+                    "STUDIO_PUBLIC_ORIGIN is not an http(s) origin: {o:?}"
+                ))
+            })?),
+        };
+        Ok(UpConfig {
+            home,
+            app_addr: self.app_addr,
+            daemon_addr: self.daemon_addr,
+            open: self.open,
+            daemon_bin: self.daemon_bin,
+            app_bin: self.app_bin,
+            public_origin,
+            token_from_env,
+            stop_grace: Duration::from_millis(self.stop_grace_ms),
+            ready_timeout: Duration::from_millis(self.ready_timeout_ms),
+            log_max_bytes: self.log_max_bytes,
+            log_keep: self.log_keep,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn usage_errors_exit_2() {
+        let err = Cli::try_parse_from(["studio", "restart", "db"]).expect_err("bad child");
+        assert_eq!(err.exit_code(), 2);
+        let err = Cli::try_parse_from(["studio", "up", "--app-addr", "nope"]).expect_err("addr");
+        assert_eq!(err.exit_code(), 2);
+        assert_eq!(Error::Usage("x".into()).exit_code(), 2);
+    }
+
+    #[test]
+    fn up_flags_become_a_config() {
+        let cli = Cli::try_parse_from([
+            "studio",
+            "--home",
+            "/tmp/h",
+            "up",
+            "--app-addr",
+            "0.0.0.0:9000",
+            "--daemon-addr",
+            "127.0.0.1:0",
+            "--public-origin",
+            "HTTPS://Studio.Example:443",
+        ])
+        .expect("parses");
+        let home = cli.home();
+        let Command::Up(args) = cli.command else {
+            panic!("not up")
+        };
+        let cfg = args.into_config(home, false).expect("valid");
+        assert_eq!(cfg.home.root(), std::path::Path::new("/tmp/h"));
+        assert_eq!(cfg.app_origin(), "http://127.0.0.1:9000");
+        assert_eq!(cfg.app_url(), "https://studio.example");
+        assert_eq!(cfg.stop_grace, Duration::from_secs(5));
+        assert_eq!(cfg.log_keep, 5);
+    }
+
+    #[test]
+    fn an_app_port_of_zero_is_refused() {
+        let cli =
+            Cli::try_parse_from(["studio", "up", "--app-addr", "127.0.0.1:0"]).expect("parses");
+        let home = cli.home();
+        let Command::Up(args) = cli.command else {
+            panic!("not up")
+        };
+        assert!(matches!(
+            args.into_config(home, false),
+            Err(Error::Usage(_))
+        ));
+    }
+}
