@@ -370,26 +370,7 @@ impl Authority {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::TempDir;
-
-    const APP: &str = "http://127.0.0.1:8765";
-
-    async fn authority(dir: &TempDir, epoch: &str, past: &[String]) -> (Store, Authority) {
-        let store = Store::open(&dir.path().join("state.db"))
-            .await
-            .expect("open");
-        store.start_epoch(epoch, 1, 0).await.expect("epoch");
-        let allowed = AllowedOrigins::new([APP.to_owned()]);
-        let a = Authority::new(
-            store.clone(),
-            epoch.into(),
-            past,
-            "daemon-token",
-            allowed,
-            120_000,
-        );
-        (store, a)
-    }
+    use crate::testing::{APP, TempDir, authority};
 
     fn refusal<T: std::fmt::Debug>(r: Result<T, ApiError>) -> Code {
         r.expect_err("refused").code
@@ -398,7 +379,7 @@ mod tests {
     #[tokio::test]
     async fn admits_daemon_and_browser_tokens_and_refuses_others() {
         let dir = TempDir::new("adm");
-        let (_store, a) = authority(&dir, "e1000000aaaa", &[]).await;
+        let (_store, a) = authority(&dir, "e1000000aaaa").await;
         let d = a.admit("daemon-token", 0).await.expect("daemon");
         assert_eq!(
             (d.id.as_str(), d.kind),
@@ -457,7 +438,7 @@ mod tests {
     #[tokio::test]
     async fn old_epoch_tokens_answer_epoch_ended() {
         let dir = TempDir::new("adm-epoch");
-        let (store, first) = authority(&dir, "aaaaaaaa0000", &[]).await;
+        let (store, first) = authority(&dir, "aaaaaaaa0000").await;
         let code = first.mint_code("test", 0).await;
         let p = first
             .redeem(&code.code, Some(APP), 1)
@@ -488,7 +469,7 @@ mod tests {
     #[tokio::test]
     async fn refused_origin_does_not_spend_the_code() {
         let dir = TempDir::new("adm-origin");
-        let (store, a) = authority(&dir, "cccccccc0000", &[]).await;
+        let (store, a) = authority(&dir, "cccccccc0000").await;
         let code = a.mint_code("test", 0).await;
         for bad in [None, Some("http://evil.example"), Some("null")] {
             assert_eq!(
@@ -523,7 +504,7 @@ mod tests {
     #[tokio::test]
     async fn revocations_are_broadcast_and_bearers_revoke_themselves() {
         let dir = TempDir::new("adm-rev");
-        let (_store, a) = authority(&dir, "dddddddd0000", &[]).await;
+        let (_store, a) = authority(&dir, "dddddddd0000").await;
         let mut rx = a.subscribe();
         let code = a.mint_code("test", 0).await;
         let p = a.redeem(&code.code, Some(APP), 1).await.expect("paired");

@@ -29,3 +29,30 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The app origin every test authority allows.
+pub(crate) const APP: &str = "http://127.0.0.1:8765";
+/// The daemon token of every test authority.
+pub(crate) const DAEMON_TOKEN: &str = "daemon-token";
+
+/// A store in `dir` with `epoch` started, and an authority over it.
+pub(crate) async fn authority(
+    dir: &TempDir,
+    epoch: &str,
+) -> (crate::store::Store, crate::admission::Authority) {
+    let store = crate::store::Store::open(&dir.path().join("state.db"))
+        .await
+        .expect("open");
+    store.start_epoch(epoch, 1, 0).await.expect("epoch");
+    let past = store.past_epochs(epoch).await.expect("past");
+    let allowed = studio_contract::origin::AllowedOrigins::new([APP.to_owned()]);
+    let a = crate::admission::Authority::new(
+        store.clone(),
+        epoch.into(),
+        &past,
+        DAEMON_TOKEN,
+        allowed,
+        120_000,
+    );
+    (store, a)
+}

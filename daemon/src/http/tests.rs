@@ -1,1 +1,415 @@
+//! The HTTP admission stack and routes, driven through the real router.
 
+use std::sync::Arc;
+
+use axum::{Router, body::Body};
+use http::{HeaderMap, Method, Request, StatusCode, header};
+use serde_json::{Value, json};
+use studio_contract::{forward, host::HostPolicy, secret::AppKey, time::now_ms};
+use tower::ServiceExt;
+
+use super::{ApiState, BODY_LIMIT, FrontDoor, router};
+use crate::{
+    admission::Authority,
+    testing::{APP, DAEMON_TOKEN, TempDir, authority},
+};
+
+const HOST: &str = "127.0.0.1:8766";
+
+struct Api {
+    _dir: TempDir,
+    router: Router,
+    authority: Arc<Authority>,
+    key: AppKey,
+}
+
+async fn api() -> Api {
+    let dir = TempDir::new("http");
+    let (_store, authority) = authority(&dir, "0123456789abcdef0123456789abcdef").await;
+    let authority = Arc::new(authority);
+    let key = AppKey::generate();
+    let front = Arc::new(FrontDoor {
+        host: HostPolicy::new([127, 0, 0, 1].into(), 8766, 80),
+        app_key: key.clone(),
+    });
+    let router = router(ApiState {
+        authority: authority.clone(),
+        front,
+    });
+    Api {
+        _dir: dir,
+        router,
+        authority,
+        key,
+    }
+}
+
+fn req(method: Method, path: &str) -> http::request::Builder {
+    Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::HOST, HOST)
+}
+
+fn authed(method: Method, path: &str, token: &str) -> http::request::Builder {
+    req(method, path).header(header::AUTHORIZATION, format!("Bearer {token}"))
+}
+
+fn json_post(path: &str, body: &Value) -> Request<Body> {
+    req(Method::POST, path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ORIGIN, APP)
+        .body(Body::from(body.to_string()))
+        .expect("request")
+}
+
+impl Api {
+    async fn send(&self, request: Request<Body>) -> (StatusCode, HeaderMap, Value) {
+        let response = self
+            .router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.expect("body");
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).expect("every answer is JSON")
+        };
+        (parts.status, parts.headers, value)
+    }
+
+    async fn code_of(&self, request: Request<Body>) -> (StatusCode, String) {
+        let (status, _, body) = self.send(request).await;
+        (status, body["code"].as_str().unwrap_or_default().to_owned())
+    }
+
+    async fn pair(&self) -> Value {
+        let code = self.authority.mint_code("test", now_ms()).await.code;
+        let (status, _, body) = self
+            .send(json_post("/api/studio/pair", &json!({ "code": code })))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+}
+
+fn empty(b: http::request::Builder) -> Request<Body> {
+    b.body(Body::empty()).expect("request")
+}
+
+#[tokio::test]
+async fn host_comes_first_and_health_is_open() {
+    let api = api().await;
+    let bad = empty(
+        Request::builder()
+            .uri("/health")
+            .header(header::HOST, "evil.example"),
+    );
+    assert_eq!(
+        api.code_of(bad).await,
+        (StatusCode::BAD_REQUEST, "invalid_host".into())
+    );
+    let wrong_port = empty(
+        Request::builder()
+            .uri("/health")
+            .header(header::HOST, "127.0.0.1:1"),
+    );
+    assert_eq!(api.code_of(wrong_port).await.1, "invalid_host");
+    let (status, _, body) = api.send(empty(req(Method::GET, "/health"))).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({ "status": "ok" })));
+}
+
+#[tokio::test]
+async fn bearer_rules_and_identity() {
+    let api = api().await;
+    let none = empty(req(Method::GET, "/api/identity"));
+    assert_eq!(
+        api.code_of(none).await,
+        (StatusCode::UNAUTHORIZED, "unauthorized".into())
+    );
+    let wrong = empty(authed(Method::GET, "/api/identity", "nope"));
+    assert_eq!(api.code_of(wrong).await.1, "unauthorized");
+    let (status, _, body) = api
+        .send(empty(authed(Method::GET, "/api/identity", DAEMON_TOKEN)))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["identity"], "studio");
+    assert_eq!(body["epoch"], api.authority.epoch());
+    assert!(body["version"].is_string());
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_answer_json() {
+    let api = api().await;
+    for path in ["/api/nope", "/api", "/elsewhere"] {
+        let r = empty(authed(Method::GET, path, DAEMON_TOKEN));
+        assert_eq!(
+            api.code_of(r).await,
+            (StatusCode::NOT_FOUND, "not_found".into()),
+            "{path}"
+        );
+    }
+    let r = empty(authed(Method::GET, "/api/studio/disconnect", DAEMON_TOKEN));
+    assert_eq!(
+        api.code_of(r).await,
+        (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed".into())
+    );
+}
+
+#[tokio::test]
+async fn unsafe_api_methods_need_json() {
+    let api = api().await;
+    let bodyless = empty(authed(Method::POST, "/api/studio/disconnect", DAEMON_TOKEN));
+    assert_eq!(
+        api.code_of(bodyless).await,
+        (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type".into()
+        )
+    );
+    let text = empty(
+        authed(Method::DELETE, "/api/studio/sessions/x", DAEMON_TOKEN)
+            .header(header::CONTENT_TYPE, "text/plain"),
+    );
+    assert_eq!(api.code_of(text).await.1, "unsupported_media_type");
+    let ok = empty(
+        authed(Method::DELETE, "/api/studio/sessions/x", DAEMON_TOKEN)
+            .header(header::CONTENT_TYPE, "Application/JSON; charset=utf-8"),
+    );
+    assert_eq!(
+        api.code_of(ok).await,
+        (StatusCode::NOT_FOUND, "session_not_found".into())
+    );
+}
+
+#[tokio::test]
+async fn cors_allows_listed_origins_only() {
+    let api = api().await;
+    let evil = empty(
+        authed(Method::GET, "/api/identity", DAEMON_TOKEN)
+            .header(header::ORIGIN, "http://evil.example"),
+    );
+    assert_eq!(
+        api.code_of(evil).await,
+        (StatusCode::FORBIDDEN, "origin_not_allowed".into())
+    );
+    let evil_preflight =
+        empty(req(Method::OPTIONS, "/api/identity").header(header::ORIGIN, "null"));
+    assert_eq!(api.code_of(evil_preflight).await.1, "origin_not_allowed");
+
+    let preflight = empty(req(Method::OPTIONS, "/api/studio/pair").header(header::ORIGIN, APP));
+    let (status, h, _) = api.send(preflight).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(h[header::ACCESS_CONTROL_ALLOW_ORIGIN], APP);
+    assert_eq!(
+        h[header::ACCESS_CONTROL_ALLOW_METHODS],
+        "GET, POST, PUT, PATCH, DELETE"
+    );
+    assert_eq!(
+        h[header::ACCESS_CONTROL_ALLOW_HEADERS],
+        "authorization, content-type, x-studio-decision-token"
+    );
+    assert_eq!(h[header::ACCESS_CONTROL_ALLOW_CREDENTIALS], "true");
+    assert_eq!(h[header::ACCESS_CONTROL_MAX_AGE], "600");
+    assert_eq!(h[header::VARY], "Origin");
+
+    let actual =
+        empty(authed(Method::GET, "/api/identity", DAEMON_TOKEN).header(header::ORIGIN, APP));
+    let (status, h, _) = api.send(actual).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(h[header::ACCESS_CONTROL_ALLOW_ORIGIN], APP);
+    assert_eq!(h[header::ACCESS_CONTROL_ALLOW_CREDENTIALS], "true");
+    assert!(h.get(header::ACCESS_CONTROL_ALLOW_METHODS).is_none());
+}
+
+#[tokio::test]
+async fn forwarded_origin_needs_a_valid_signature() {
+    let api = api().await;
+    let path = "/api/identity";
+    let sig = forward::sign(&api.key, now_ms(), "GET", path, APP);
+    // Signed: the forwarded origin counts and the raw Origin is ignored.
+    let signed = empty(
+        authed(Method::GET, path, DAEMON_TOKEN)
+            .header(header::ORIGIN, "http://evil.example")
+            .header(forward::ORIGIN_HEADER, APP)
+            .header(forward::SIGNATURE_HEADER, &sig),
+    );
+    assert_eq!(api.send(signed).await.0, StatusCode::OK);
+    // A signature over another origin does not verify.
+    let forged = empty(
+        authed(Method::GET, path, DAEMON_TOKEN)
+            .header(forward::ORIGIN_HEADER, "http://evil.example")
+            .header(forward::SIGNATURE_HEADER, &sig),
+    );
+    assert_eq!(
+        api.code_of(forged).await,
+        (StatusCode::UNAUTHORIZED, "unauthorized".into())
+    );
+    // Unsigned: the claimed forwarded origin is ignored, the raw one judged.
+    let unsigned = empty(
+        authed(Method::GET, path, DAEMON_TOKEN)
+            .header(header::ORIGIN, "http://evil.example")
+            .header(forward::ORIGIN_HEADER, APP),
+    );
+    assert_eq!(api.code_of(unsigned).await.1, "origin_not_allowed");
+    // A signed empty origin means none: allowed to pass CORS, but pairing needs one.
+    let code = api.authority.mint_code("test", now_ms()).await.code;
+    let pair_path = "/api/studio/pair";
+    let none_sig = forward::sign(&api.key, now_ms(), "POST", pair_path, "");
+    let no_origin = req(Method::POST, pair_path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ORIGIN, APP)
+        .header(forward::ORIGIN_HEADER, "")
+        .header(forward::SIGNATURE_HEADER, none_sig)
+        .body(Body::from(json!({ "code": code }).to_string()))
+        .expect("request");
+    assert_eq!(
+        api.code_of(no_origin).await,
+        (StatusCode::FORBIDDEN, "origin_not_allowed".into())
+    );
+}
+
+#[tokio::test]
+async fn pairing_over_http() {
+    let api = api().await;
+    let code = api.authority.mint_code("test", now_ms()).await.code;
+    let (status, _, body) = api
+        .send(json_post("/api/studio/pair", &json!({ "code": code })))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    for key in [
+        "token",
+        "decision_token",
+        "epoch",
+        "principal",
+        "decision_expires_at",
+    ] {
+        assert!(body[key].is_string(), "{key} in {body}");
+    }
+    assert_ne!(
+        body["token"], DAEMON_TOKEN,
+        "the daemon token never reaches a browser"
+    );
+    assert!(
+        body["decision_expires_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
+    );
+    let again = json_post("/api/studio/pair", &json!({ "code": code }));
+    assert_eq!(
+        api.code_of(again).await,
+        (StatusCode::UNAUTHORIZED, "pairing_code_invalid".into())
+    );
+
+    for _ in 0..9 {
+        api.send(json_post("/api/studio/pair", &json!({ "code": "bad" })))
+            .await;
+    }
+    let fresh = api.authority.mint_code("test", now_ms()).await.code;
+    let limited = json_post("/api/studio/pair", &json!({ "code": fresh }));
+    assert_eq!(
+        api.code_of(limited).await,
+        (StatusCode::TOO_MANY_REQUESTS, "rate_limited".into())
+    );
+}
+
+#[tokio::test]
+async fn bodies_that_cannot_be_read_answer_json() {
+    let api = api().await;
+    let malformed = req(Method::POST, "/api/studio/pair")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ORIGIN, APP)
+        .body(Body::from("{nope"))
+        .expect("request");
+    assert_eq!(
+        api.code_of(malformed).await,
+        (StatusCode::BAD_REQUEST, "bad_request".into())
+    );
+    let missing_field = json_post("/api/studio/pair", &json!({ "cod": "x" }));
+    assert_eq!(api.code_of(missing_field).await.1, "bad_request");
+    let huge = json_post(
+        "/api/studio/pair",
+        &json!({ "code": "x".repeat(BODY_LIMIT) }),
+    );
+    assert_eq!(
+        api.code_of(huge).await,
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large".into())
+    );
+}
+
+#[tokio::test]
+async fn sessions_disconnect_and_revoke() {
+    let api = api().await;
+    let first = api.pair().await;
+    let second = api.pair().await;
+    let token = first["token"].as_str().expect("token");
+
+    let (status, _, body) = api
+        .send(empty(authed(Method::GET, "/api/studio/sessions", token)))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let sessions = body["sessions"].as_array().expect("list");
+    assert_eq!(sessions.len(), 2);
+    assert_eq!(sessions[0]["id"], first["principal"]);
+    assert_eq!(sessions[0]["current"], true);
+    assert_eq!(sessions[1]["current"], false);
+    assert_eq!(sessions[0]["origin"], APP);
+    assert_eq!(sessions[0]["revoked_at"], Value::Null);
+    assert!(sessions[0]["created_at"].is_string() && sessions[0]["last_seen_at"].is_string());
+
+    let id = second["principal"].as_str().expect("id");
+    let delete = empty(
+        authed(Method::DELETE, &format!("/api/studio/sessions/{id}"), token)
+            .header(header::CONTENT_TYPE, "application/json"),
+    );
+    let (status, _, body) = api.send(delete).await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::OK, json!({ "revoked": true, "id": id }))
+    );
+    let revoked = empty(authed(
+        Method::GET,
+        "/api/identity",
+        second["token"].as_str().expect("t"),
+    ));
+    assert_eq!(
+        api.code_of(revoked).await,
+        (StatusCode::UNAUTHORIZED, "revoked".into())
+    );
+
+    let disconnect = empty(
+        authed(Method::POST, "/api/studio/disconnect", token)
+            .header(header::CONTENT_TYPE, "application/json"),
+    );
+    let (status, _, body) = api.send(disconnect).await;
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::OK,
+            json!({ "revoked": true, "principal": first["principal"] })
+        )
+    );
+    assert_eq!(
+        api.code_of(empty(authed(Method::GET, "/api/identity", token)))
+            .await
+            .1,
+        "revoked"
+    );
+
+    let (_, _, body) = api
+        .send(empty(authed(
+            Method::GET,
+            "/api/studio/sessions",
+            DAEMON_TOKEN,
+        )))
+        .await;
+    let sessions = body["sessions"].as_array().expect("list");
+    assert!(
+        sessions
+            .iter()
+            .all(|s| s["revoked_at"].is_string() && s["current"] == false)
+    );
+}
