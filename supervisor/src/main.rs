@@ -1,6 +1,6 @@
 //! `studio`: parse the command line, set up logging, run the command.
 
-use std::process::ExitCode;
+use std::{io::IsTerminal, process::ExitCode};
 
 use clap::Parser;
 use studio_supervisor::{
@@ -17,11 +17,13 @@ fn main() -> ExitCode {
     } else {
         "warn"
     };
+    let filter = EnvFilter::try_from_env("STUDIO_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            EnvFilter::try_from_env("STUDIO_LOG").unwrap_or_else(|_| EnvFilter::new(default)),
-        )
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(filter)
         .init();
     // A current-thread runtime on the main thread: the children are spawned from this
     // thread, and their parent-death signal fires when the spawning thread exits.
