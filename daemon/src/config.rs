@@ -31,7 +31,12 @@ pub struct Args {
     #[arg(long, env = "STUDIO_PAIRING_TTL_SECS", default_value_t = 120)]
     pub pairing_ttl_secs: u64,
     /// Read the launch's app key (one hex line) from stdin.
-    #[arg(long, env = "STUDIO_APP_KEY_STDIN")]
+    #[arg(
+        long,
+        env = "STUDIO_APP_KEY_STDIN",
+        action = clap::ArgAction::SetTrue,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub app_key_stdin: bool,
     /// The supervisor's pid: die with it.
     #[arg(long, env = "STUDIO_SUPERVISOR_PID")]
@@ -75,7 +80,7 @@ impl Config {
 pub enum ConfigError {
     #[error("{0}")]
     Invalid(String),
-    #[error("cannot read the app key from stdin: {0}")]
+    #[error("cannot read the app key from stdin")]
     AppKey(#[source] std::io::Error),
 }
 

@@ -22,9 +22,8 @@ use tonic::{
 use super::*;
 use crate::testing::{APP, DAEMON_TOKEN, TempDir, authority};
 
-type Client = VerifierClient<
-    InterceptedService<Channel, Box<dyn FnMut(Request<()>) -> Result<Request<()>, Status> + Send>>,
->;
+type AddKey = Box<dyn FnMut(Request<()>) -> Result<Request<()>, Status> + Send>;
+type Client = VerifierClient<InterceptedService<Channel, AddKey>>;
 
 struct Running {
     _dir: TempDir,
@@ -64,14 +63,13 @@ async fn client(socket: &Path, key: Option<String>) -> Client {
         .connect()
         .await
         .expect("connect");
-    let add_key: Box<dyn FnMut(Request<()>) -> Result<Request<()>, Status> + Send> =
-        Box::new(move |mut req: Request<()>| {
-            if let Some(k) = &key {
-                req.metadata_mut()
-                    .insert(APP_KEY_METADATA, k.parse().expect("ascii"));
-            }
-            Ok(req)
-        });
+    let add_key: AddKey = Box::new(move |mut req: Request<()>| {
+        if let Some(k) = &key {
+            req.metadata_mut()
+                .insert(APP_KEY_METADATA, k.parse().expect("ascii"));
+        }
+        Ok(req)
+    });
     VerifierClient::with_interceptor(channel, add_key)
 }
 

@@ -18,7 +18,7 @@ use studio_contract::{
 use tracing::Instrument;
 
 use super::ApiState;
-use crate::admission::Admitted;
+use crate::{admission::Admitted, audit::Kind as AuditKind};
 
 /// What the listener itself answers to and how the app's forwarded origin is checked.
 pub(crate) struct FrontDoor {
@@ -142,6 +142,15 @@ pub(crate) async fn cors(State(state): State<ApiState>, req: Request, next: Next
     };
     let api = is_api(req.uri().path());
     if !state.authority.origin_allowed(&origin) {
+        if req.method() == Method::POST && req.uri().path() == "/api/studio/pair" {
+            // Refused before the pairing route runs; the trail still shows the attempt.
+            let detail = serde_json::json!({ "reason": "origin_not_allowed", "origin": origin });
+            state
+                .authority
+                .audit()
+                .record(AuditKind::PairingFailed, None, detail)
+                .await;
+        }
         if api {
             return ApiError::new(Code::OriginNotAllowed, "origin not allowed").into_response();
         }
