@@ -15,6 +15,9 @@ mod status;
 mod tls;
 mod verifier;
 
+#[cfg(test)]
+mod app_tests;
+
 use std::{net::SocketAddr, time::Duration};
 
 use anyhow::Context;

@@ -219,4 +219,4 @@ fn revokes(method: &Method, path: &str) -> bool {
 
 #[cfg(test)]
 #[path = "proxy_tests.rs"]
-mod tests;
+pub(crate) mod tests;

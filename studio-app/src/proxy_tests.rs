@@ -1,1 +1,254 @@
+//! The proxy against a small axum upstream on 127.0.0.1:0.
 
+use std::{collections::BTreeMap, convert::Infallible, net::SocketAddr, time::Instant};
+
+use axum::{Json, Router, body::Bytes, routing::any};
+use http::StatusCode;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+use super::*;
+
+/// Echoes method, target, headers (all values of each) and body.
+async fn echo(req: Request) -> Json<Value> {
+    let (parts, body) = req.into_parts();
+    let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (k, v) in &parts.headers {
+        headers
+            .entry(k.as_str().to_owned())
+            .or_default()
+            .push(v.to_str().unwrap_or("<bin>").to_owned());
+    }
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    Json(json!({
+        "method": parts.method.as_str(),
+        "target": parts.uri.to_string(),
+        "headers": headers,
+        "body": String::from_utf8_lossy(&body),
+    }))
+}
+
+/// An event stream that sends one event and then stays open.
+async fn events() -> Response {
+    let first = futures_util::stream::once(async {
+        Ok::<_, Infallible>(Bytes::from_static(b"data: one\n\n"))
+    });
+    let stream = futures_util::StreamExt::chain(first, futures_util::stream::pending());
+    (
+        [(header::CONTENT_TYPE, "text/event-stream")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+pub(crate) async fn upstream() -> SocketAddr {
+    let app = Router::new()
+        .route("/api/events", any(events))
+        .route(
+            "/api/slow",
+            any(|| async {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                "late"
+            }),
+        )
+        .fallback(echo);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind upstream");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+fn browser_request() -> Request {
+    Request::builder()
+        .method(Method::POST)
+        .uri("/api/runs?limit=5")
+        .header(header::HOST, "127.0.0.1:8765")
+        .header(header::ORIGIN, "http://127.0.0.1:8765")
+        .header(header::COOKIE, "studio_admission=sta_cookie; other=1")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONNECTION, "x-private")
+        .header("x-private", "drop me")
+        .header(forward::ORIGIN_HEADER, "http://evil.example")
+        .header(forward::SIGNATURE_HEADER, "1.deadbeef")
+        .header("x-studio-forwarded-other", "x")
+        .header(studio_contract::DECISION_HEADER, "std_d")
+        .body(Body::from(r#"{"a":1}"#))
+        .expect("request")
+}
+
+#[tokio::test]
+async fn rewrites_headers_and_signs_the_origin() {
+    let key = AppKey::generate();
+    let addr = upstream().await;
+    let proxy = Proxy::new(addr, key.clone(), Duration::from_secs(5));
+    let upstream_req = proxy
+        .rewrite(browser_request(), "sta_cookie", now_ms())
+        .expect("rewrite");
+    let response = proxy.send(upstream_req).await.expect("response");
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let seen: Value = serde_json::from_slice(&body).expect("json");
+    let h = &seen["headers"];
+    assert_eq!(seen["method"], "POST");
+    assert_eq!(seen["target"], "/api/runs?limit=5");
+    assert_eq!(seen["body"], r#"{"a":1}"#);
+    assert_eq!(h["host"], json!([addr.to_string()]));
+    assert_eq!(h["authorization"], json!(["Bearer sta_cookie"]));
+    assert_eq!(h["x-studio-decision-token"], json!(["std_d"]));
+    assert_eq!(h["content-type"], json!(["application/json"]));
+    assert!(
+        h.get("cookie").is_none(),
+        "cookies must not reach the daemon"
+    );
+    assert!(
+        h.get("x-private").is_none(),
+        "connection-named headers are hop-by-hop"
+    );
+    assert!(h.get("x-studio-forwarded-other").is_none());
+    assert_eq!(h[forward::ORIGIN_HEADER], json!(["http://127.0.0.1:8765"]));
+    let sig = h[forward::SIGNATURE_HEADER][0]
+        .as_str()
+        .expect("one signature");
+    assert!(forward::verify(
+        &key,
+        sig,
+        now_ms(),
+        "POST",
+        "/api/runs?limit=5",
+        "http://127.0.0.1:8765"
+    ));
+}
+
+#[tokio::test]
+async fn no_origin_is_forwarded_as_empty_and_signed() {
+    let key = AppKey::generate();
+    let addr = upstream().await;
+    let proxy = Proxy::new(addr, key.clone(), Duration::from_secs(5));
+    let req = Request::builder()
+        .uri("/api/identity")
+        .header(header::AUTHORIZATION, "Bearer client-token")
+        .body(Body::empty())
+        .expect("request");
+    let response = proxy
+        .send(
+            proxy
+                .rewrite(req, "client-token", now_ms())
+                .expect("rewrite"),
+        )
+        .await
+        .expect("response");
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let seen: Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(seen["headers"][forward::ORIGIN_HEADER], json!([""]));
+    let sig = seen["headers"][forward::SIGNATURE_HEADER][0]
+        .as_str()
+        .expect("signature");
+    assert!(forward::verify(
+        &key,
+        sig,
+        now_ms(),
+        "GET",
+        "/api/identity",
+        ""
+    ));
+}
+
+#[tokio::test]
+async fn event_streams_pass_through_unbuffered() {
+    let addr = upstream().await;
+    let proxy = Proxy::new(addr, AppKey::generate(), Duration::from_secs(5));
+    let req = Request::builder()
+        .uri("/api/events")
+        .body(Body::empty())
+        .expect("request");
+    let response = proxy
+        .send(proxy.rewrite(req, "t", now_ms()).expect("rewrite"))
+        .await
+        .expect("headers arrive while the stream stays open");
+    let mut body = response.into_body();
+    let frame = tokio::time::timeout(Duration::from_secs(2), body.frame())
+        .await
+        .expect("the first event arrives before the stream ends")
+        .expect("a frame")
+        .expect("no error");
+    assert_eq!(frame.into_data().expect("data"), "data: one\n\n");
+}
+
+#[tokio::test]
+async fn a_silent_or_absent_daemon_is_unavailable() {
+    let addr = upstream().await;
+    let proxy = Proxy::new(addr, AppKey::generate(), Duration::from_millis(300));
+    let started = Instant::now();
+    let req = Request::builder()
+        .uri("/api/slow")
+        .body(Body::empty())
+        .expect("request");
+    let err = proxy
+        .send(proxy.rewrite(req, "t", now_ms()).expect("rewrite"))
+        .await
+        .expect_err("timed out");
+    assert_eq!(err.code, Code::DaemonUnavailable);
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    // Nothing listens on a port we just released.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    let proxy = Proxy::new(closed, AppKey::generate(), Duration::from_millis(300));
+    let req = Request::builder()
+        .uri("/api/identity")
+        .body(Body::empty())
+        .expect("request");
+    let err = proxy
+        .send(proxy.rewrite(req, "t", now_ms()).expect("rewrite"))
+        .await
+        .expect_err("refused");
+    assert_eq!(err.code, Code::DaemonUnavailable);
+}
+
+#[test]
+fn daemon_owned_prefixes() {
+    for owned in [
+        "/api/identity",
+        "/api/studio/disconnect",
+        "/api/studio/sessions/abc",
+        "/api/schedules",
+        "/api/schedules/x/runs",
+        "/api/runs",
+        "/api/tasks/1",
+        "/api/approvals",
+        "/api/admin/checkpoint",
+        "/api/events",
+    ] {
+        assert!(is_daemon_owned(owned), "{owned}");
+    }
+    for app in [
+        "/api/studio/pair",
+        "/api/studio",
+        "/api/app/session",
+        "/api/identityx",
+        "/api/runsx",
+        "/api",
+        "/",
+        "/health",
+    ] {
+        assert!(!is_daemon_owned(app), "{app}");
+    }
+}
