@@ -1,0 +1,67 @@
+//! The environment of a job: cleared, then only what is named here. No daemon secret can
+//! reach a job, because nothing is inherited unless it is on this list.
+
+use std::collections::BTreeMap;
+
+/// Host variables a job inherits (plus every `LC_*`).
+pub const INHERITED: &[&str] = &["PATH", "HOME", "LANG", "TZ", "USER"];
+
+/// When the host has no `PATH`.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Builds a job's whole environment from the host's, the schedule's own `extra`
+/// variables, and the runner's `STUDIO_*` ones (which win).
+pub fn job_env(
+    host: impl IntoIterator<Item = (String, String)>,
+    extra: &BTreeMap<String, String>,
+    studio: &[(&str, String)],
+) -> Vec<(String, String)> {
+    let mut env: BTreeMap<String, String> = host
+        .into_iter()
+        .filter(|(k, _)| INHERITED.contains(&k.as_str()) || k.starts_with("LC_"))
+        .collect();
+    env.entry("PATH".into())
+        .or_insert_with(|| DEFAULT_PATH.into());
+    for (k, v) in extra {
+        if !k.starts_with("STUDIO_") {
+            env.insert(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in studio {
+        env.insert((*k).to_owned(), v.clone());
+    }
+    env.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_allow_list_is_inherited() {
+        let host = [
+            ("PATH", "/bin"),
+            ("HOME", "/home/u"),
+            ("LC_ALL", "C"),
+            ("STUDIO_TOKEN", "secret"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("LD_PRELOAD", "/evil.so"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let extra = BTreeMap::from([
+            ("MODE".to_owned(), "full".to_owned()),
+            ("STUDIO_RUN_ID".to_owned(), "forged".to_owned()),
+        ]);
+        let env = job_env(host, &extra, &[("STUDIO_RUN_ID", "r1".into())]);
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["HOME", "LC_ALL", "MODE", "PATH", "STUDIO_RUN_ID"]);
+        assert!(env.iter().all(|(_, v)| v != "secret"));
+        assert!(env.contains(&("STUDIO_RUN_ID".into(), "r1".into())));
+    }
+
+    #[test]
+    fn a_missing_path_gets_a_default() {
+        let env = job_env(Vec::new(), &BTreeMap::new(), &[]);
+        assert_eq!(env, vec![("PATH".to_owned(), DEFAULT_PATH.to_owned())]);
+    }
+}

@@ -1,0 +1,365 @@
+//! One job from spawn to a reaped, accounted end.
+
+use std::{
+    io,
+    os::unix::process::ExitStatusExt,
+    path::PathBuf,
+    process::{ExitStatus, Stdio},
+    time::Duration,
+};
+
+use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
+use serde::{Deserialize, Serialize};
+use tokio::{
+    io::{AsyncRead, AsyncReadExt, AsyncWriteExt},
+    process::{Child, Command},
+    sync::watch,
+    task::JoinHandle,
+    time::{Instant, sleep, sleep_until, timeout},
+};
+
+use crate::tail::Tail;
+
+/// Bytes of each stream kept in memory for the run row.
+pub const TAIL_BYTES: usize = 64 * 1024;
+/// How long drains may outlive the job's group (a process that escaped it may hold a pipe).
+const DRAIN_LINGER: Duration = Duration::from_secs(2);
+/// The largest result file read.
+const REPORT_MAX_BYTES: u64 = 64 * 1024;
+
+/// What to run and how.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    /// An executable name (looked up on the job's `PATH`) or a path; never a shell line.
+    pub program: String,
+    pub args: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    /// The whole environment (see [`crate::env::job_env`]); nothing else is inherited.
+    pub env: Vec<(String, String)>,
+    /// Where `stdout.log`, `stderr.log` and the result file go.
+    pub run_dir: PathBuf,
+    /// Bytes of each stream written to its log file; the rest is counted, not kept.
+    pub log_cap: u64,
+    pub deadline: Option<Duration>,
+    /// Between TERM and KILL.
+    pub grace: Duration,
+}
+
+impl JobSpec {
+    /// The file a job reports its spend in (`STUDIO_RESULT_FILE`).
+    pub fn result_file(&self) -> PathBuf {
+        self.run_dir.join("result.json")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot prepare the run folder {path}: {source}")]
+    RunDir { path: PathBuf, source: io::Error },
+    #[error("cannot start {program:?}: {source}")]
+    Exec { program: String, source: io::Error },
+}
+
+/// How the job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ending {
+    Exited,
+    Deadline,
+    Cancelled,
+}
+
+/// One output stream, accounted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamSummary {
+    /// Everything the job wrote.
+    pub bytes: u64,
+    /// What reached the log file (at most the cap).
+    pub logged: u64,
+    /// The last 64 KiB, starting on a character boundary.
+    pub tail: String,
+}
+
+/// What the job reported through `STUDIO_RESULT_FILE`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    #[serde(default)]
+    pub tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub ending: Ending,
+    pub exit_code: Option<i32>,
+    /// The signal that ended the leader, if one did.
+    pub signal: Option<i32>,
+    pub stdout: StreamSummary,
+    pub stderr: StreamSummary,
+    pub report: Option<Report>,
+    /// Why a result file present was not usable.
+    pub report_error: Option<String>,
+}
+
+impl Outcome {
+    pub fn succeeded(&self) -> bool {
+        self.ending == Ending::Exited && self.exit_code == Some(0)
+    }
+}
+
+/// Asks a running job to stop (TERM to its group, then KILL after the grace).
+#[derive(Debug, Clone)]
+pub struct Canceller(watch::Sender<bool>);
+
+impl Canceller {
+    pub fn cancel(&self) {
+        let _ = self.0.send(true);
+    }
+}
+
+/// A launched job.
+#[derive(Debug)]
+pub struct Job {
+    pid: u32,
+    cancel: watch::Sender<bool>,
+    task: JoinHandle<Outcome>,
+}
+
+impl Job {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn canceller(&self) -> Canceller {
+        Canceller(self.cancel.clone())
+    }
+
+    /// Waits for the end; afterwards no process of the job's group is left.
+    pub async fn wait(self) -> Outcome {
+        match self.task.await {
+            Ok(outcome) => outcome,
+            // The supervising task panicked: make sure the group is gone anyway.
+            Err(_) => {
+                kill_group(self.pid, Signal::KILL);
+                Outcome {
+                    ending: Ending::Cancelled,
+                    exit_code: None,
+                    signal: Some(Signal::KILL.as_raw()),
+                    stdout: StreamSummary::default(),
+                    stderr: StreamSummary::default(),
+                    report: None,
+                    report_error: Some("the job's supervising task failed".into()),
+                }
+            }
+        }
+    }
+}
+
+/// Starts the job. `Ok` means the child is confirmed launched (exec succeeded).
+pub fn spawn(spec: JobSpec) -> Result<Job, SpawnError> {
+    std::fs::create_dir_all(&spec.run_dir).map_err(|source| SpawnError::RunDir {
+        path: spec.run_dir.clone(),
+        source,
+    })?;
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent; it makes
+    // the job the leader of a new session and process group (pgid = its pid), so the
+    // whole group can be signalled and none of it shares the daemon's terminal.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(io::Error::from));
+    }
+    let mut child = cmd.spawn().map_err(|source| SpawnError::Exec {
+        program: spec.program.clone(),
+        source,
+    })?;
+    let pid = child.id().unwrap_or(0);
+    let (cancel, cancelled) = watch::channel(false);
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let task = tokio::spawn(supervise(spec, child, pid, stdout, stderr, cancelled));
+    Ok(Job { pid, cancel, task })
+}
+
+async fn supervise(
+    spec: JobSpec,
+    mut child: Child,
+    pid: u32,
+    stdout: Option<tokio::process::ChildStdout>,
+    stderr: Option<tokio::process::ChildStderr>,
+    mut cancelled: watch::Receiver<bool>,
+) -> Outcome {
+    let out = tokio::spawn(drain(stdout, spec.run_dir.join("stdout.log"), spec.log_cap));
+    let err = tokio::spawn(drain(stderr, spec.run_dir.join("stderr.log"), spec.log_cap));
+    let deadline = spec.deadline.map(|d| Instant::now() + d);
+    let deadline_passed = async {
+        match deadline {
+            Some(at) => sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    let cancel_requested = async {
+        // If the sender is gone nobody can cancel any more: wait for the other arms.
+        if cancelled.wait_for(|c| *c).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let (ending, status) = tokio::select! {
+        status = child.wait() => (Ending::Exited, status),
+        () = deadline_passed => (Ending::Deadline, terminate(&mut child, pid, spec.grace).await),
+        () = cancel_requested => (Ending::Cancelled, terminate(&mut child, pid, spec.grace).await),
+    };
+    // The leader is gone; nothing it left in its group may outlive the job.
+    sweep_group(pid, spec.grace).await;
+    let stdout = finish_drain(out).await;
+    let stderr = finish_drain(err).await;
+    let (report, report_error) = read_report(&spec.result_file()).await;
+    let (exit_code, signal) = match &status {
+        Ok(s) => split_status(*s),
+        Err(_) => (None, None),
+    };
+    Outcome {
+        ending,
+        exit_code,
+        signal,
+        stdout,
+        stderr,
+        report,
+        report_error,
+    }
+}
+
+fn split_status(status: ExitStatus) -> (Option<i32>, Option<i32>) {
+    (status.code(), status.signal())
+}
+
+fn kill_group(pgid: u32, signal: Signal) -> bool {
+    i32::try_from(pgid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .is_some_and(|p| kill_process_group(p, signal).is_ok())
+}
+
+fn group_exists(pgid: u32) -> bool {
+    i32::try_from(pgid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .is_some_and(|p| test_kill_process_group(p).is_ok())
+}
+
+/// TERM to the group, the grace, then KILL to the group; returns the leader's status.
+async fn terminate(child: &mut Child, pgid: u32, grace: Duration) -> io::Result<ExitStatus> {
+    kill_group(pgid, Signal::TERM);
+    match timeout(grace, child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            kill_group(pgid, Signal::KILL);
+            child.wait().await
+        }
+    }
+}
+
+/// Ends whatever is left of the group after its leader exited: TERM, grace, KILL.
+async fn sweep_group(pgid: u32, grace: Duration) {
+    if !kill_group(pgid, Signal::TERM) {
+        return;
+    }
+    let until = Instant::now() + grace;
+    while Instant::now() < until {
+        if !group_exists(pgid) {
+            return;
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+    kill_group(pgid, Signal::KILL);
+    // KILL cannot be ignored; the kernel needs a moment to reap the members.
+    for _ in 0..50 {
+        if !group_exists(pgid) {
+            return;
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn finish_drain(task: JoinHandle<StreamSummary>) -> StreamSummary {
+    let abort = task.abort_handle();
+    match timeout(DRAIN_LINGER, task).await {
+        Ok(Ok(summary)) => summary,
+        _ => {
+            abort.abort();
+            StreamSummary::default()
+        }
+    }
+}
+
+/// Reads a stream to its end: the first `cap` bytes to `path`, the last 64 KiB kept.
+async fn drain(stream: Option<impl AsyncRead + Unpin>, path: PathBuf, cap: u64) -> StreamSummary {
+    let mut summary = StreamSummary::default();
+    let Some(mut stream) = stream else {
+        return summary;
+    };
+    let mut file = tokio::fs::File::create(&path).await.ok();
+    let mut tail = Tail::new(TAIL_BYTES);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        summary.bytes += n as u64;
+        tail.push(chunk);
+        let room = cap.saturating_sub(summary.logged);
+        if room > 0
+            && let Some(f) = file.as_mut()
+        {
+            let take = usize::try_from(room).map_or(n, |r| r.min(n));
+            if f.write_all(&chunk[..take]).await.is_ok() {
+                summary.logged += take as u64;
+            } else {
+                // A full disk must not stall the job: keep draining, stop logging.
+                file = None;
+            }
+        }
+    }
+    if let Some(mut f) = file {
+        let _ = f.flush().await;
+    }
+    summary.tail = tail.text();
+    summary
+}
+
+async fn read_report(path: &std::path::Path) -> (Option<Report>, Option<String>) {
+    let Ok(meta) = tokio::fs::metadata(path).await else {
+        return (None, None);
+    };
+    if meta.len() > REPORT_MAX_BYTES {
+        return (
+            None,
+            Some(format!("result file larger than {REPORT_MAX_BYTES} bytes")),
+        );
+    }
+    let Ok(text) = tokio::fs::read_to_string(path).await else {
+        return (None, Some("result file is not UTF-8 text".into()));
+    };
+    match serde_json::from_str::<Report>(&text) {
+        Ok(r) if r.cost_usd.is_some_and(|c| !c.is_finite() || c < 0.0) => {
+            (None, Some("cost_usd must be a non-negative number".into()))
+        }
+        Ok(r) => (Some(r), None),
+        Err(e) => (
+            None,
+            Some(format!("result file is not the expected JSON: {e}")),
+        ),
+    }
+}

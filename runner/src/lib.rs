@@ -1,0 +1,15 @@
+//! Runs one job and reports how it ended.
+//!
+//! Owns: the child's session and process group, its environment (cleared, then an
+//! explicit allow-list), concurrent draining of stdout and stderr into capped log files
+//! and 64 KiB tails, the deadline (TERM to the group, a grace, KILL to the group), cancel
+//! through the same path, and the job's spend report. Knows nothing of schedules or the
+//! store: the caller decides what to run and records the outcome.
+//!
+//! Invariant: when [`Job::wait`] returns, no process of the job's group is left.
+
+pub mod env;
+pub mod job;
+pub mod tail;
+
+pub use job::{Canceller, Ending, Job, JobSpec, Outcome, Report, SpawnError, StreamSummary, spawn};
