@@ -137,17 +137,11 @@ fn lock_held(home: &Home) -> Result<bool, Error> {
 
 /// A fresh pairing link from the supervisor; in daemon-only mode, a bare code from studiod.
 pub(crate) async fn pair(home: &Home, open: bool) -> Result<(), Error> {
-    match ask(home, &Request::Pair).await {
-        Ok(Reply::Pair(link)) => {
-            println!("Studio is ready: {}", link.url);
-            if open {
-                pairing::open(&link.url);
-                // Give xdg-open a moment before this short-lived process exits.
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
+    match supervisor_link(home).await {
+        Ok(url) => {
+            print_link(&url, open).await;
             Ok(())
         }
-        Ok(other) => Err(unexpected(&other)),
         Err(Error::NotRunning(root)) => match pairing::daemon_code(home.daemon_socket()).await {
             Ok(code) => {
                 println!("Pairing code: {}", code.code);
@@ -157,6 +151,24 @@ pub(crate) async fn pair(home: &Home, open: bool) -> Result<(), Error> {
             Err(e) => Err(Error::Failed(e.to_string())),
         },
         Err(e) => Err(e),
+    }
+}
+
+/// A fresh pairing link from a running supervisor.
+pub(crate) async fn supervisor_link(home: &Home) -> Result<String, Error> {
+    match ask(home, &Request::Pair).await? {
+        Reply::Pair(link) => Ok(link.url),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// The one place a pairing link is shown: stdout, and the browser if asked.
+pub(crate) async fn print_link(url: &str, open: bool) {
+    println!("Studio is ready: {url}");
+    if open {
+        pairing::open(url);
+        // Give xdg-open a moment before a short-lived process exits.
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
 

@@ -151,7 +151,7 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
     let lock = lock(&home)?;
     let Some(lock) = lock else {
         tracing::info!(home = %home.root().display(), "studio already runs here");
-        return commands::pair(&home, config.open).await;
+        return link_from_running(&home, config.open).await;
     };
     let dir = discover::own_dir().map_err(|e| Error::Failed(e.to_string()))?;
     let bins = discover::find(&dir, config.daemon_bin.clone(), config.app_bin.clone())
@@ -233,6 +233,32 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
     launched.unwrap_or(Ok(()))
 }
 
+/// Prints a fresh link from the supervisor that holds the lock. It may still be binding
+/// its socket, or waiting for studiod, so both are retried for a while.
+async fn link_from_running(home: &Home, open: bool) -> Result<(), Error> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let last = match commands::supervisor_link(home).await {
+            Ok(url) => {
+                commands::print_link(&url, open).await;
+                return Ok(());
+            }
+            Err(e @ (Error::NotRunning(_) | Error::Remote(_))) => e,
+            Err(e) => return Err(e),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(match last {
+                Error::NotRunning(_) => Error::Failed(format!(
+                    "another studio holds {} but does not answer on its control socket",
+                    home.lock_file().display()
+                )),
+                other => other,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Takes the home's lock; `None` when another supervisor holds it.
 fn lock(home: &Home) -> Result<Option<File>, Error> {
     let path = home.lock_file();
@@ -310,11 +336,7 @@ impl Launch<'_> {
         match pairing::daemon_code_patiently(cfg.home.daemon_socket(), Duration::from_secs(3)).await
         {
             Ok(code) => {
-                let link = pairing::link(&url, &code.code);
-                println!("Studio is ready: {link}");
-                if cfg.open {
-                    pairing::open(&link);
-                }
+                commands::print_link(&pairing::link(&url, &code.code), cfg.open).await;
             }
             Err(error) => {
                 tracing::warn!(%error, "no pairing code; run `studio pair` for one");

@@ -159,6 +159,12 @@ async fn up_supervises_both_children_and_stops_in_order() {
             })
         );
 
+        // A second `up` in the same home starts nothing and just asks for a link.
+        up(cfg.clone(), std::future::pending())
+            .await
+            .expect("second up");
+        assert_eq!(status(&home).await.children.app.pid, app.pid);
+
         // Restarting the app leaves the daemon alone.
         assert_eq!(
             ask(
