@@ -72,15 +72,16 @@ async fn a_daemon_crash_answers_503_meanwhile_and_the_app_recovers_by_itself() {
         app_pid,
         "the app was not restarted"
     );
-    let (_, health) = json_of(
-        http()
-            .get(studio.app_url("/health"))
-            .send()
-            .await
-            .expect("send"),
-    )
-    .await;
-    assert_eq!(health["daemon"], "ok");
+    // Health follows the app's Watch stream, which reconnects with a bounded backoff.
+    let healthy = wait_for(Duration::from_secs(5), || {
+        let resp = block(http().get(studio.app_url("/health")).send()).ok()?;
+        let (_, health) = block(json_of(resp));
+        (health["daemon"] == "ok").then_some(())
+    });
+    assert!(
+        healthy.is_some(),
+        "the app's health reports the daemon again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
