@@ -325,6 +325,25 @@ async fn pairing_sets_the_cookie_and_keeps_the_token_out_of_the_body() {
         .send(Method::POST, "/api/studio/pair", &json, "not json")
         .await;
     assert_eq!(code(&r), "bad_request");
+    fake.state
+        .script()
+        .codes
+        .insert("code2".into(), ("sta_2".into(), "p2".into()));
+    let body = r#"{"code":"code2"}"#;
+    let r = app
+        .send(Method::POST, "/api/studio/pair", &json[..1], body)
+        .await;
+    assert_eq!(
+        (r.status, code(&r)),
+        (StatusCode::FORBIDDEN, "origin_not_allowed")
+    );
+    assert!(fake.state.script().codes.contains_key("code2"), "not spent");
+    // No credential while the daemon answers (the stream may not be live yet): 401.
+    let r = app.get("/api/identity", &[]).await;
+    assert_eq!(
+        (r.status, code(&r)),
+        (StatusCode::UNAUTHORIZED, "unauthorized")
+    );
 
     let s = app
         .get(
@@ -499,4 +518,61 @@ async fn readiness_names_the_bound_address_and_origin() {
     assert_eq!(ready.epoch, None);
     assert_ne!(app.local_addr().port(), 0);
     let _ = std::fs::remove_dir_all(&home);
+}
+
+#[tokio::test]
+async fn serves_https_with_the_configured_certificate() {
+    use std::{fs::File, io::BufReader, sync::Arc};
+
+    use http_body_util::Empty;
+    use tokio_rustls::rustls::{self, pki_types::ServerName};
+
+    // A self-signed certificate for localhost/127.0.0.1, made for these tests only.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let app = TestApp::start(|c| {
+        c.tls = Some(crate::TlsFiles {
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+        });
+    })
+    .await;
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = File::open(dir.join("cert.pem")).expect("cert");
+    for cert in rustls_pemfile::certs(&mut BufReader::new(pem)) {
+        roots.add(cert.expect("pem")).expect("root");
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(app.addr)
+        .await
+        .expect("connect");
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").expect("name"), tcp)
+        .await
+        .expect("handshake");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("http/1.1");
+    tokio::spawn(conn);
+    let req = Request::get("/health")
+        .header(header::HOST, format!("localhost:{}", app.addr.port()))
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let response = sender.send_request(req).await.expect("response");
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let json: Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(json["status"], "ok");
+    app.stop().await;
 }

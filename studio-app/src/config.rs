@@ -6,7 +6,7 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use clap::Parser;
+use clap::{ArgAction, Parser, builder::BoolishValueParser};
 use studio_contract::{home::Home, origin, secret::AppKey};
 
 /// The verifier may never be waited on longer than this (fail closed, fast).
@@ -42,7 +42,7 @@ pub struct Cli {
     #[arg(long, env = "STUDIO_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
     /// Allow plain HTTP on a non-loopback address (behind a TLS-terminating proxy).
-    #[arg(long, env = "STUDIO_INSECURE_HTTP")]
+    #[arg(long, env = "STUDIO_INSECURE_HTTP", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub insecure_http: bool,
     /// Bound on every verifier call, in milliseconds (at most 2000).
     #[arg(long, env = "STUDIO_VERIFIER_TIMEOUT_MS", default_value_t = 2000)]
@@ -51,10 +51,10 @@ pub struct Cli {
     #[arg(long, env = "STUDIO_UPSTREAM_TIMEOUT_MS", default_value_t = 5000)]
     pub upstream_timeout_ms: u64,
     /// Read the launch's app key (one hex line) from stdin.
-    #[arg(long)]
+    #[arg(long, env = "STUDIO_APP_KEY_STDIN", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub app_key_stdin: bool,
     /// The supervisor's pid: exit when it dies.
-    #[arg(long)]
+    #[arg(long, env = "STUDIO_SUPERVISOR_PID")]
     pub supervisor_pid: Option<u32>,
 }
 

@@ -255,7 +255,7 @@ async fn admit(
     let origin = origin(headers).map_err(|()| not_allowed())?;
     let Some((bearer, source)) = bearer(headers)? else {
         // Without a daemon nothing can be admitted; say so rather than "unauthorized".
-        return Err(if state.verifier.daemon_ok() {
+        return Err(if state.verifier.reachable().await {
             ApiError::new(
                 Code::Unauthorized,
                 "not paired: run `studio pair` to get a link",

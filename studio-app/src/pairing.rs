@@ -41,12 +41,15 @@ pub(crate) async fn pair(
 }
 
 async fn redeem(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
+    // Only a browser on one of our origins pairs (CORS already refused foreign ones): a
+    // request without an Origin is no browser's, and the code is left unspent.
     let origin = frontdoor::origin(headers)
-        .map_err(|()| ApiError::new(Code::OriginNotAllowed, "origin not allowed"))?
-        .unwrap_or("");
+        .ok()
+        .flatten()
+        .ok_or_else(|| ApiError::new(Code::OriginNotAllowed, "pairing needs an allowed origin"))?;
     let PairBody { code } = serde_json::from_slice(body)
         .map_err(|_| ApiError::new(Code::BadRequest, "expected {\"code\": \"...\"}"))?;
-    // The daemon checks the origin against its own list and decides; we pass what we saw.
+    // The daemon checks the origin against its own list too and decides.
     let pairing = state.verifier.redeem_pairing(code.trim(), origin).await??;
     let set_cookie = cookie::set_admission(&pairing.token, state.secure_cookies)
         .ok_or_else(|| ApiError::new(Code::Internal, "the daemon minted an unusable token"))?;

@@ -45,7 +45,7 @@ pub(crate) async fn session(State(state): State<AppState>, headers: HeaderMap) -
     let bearer = match frontdoor::bearer(&headers) {
         Ok(Some((bearer, _))) => bearer,
         Ok(None) => {
-            let ok = state.verifier.daemon_ok();
+            let ok = state.verifier.reachable().await;
             let code = if ok {
                 Code::Unauthorized
             } else {

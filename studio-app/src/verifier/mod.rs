@@ -122,6 +122,18 @@ impl Verifier {
         self.verdicts().epoch(Instant::now()).map(str::to_owned)
     }
 
+    /// Whether the daemon answers: the live stream says so, else one bounded `Hello`
+    /// (the stream may simply not have connected yet, e.g. right after start).
+    pub(crate) async fn reachable(&self) -> bool {
+        if self.daemon_ok() {
+            return true;
+        }
+        let mut client = self.client.clone();
+        self.bounded(client.hello(watch::hello()))
+            .await
+            .is_ok_and(|reply| reply.protocol_version == studio_proto::PROTOCOL_VERSION)
+    }
+
     /// Forget every verdict, e.g. after this app relayed a revocation.
     pub(crate) fn invalidate(&self) {
         self.verdicts().invalidate();

@@ -27,6 +27,13 @@ enum StreamEnd {
     Closed,
 }
 
+pub(super) fn hello() -> HelloRequest {
+    HelloRequest {
+        protocol_version: PROTOCOL_VERSION,
+        client: format!("studio-app/{}", studio_contract::VERSION),
+    }
+}
+
 /// Runs until the task is aborted.
 pub(super) async fn run(verifier: Verifier) {
     let mut backoff = FIRST_BACKOFF;
@@ -49,11 +56,7 @@ pub(super) async fn run(verifier: Verifier) {
 /// One `Hello` + `Watch`; returns when the stream can no longer be trusted.
 async fn stream(verifier: &Verifier, heard: &mut bool) -> StreamEnd {
     let mut client = verifier.client.clone();
-    let hello = HelloRequest {
-        protocol_version: PROTOCOL_VERSION,
-        client: format!("studio-app/{}", studio_contract::VERSION),
-    };
-    let reply = match verifier.bounded(client.hello(hello)).await {
+    let reply = match verifier.bounded(client.hello(hello())).await {
         Ok(reply) => reply,
         Err(e) => return e.into(),
     };
