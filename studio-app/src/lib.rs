@@ -162,6 +162,24 @@ impl Application {
     }
 }
 
+/// Resolves on SIGTERM (the supervisor) or SIGINT (a terminal).
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        // Without handlers the signals keep their default action, which still stops us.
+        _ => std::future::pending().await,
+    }
+}
+
 /// Builds, announces readiness on stdout, and serves until `shutdown`.
 pub async fn run(
     config: Config,

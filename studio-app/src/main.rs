@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use studio_app::{Cli, Config, StartError};
+use studio_app::{Cli, Config, StartError, shutdown_signal};
 use studio_contract::lifecycle;
 
 /// Bad configuration (sysexits `EX_USAGE`).
@@ -18,19 +18,20 @@ fn main() -> ExitCode {
             return e.print().map_or(ExitCode::FAILURE, |()| ExitCode::SUCCESS);
         }
         Err(e) => {
-            let text = e.render().to_string();
-            eprintln!(
-                "studio-app: {}",
-                text.lines().next().unwrap_or("invalid arguments")
+            return fail(
+                e.render()
+                    .to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or("bad arguments"),
+                EXIT_CONFIG,
             );
-            return ExitCode::from(EXIT_CONFIG);
         }
     };
     if let Some(pid) = cli.supervisor_pid
         && let Err(e) = lifecycle::die_with_parent(pid)
     {
-        eprintln!("studio-app: {e}");
-        return ExitCode::FAILURE;
+        return fail(&e.to_string(), 1);
     }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -42,44 +43,22 @@ fn main() -> ExitCode {
         .init();
     let config = match Config::from_cli(cli, lifecycle::read_app_key_from_stdin) {
         Ok(config) => config,
-        Err(e) => {
-            eprintln!("studio-app: {e}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+        Err(e) => return fail(&e.to_string(), EXIT_CONFIG),
     };
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("studio-app: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(studio_app::run(config, shutdown_signal())) {
+    let served = tokio::runtime::Runtime::new()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(studio_app::run(config, shutdown_signal())));
+    match served {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("studio-app: {e:#}");
-            match e.downcast_ref::<StartError>() {
-                Some(StartError::Config(_)) => ExitCode::from(EXIT_CONFIG),
-                _ => ExitCode::FAILURE,
-            }
+        Err(e) if matches!(e.downcast_ref(), Some(StartError::Config(_))) => {
+            fail(&format!("{e:#}"), EXIT_CONFIG)
         }
+        Err(e) => fail(&format!("{e:#}"), 1),
     }
 }
 
-/// SIGTERM (the supervisor) or SIGINT (a terminal).
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        // Without signal handlers the process still dies by the default action.
-        _ => std::future::pending().await,
-    }
+/// One line on stderr, then the exit status.
+fn fail(line: &str, code: u8) -> ExitCode {
+    eprintln!("studio-app: {line}");
+    ExitCode::from(code)
 }
