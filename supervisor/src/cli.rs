@@ -1,13 +1,18 @@
-//! The command line: `studio up | status | restart | stop | pair | logs`, with the
+//! The command line: `studio up | status | restart | stop | pair | logs | schedule`, with the
 //! environment equivalents, turned into typed configuration. Clap's own usage errors
 //! exit with status 2; so do the checks made here.
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use studio_contract::{home::Home, origin};
 
-use crate::{Error, control::ChildName, up::UpConfig};
+use crate::{
+    Error,
+    control::ChildName,
+    preview::{PreviewRequest, PreviewTrigger},
+    up::UpConfig,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -50,6 +55,54 @@ pub enum Command {
         #[arg(short = 'f', long)]
         follow: bool,
     },
+    /// Work with schedules.
+    Schedule {
+        #[command(subcommand)]
+        command: ScheduleCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Print the next fire instants of a trigger (no daemon needed, no file touched).
+    Preview(PreviewArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("trigger").required(true).args(["cron", "every"])))]
+pub struct PreviewArgs {
+    /// A cron expression (5 fields, or 6 with seconds first), like "30 2 * * *".
+    #[arg(long, value_name = "EXPR")]
+    pub cron: Option<String>,
+    /// An interval, like 90s, 15m, 6h or 1h30m; anchored at --from.
+    #[arg(long, value_name = "INTERVAL")]
+    pub every: Option<String>,
+    /// The IANA zone (default: STUDIO_SCHEDULER_TZ, else the host's).
+    #[arg(long, value_name = "ZONE")]
+    pub tz: Option<String>,
+    /// Fires strictly after this RFC 3339 instant (default: now).
+    #[arg(long, value_name = "RFC3339")]
+    pub from: Option<String>,
+    /// How many fires to print (1 to 1000; default 5).
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+}
+
+impl PreviewArgs {
+    pub fn into_request(self) -> PreviewRequest {
+        // The argument group makes exactly one of the two present.
+        let trigger = match (self.cron, self.every) {
+            (Some(expr), _) => PreviewTrigger::Cron(expr),
+            (None, Some(interval)) => PreviewTrigger::Every(interval),
+            (None, None) => PreviewTrigger::Every(String::new()),
+        };
+        PreviewRequest {
+            trigger,
+            tz: self.tz,
+            from: self.from,
+            count: self.count,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -172,6 +225,49 @@ mod tests {
         let err = Cli::try_parse_from(["studio", "up", "--app-addr", "nope"]).expect_err("addr");
         assert_eq!(err.exit_code(), 2);
         assert_eq!(Error::Usage("x".into()).exit_code(), 2);
+    }
+
+    #[test]
+    fn schedule_preview_takes_exactly_one_trigger() {
+        let cli = Cli::try_parse_from([
+            "studio",
+            "schedule",
+            "preview",
+            "--cron",
+            "0 * * * *",
+            "--tz",
+            "UTC",
+            "--count",
+            "3",
+        ])
+        .expect("parses");
+        let Command::Schedule {
+            command: ScheduleCommand::Preview(args),
+        } = cli.command
+        else {
+            panic!("not schedule preview")
+        };
+        let req = args.into_request();
+        assert_eq!(req.trigger, PreviewTrigger::Cron("0 * * * *".into()));
+        assert_eq!((req.tz.as_deref(), req.count), (Some("UTC"), Some(3)));
+        for bad in [
+            &["studio", "schedule", "preview"][..],
+            &[
+                "studio",
+                "schedule",
+                "preview",
+                "--cron",
+                "* * * * *",
+                "--every",
+                "1m",
+            ],
+            &[
+                "studio", "schedule", "preview", "--every", "1m", "--count", "-1",
+            ],
+        ] {
+            let err = Cli::try_parse_from(bad).expect_err("refused");
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! Invariant: the supervisor knows only binary paths, flags and the protocols in
 //! docs/ARCHITECTURE.md; it never opens a database and depends on no other Studio crate
-//! but `studio-contract`.
+//! but `studio-contract` and `studio-schedule` (pure trigger arithmetic, for
+//! `studio schedule preview`).
 
 mod child;
 pub mod cli;
@@ -12,6 +13,7 @@ mod discover;
 mod logs;
 mod pairing;
 mod policy;
+pub mod preview;
 mod supervise;
 #[cfg(test)]
 mod testdir;
@@ -21,7 +23,7 @@ use std::{future::Future, io, path::PathBuf};
 
 use studio_contract::error::ErrorBody;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, ScheduleCommand};
 pub use crate::up::{UpConfig, up};
 
 /// What a command can fail with; each maps to one line on stderr and an exit status.
@@ -76,6 +78,9 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<(), Err
         Command::Logs { child, follow } => {
             commands::logs(&home, child.into(), follow, shutdown).await
         }
+        Command::Schedule {
+            command: ScheduleCommand::Preview(args),
+        } => preview::run(&args.into_request()),
     }
 }
 
