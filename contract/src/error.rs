@@ -35,6 +35,7 @@ macro_rules! codes {
 
 codes! {
     BadRequest = "bad_request" => BAD_REQUEST,
+    ValidationFailed = "validation_failed" => BAD_REQUEST,
     InvalidHost = "invalid_host" => BAD_REQUEST,
     Unauthorized = "unauthorized" => UNAUTHORIZED,
     Revoked = "revoked" => UNAUTHORIZED,
@@ -44,6 +45,13 @@ codes! {
     OriginNotAllowed = "origin_not_allowed" => FORBIDDEN,
     NotFound = "not_found" => NOT_FOUND,
     SessionNotFound = "session_not_found" => NOT_FOUND,
+    ScheduleNotFound = "schedule_not_found" => NOT_FOUND,
+    RunNotFound = "run_not_found" => NOT_FOUND,
+    NameTaken = "name_taken" => CONFLICT,
+    Conflict = "conflict" => CONFLICT,
+    MaxRunsReached = "max_runs_reached" => CONFLICT,
+    BudgetExhausted = "budget_exhausted" => CONFLICT,
+    RunNotActive = "run_not_active" => CONFLICT,
     MethodNotAllowed = "method_not_allowed" => METHOD_NOT_ALLOWED,
     PayloadTooLarge = "payload_too_large" => PAYLOAD_TOO_LARGE,
     UnsupportedMediaType = "unsupported_media_type" => UNSUPPORTED_MEDIA_TYPE,

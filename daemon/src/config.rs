@@ -7,6 +7,8 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 use clap::Parser;
 use studio_contract::{home::Home, origin, secret::AppKey};
 
+use crate::scheduling::{CrashPoint, SchedulerConfig};
+
 /// Flags, as documented in `docs/ARCHITECTURE.md` ("Launch protocol").
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -57,6 +59,7 @@ pub struct Config {
     pub pairing_ttl: Duration,
     pub app_key: AppKey,
     pub supervisor_pid: Option<u32>,
+    pub scheduler: SchedulerConfig,
 }
 
 impl Config {
@@ -71,6 +74,7 @@ impl Config {
             pairing_ttl: Duration::from_secs(120),
             app_key: AppKey::generate(),
             supervisor_pid: None,
+            scheduler: SchedulerConfig::default(),
         }
     }
 }
@@ -137,8 +141,58 @@ impl Args {
             pairing_ttl: Duration::from_secs(self.pairing_ttl_secs),
             app_key,
             supervisor_pid: self.supervisor_pid,
+            scheduler: scheduler_config(&env)?,
         })
     }
+}
+
+/// The scheduler's settings from the environment.
+fn scheduler_config(env: &impl Fn(&str) -> Option<String>) -> Result<SchedulerConfig, ConfigError> {
+    let mut c = SchedulerConfig::default();
+    let bad = |name: &str, why: &str| ConfigError::Invalid(format!("{name}: {why}"));
+    if let Some(list) = env("STUDIO_COMMAND_ALLOWLIST") {
+        c.allowlist = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+    }
+    if let Some(cmd) = env("STUDIO_AGENT_COMMAND") {
+        c.agent_command = cmd.split_whitespace().map(str::to_owned).collect();
+        if c.agent_command.is_empty() {
+            return Err(bad("STUDIO_AGENT_COMMAND", "must name a program"));
+        }
+    }
+    if let Some(n) = env("STUDIO_MAX_CONCURRENT_RUNS") {
+        c.max_concurrent = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=4096).contains(n))
+            .ok_or_else(|| {
+                bad(
+                    "STUDIO_MAX_CONCURRENT_RUNS",
+                    "must be a number from 1 to 4096",
+                )
+            })?;
+    }
+    if let Some(n) = env("STUDIO_RUN_LOG_CAP") {
+        c.log_cap = n
+            .trim()
+            .parse()
+            .map_err(|_| bad("STUDIO_RUN_LOG_CAP", "must be a number of bytes"))?;
+    }
+    c.default_timezone = env("STUDIO_SCHEDULER_TZ").filter(|s| !s.trim().is_empty());
+    if let Some(point) = env("STUDIO_TEST_CRASH_AT").filter(|s| !s.is_empty()) {
+        c.crash_at = Some(CrashPoint::parse(&point).ok_or_else(|| {
+            bad(
+                "STUDIO_TEST_CRASH_AT",
+                "must be after_claim, after_spawn, after_dispatch or before_finish",
+            )
+        })?);
+    }
+    Ok(c)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod error;
 mod http;
 mod pairing;
 mod principals;
+pub mod scheduling;
 mod socket;
 mod store;
 #[cfg(test)]
@@ -32,6 +33,7 @@ use tokio::{net::TcpListener, sync::watch};
 
 pub use config::{Args, Config, ConfigError};
 pub use error::{DaemonError, chain};
+pub use scheduling::{CrashPoint, SchedulerConfig};
 pub use store::StoreError;
 
 use crate::{
@@ -61,6 +63,7 @@ pub struct Daemon {
     verifier: tokio::net::UnixListener,
     control: tokio::net::UnixListener,
     addr: SocketAddr,
+    default_zone: studio_schedule::Zone,
 }
 
 /// `STUDIO_TOKEN`, else `run/token`, else a fresh token written to `run/token`.
@@ -113,6 +116,9 @@ impl Daemon {
         let control = socket::bind_private(&home.daemon_socket())
             .map_err(DaemonError::io("cannot bind run/daemon.sock"))?;
 
+        let default_zone =
+            studio_schedule::Zone::default_for(config.scheduler.default_timezone.as_deref())
+                .map_err(|e| DaemonError::Config(ConfigError::Invalid(e)))?;
         let store = Store::open(&home.state_db()).await?;
         let epoch = secret::hex(&secret::random_bytes::<16>());
         store
@@ -150,6 +156,7 @@ impl Daemon {
             verifier,
             control,
             addr,
+            default_zone,
         })
     }
 
@@ -179,6 +186,7 @@ impl Daemon {
             verifier,
             control,
             addr,
+            default_zone,
         } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let stop_tx = Arc::new(stop_tx);
@@ -186,9 +194,19 @@ impl Daemon {
             let mut rx = rx.clone();
             async move { stop_requested(&mut rx).await }
         };
+        let scheduler = scheduling::Scheduler::new(
+            scheduling::store::SchedStore::new(store.pool().clone()),
+            config.scheduler.clone(),
+            default_zone,
+            config.home.runs_dir(),
+            config.home.run_dir(),
+            stop_rx.clone(),
+        );
+        let mut scheduler_task = tokio::spawn(scheduler.clone().run());
         let state = ApiState {
             authority: authority.clone(),
             front,
+            scheduler,
         };
         let mut http_task = tokio::spawn({
             let (stop_tx, done) = (stop_tx.clone(), stopped(&stop_rx));
@@ -227,7 +245,12 @@ impl Daemon {
         stop_tx.send_replace(true);
         let drained = tokio::time::timeout(
             GRACE,
-            futures_util::future::join3(&mut http_task, &mut verifier_task, &mut control_task),
+            futures_util::future::join4(
+                &mut http_task,
+                &mut verifier_task,
+                &mut control_task,
+                &mut scheduler_task,
+            ),
         )
         .await;
         if drained.is_err() {
@@ -235,6 +258,7 @@ impl Daemon {
             http_task.abort();
             verifier_task.abort();
             control_task.abort();
+            scheduler_task.abort();
         }
         socket::remove(&config.home.verifier_socket());
         socket::remove(&config.home.daemon_socket());

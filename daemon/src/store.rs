@@ -15,11 +15,18 @@ use sqlx::{
 use studio_contract::secret::Digest;
 
 /// The daemon's migrations, embedded so the binary carries its schema.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "epochs principals admin events",
-    include_str!("../../migrations/daemon/0001_epochs_principals_admin_events.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "epochs principals admin events",
+        include_str!("../../migrations/daemon/0001_epochs_principals_admin_events.sql"),
+    ),
+    (
+        2,
+        "schedules runs events",
+        include_str!("../../migrations/daemon/0002_schedules_runs_events.sql"),
+    ),
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -120,6 +127,11 @@ impl Store {
             .await?;
         migrator().run(&pool).await?;
         Ok(Self { pool })
+    }
+
+    /// The pool, for the scheduler's own store module (same database, same writer).
+    pub(crate) fn pool(&self) -> &SqlitePool {
+        &self.pool
     }
 
     pub async fn close(&self) {

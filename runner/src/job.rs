@@ -43,6 +43,9 @@ pub struct JobSpec {
     pub deadline: Option<Duration>,
     /// Between TERM and KILL.
     pub grace: Duration,
+    /// The job's leader gets SIGKILL when the thread that spawned it dies, so a crashed
+    /// daemon leaves no unsupervised job (its group is swept at the next start).
+    pub die_with_parent: bool,
 }
 
 impl JobSpec {
@@ -172,12 +175,19 @@ pub fn spawn(spec: JobSpec) -> Result<Job, SpawnError> {
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
-    // SAFETY: setsid is async-signal-safe and touches no memory of the parent; it makes
-    // the job the leader of a new session and process group (pgid = its pid), so the
-    // whole group can be signalled and none of it shares the daemon's terminal.
+    let die_with_parent = spec.die_with_parent;
+    // SAFETY: setsid and prctl are async-signal-safe and touch no memory of the parent.
+    // setsid makes the job the leader of a new session and process group (pgid = its
+    // pid), so the whole group can be signalled and none of it shares our terminal.
     #[allow(unsafe_code)]
     unsafe {
-        cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(io::Error::from));
+        cmd.pre_exec(move || {
+            rustix::process::setsid()?;
+            if die_with_parent {
+                rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            }
+            Ok(())
+        });
     }
     let mut child = cmd.spawn().map_err(|source| SpawnError::Exec {
         program: spec.program.clone(),

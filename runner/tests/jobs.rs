@@ -28,6 +28,7 @@ fn sh(tag: &str, script: &str) -> JobSpec {
         log_cap: 1 << 20,
         deadline: None,
         grace: Duration::from_millis(500),
+        die_with_parent: true,
     }
 }
 

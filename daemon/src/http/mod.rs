@@ -1,8 +1,11 @@
 //! The loopback HTTP API: its state, its router and its graceful serving. Later routes
 //! (schedules, runs, …) join `router` and read what they need from [`ApiState`].
 
+mod events;
 mod front;
 mod routes;
+mod runs;
+mod schedules;
 
 #[cfg(test)]
 mod tests;
@@ -19,7 +22,7 @@ use tokio::net::TcpListener;
 
 pub(crate) use front::FrontDoor;
 
-use crate::admission::Authority;
+use crate::{admission::Authority, scheduling::Scheduler};
 
 /// Bodies beyond this are refused with `payload_too_large`.
 pub(crate) const BODY_LIMIT: usize = 1024 * 1024;
@@ -28,6 +31,7 @@ pub(crate) const BODY_LIMIT: usize = 1024 * 1024;
 pub(crate) struct ApiState {
     pub authority: Arc<Authority>,
     pub front: Arc<FrontDoor>,
+    pub scheduler: Arc<Scheduler>,
 }
 
 pub(crate) fn router(state: ApiState) -> Router {
@@ -38,6 +42,26 @@ pub(crate) fn router(state: ApiState) -> Router {
         .route("/api/studio/disconnect", post(routes::disconnect))
         .route("/api/studio/sessions", get(routes::sessions))
         .route("/api/studio/sessions/{id}", delete(routes::revoke_session))
+        .route(
+            "/api/schedules",
+            get(schedules::list).post(schedules::create),
+        )
+        .route("/api/schedules/preview", post(schedules::preview))
+        .route(
+            "/api/schedules/{id}",
+            get(schedules::get_one)
+                .patch(schedules::patch)
+                .delete(schedules::delete),
+        )
+        .route("/api/schedules/{id}/enable", post(schedules::enable))
+        .route("/api/schedules/{id}/disable", post(schedules::disable))
+        .route("/api/schedules/{id}/trigger", post(schedules::trigger))
+        .route("/api/schedules/{id}/runs", get(runs::list_for_schedule))
+        .route("/api/runs", get(runs::list))
+        .route("/api/runs/{id}", get(runs::get_one))
+        .route("/api/runs/{id}/log", get(runs::log))
+        .route("/api/runs/{id}/cancel", post(runs::cancel))
+        .route("/api/events", get(events::stream))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

@@ -25,7 +25,16 @@ struct Api {
 
 async fn api() -> Api {
     let dir = TempDir::new("http");
-    let (_store, authority) = authority(&dir, "0123456789abcdef0123456789abcdef").await;
+    let (store, authority) = authority(&dir, "0123456789abcdef0123456789abcdef").await;
+    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    let scheduler = crate::scheduling::Scheduler::new(
+        crate::scheduling::store::SchedStore::new(store.pool().clone()),
+        crate::scheduling::SchedulerConfig::default(),
+        studio_schedule::Zone::utc(),
+        dir.path().join("runs"),
+        dir.path().join("run"),
+        stop_rx,
+    );
     let authority = Arc::new(authority);
     let key = AppKey::generate();
     let front = Arc::new(FrontDoor {
@@ -35,6 +44,7 @@ async fn api() -> Api {
     let router = router(ApiState {
         authority: authority.clone(),
         front,
+        scheduler,
     });
     Api {
         _dir: dir,

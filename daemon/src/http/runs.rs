@@ -1,0 +1,231 @@
+//! `/api/runs`: the filtered, cursor-paginated list, one run with its status history,
+//! ranged reads of its full logs, and cancel.
+
+use std::io::SeekFrom;
+
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::{HeaderValue, header},
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use studio_contract::error::{ApiError, Code};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use super::{
+    ApiState,
+    schedules::{decode_cursor, encode_cursor, engine_error, store_error},
+};
+use crate::scheduling::{model::RunStatus, store::RunFilter};
+
+/// The most a single log read returns.
+const LOG_READ_MAX: u64 = 1024 * 1024;
+
+fn run_not_found() -> ApiError {
+    ApiError::new(Code::RunNotFound, "no such run")
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    schedule: Option<String>,
+    status: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+fn instant(name: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
+    text.map(|t| {
+        t.parse::<jiff::Timestamp>()
+            .map(|ts| ts.as_millisecond())
+            .map_err(|_| {
+                ApiError::new(
+                    Code::BadRequest,
+                    format!("{name} must be an RFC 3339 instant with an offset"),
+                )
+            })
+    })
+    .transpose()
+}
+
+pub(crate) async fn list(
+    State(state): State<ApiState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    list_filtered(&state, q, None).await
+}
+
+pub(crate) async fn list_for_schedule(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    if state
+        .scheduler
+        .store
+        .schedule(&id)
+        .await
+        .map_err(store_error)?
+        .is_none()
+    {
+        return Err(ApiError::new(Code::ScheduleNotFound, "no such schedule"));
+    }
+    list_filtered(&state, q, Some(id)).await
+}
+
+async fn list_filtered(
+    state: &ApiState,
+    q: ListQuery,
+    schedule: Option<String>,
+) -> Result<Json<Value>, ApiError> {
+    let status = match q.status.as_deref() {
+        Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
+            ApiError::new(Code::BadRequest, format!("unknown status {s:?} (queued, running, completed, failed, timed_out, cancelled, skipped)"))
+        })?),
+        None => None,
+    };
+    let before = match &q.cursor {
+        Some(c) => {
+            let text = decode_cursor(c)?;
+            let (at, id) = text
+                .split_once(':')
+                .and_then(|(a, i)| Some((a.parse::<i64>().ok()?, i.to_owned())))
+                .ok_or_else(|| ApiError::new(Code::BadRequest, "invalid cursor"))?;
+            Some((at, id))
+        }
+        None => None,
+    };
+    let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let filter = RunFilter {
+        schedule_id: schedule.or(q.schedule),
+        status,
+        since_ms: instant("since", q.since.as_deref())?,
+        until_ms: instant("until", q.until.as_deref())?,
+        before,
+        limit: limit + 1,
+    };
+    let rows = state
+        .scheduler
+        .store
+        .list_runs(&filter)
+        .await
+        .map_err(store_error)?;
+    let keep = rows.len().min(usize::try_from(limit).unwrap_or(usize::MAX));
+    let next = (rows.len() > keep)
+        .then(|| {
+            rows.get(keep - 1)
+                .map(|r| encode_cursor(&format!("{}:{}", r.created_at_ms, r.id)))
+        })
+        .flatten();
+    let runs: Vec<Value> = rows[..keep].iter().map(|r| r.view()).collect();
+    Ok(Json(json!({ "runs": runs, "next_cursor": next })))
+}
+
+pub(crate) async fn get_one(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let store = &state.scheduler.store;
+    let run = store
+        .run(&id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(run_not_found)?;
+    let transitions: Vec<Value> = store
+        .transitions(&id)
+        .await
+        .map_err(store_error)?
+        .iter()
+        .map(|t| t.view())
+        .collect();
+    let mut view = run.view();
+    view["transitions"] = Value::Array(transitions);
+    Ok(Json(view))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct LogQuery {
+    stream: Option<String>,
+    offset: Option<u64>,
+    limit: Option<u64>,
+}
+
+pub(crate) async fn log(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    Query(q): Query<LogQuery>,
+) -> Result<Response, ApiError> {
+    let stream = match q.stream.as_deref().unwrap_or("stdout") {
+        s @ ("stdout" | "stderr") => s,
+        other => {
+            return Err(ApiError::new(
+                Code::BadRequest,
+                format!("stream must be stdout or stderr, not {other:?}"),
+            ));
+        }
+    };
+    if state
+        .scheduler
+        .store
+        .run(&id)
+        .await
+        .map_err(store_error)?
+        .is_none()
+    {
+        return Err(run_not_found());
+    }
+    // The id came from the store, so it names a folder of ours, not a path of the caller's.
+    let path = state
+        .scheduler
+        .runs_dir
+        .join(&id)
+        .join(format!("{stream}.log"));
+    let offset = q.offset.unwrap_or(0);
+    let limit = q.limit.unwrap_or(64 * 1024).clamp(1, LOG_READ_MAX);
+    let (size, bytes) = match tokio::fs::File::open(&path).await {
+        Ok(mut file) => {
+            let size = file.metadata().await.map(|m| m.len()).unwrap_or(0);
+            let mut buf = Vec::new();
+            if offset < size {
+                file.seek(SeekFrom::Start(offset)).await.map_err(|e| {
+                    ApiError::new(Code::Internal, format!("cannot read the log: {e}"))
+                })?;
+                file.take(limit).read_to_end(&mut buf).await.map_err(|e| {
+                    ApiError::new(Code::Internal, format!("cannot read the log: {e}"))
+                })?;
+            }
+            (size, buf)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0, Vec::new()),
+        Err(e) => {
+            return Err(ApiError::new(
+                Code::Internal,
+                format!("cannot read the log: {e}"),
+            ));
+        }
+    };
+    let mut response = bytes.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert("x-studio-log-size", HeaderValue::from(size));
+    Ok(response)
+}
+
+pub(crate) async fn cancel(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let row = state
+        .scheduler
+        .cancel(&id, "cancelled_by_user")
+        .await
+        .map_err(engine_error)?;
+    Ok(Json(row.view()))
+}

@@ -1,0 +1,517 @@
+//! `/api/schedules`: create, read, patch (a JSON merge patch), delete, enable, disable,
+//! trigger and preview. Every write re-arms the scheduler's queue.
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use studio_contract::{
+    error::{ApiError, Code},
+    time::{now_ms, rfc3339},
+};
+use studio_schedule::{Action, Context, FieldError, ScheduleSpec, Trigger, Validated, validate};
+
+use super::ApiState;
+use crate::scheduling::{
+    Scheduler,
+    engine::{EngineError, arm},
+    health::health,
+    model::ScheduleRow,
+    store::WriteError,
+};
+
+/// `400 validation_failed` with every problem and its field path.
+pub(crate) struct Invalid(pub Vec<FieldError>);
+
+impl IntoResponse for Invalid {
+    fn into_response(self) -> Response {
+        let message = self
+            .0
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        let body = json!({ "code": Code::ValidationFailed.as_str(), "message": message, "errors": self.0 });
+        (StatusCode::BAD_REQUEST, Json(body)).into_response()
+    }
+}
+
+pub(crate) enum Refused {
+    Api(ApiError),
+    Invalid(Invalid),
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Api(e) => e.into_response(),
+            Self::Invalid(i) => i.into_response(),
+        }
+    }
+}
+
+impl From<ApiError> for Refused {
+    fn from(e: ApiError) -> Self {
+        Self::Api(e)
+    }
+}
+
+impl From<crate::store::StoreError> for Refused {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::Api(store_error(e))
+    }
+}
+
+pub(crate) fn store_error(e: crate::store::StoreError) -> ApiError {
+    tracing::error!(error = %crate::error::chain(&e), "store failure");
+    ApiError::new(Code::Internal, "internal error")
+}
+
+pub(crate) fn engine_error(e: EngineError) -> ApiError {
+    match e {
+        EngineError::ScheduleNotFound => not_found(),
+        EngineError::RunNotFound => ApiError::new(Code::RunNotFound, "no such run"),
+        EngineError::RunNotActive => ApiError::new(Code::RunNotActive, "the run has already ended"),
+        EngineError::MaxRunsReached => ApiError::new(
+            Code::MaxRunsReached,
+            "the schedule has reached its max_runs",
+        ),
+        EngineError::BudgetExhausted => {
+            ApiError::new(Code::BudgetExhausted, "the schedule's budget is spent")
+        }
+        EngineError::BadSpec(why) => ApiError::new(
+            Code::Internal,
+            format!("the stored spec cannot be read: {why}"),
+        ),
+        EngineError::Store(e) => store_error(e),
+    }
+}
+
+fn not_found() -> ApiError {
+    ApiError::new(Code::ScheduleNotFound, "no such schedule")
+}
+
+fn scheduler(state: &ApiState) -> &Arc<Scheduler> {
+    &state.scheduler
+}
+
+fn check(state: &ApiState, spec: ScheduleSpec, now: i64) -> Result<Validated, Refused> {
+    let s = scheduler(state);
+    let ctx = Context {
+        default_zone: &s.default_zone,
+        allowlist: Some(&s.config.allowlist),
+        now_ms: Some(now),
+        require_name: true,
+    };
+    validate(spec, &ctx).map_err(|e| Refused::Invalid(Invalid(e)))
+}
+
+fn parse(text: &str) -> Result<ScheduleSpec, Refused> {
+    studio_schedule::parse_json(text).map_err(|e| Refused::Invalid(Invalid(vec![e])))
+}
+
+/// The stored row of a validated spec; `anchor_ms` starts a fresh `every` timeline.
+fn row_of(v: &Validated, id: String, anchor_ms: i64, now: i64, enabled: bool) -> ScheduleRow {
+    let zone = v.armed.zone();
+    ScheduleRow {
+        id,
+        name: v.spec.name.clone().unwrap_or_default(),
+        spec: serde_json::to_string(&v.spec).unwrap_or_default(),
+        enabled,
+        trigger_kind: match v.spec.trigger {
+            Trigger::Cron(_) => "cron",
+            Trigger::Every(_) => "every",
+            Trigger::At(_) => "at",
+        }
+        .into(),
+        timezone: zone.map(|z| z.name.clone()),
+        timezone_source: zone.map(|z| z.source.as_str().to_owned()),
+        anchor_ms,
+        next_fire_at_ms: if enabled {
+            v.armed.next_after(now, anchor_ms)
+        } else {
+            None
+        },
+        last_fired_at_ms: None,
+        max_runs: v.spec.policies.max_runs.and_then(|m| i64::try_from(m).ok()),
+        runs_counted: 0,
+        created_at_ms: now,
+        updated_at_ms: now,
+        revision: 1,
+    }
+}
+
+/// The API's view of a schedule, with its derived health and spend.
+pub(crate) async fn view(state: &ApiState, row: &ScheduleRow) -> Result<Value, ApiError> {
+    let s = scheduler(state);
+    let spec: Value = serde_json::from_str(&row.spec).unwrap_or(Value::Null);
+    let armed = arm(row, &s.default_zone).ok().map(|(_, a)| a);
+    let (any_run, last) = s.store.last_outcome(&row.id).await.map_err(store_error)?;
+    let spend = s.store.spend(&row.id).await.map_err(store_error)?;
+    Ok(json!({
+        "id": row.id,
+        "name": row.name,
+        "spec": spec,
+        "enabled": row.enabled,
+        "trigger_kind": row.trigger_kind,
+        "timezone": row.timezone,
+        "timezone_source": row.timezone_source,
+        "next_fire_at": row.next_fire_at_ms.map(rfc3339),
+        "last_fired_at": row.last_fired_at_ms.map(rfc3339),
+        "health": health(row, armed.as_ref(), any_run, last.as_ref(), now_ms()),
+        "last_outcome": last.as_ref().map(|r| r.status.clone()),
+        "max_runs": row.max_runs,
+        "runs_counted": row.runs_counted,
+        "spend_usd": spend,
+        "created_at": rfc3339(row.created_at_ms),
+        "updated_at": rfc3339(row.updated_at_ms),
+        "revision": row.revision,
+    }))
+}
+
+async fn load(state: &ApiState, id: &str) -> Result<ScheduleRow, ApiError> {
+    scheduler(state)
+        .store
+        .schedule(id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(not_found)
+}
+
+pub(crate) async fn create(
+    State(state): State<ApiState>,
+    body: String,
+) -> Result<Response, Refused> {
+    let now = now_ms();
+    let validated = check(&state, parse(&body)?, now)?;
+    let row = row_of(
+        &validated,
+        uuid::Uuid::now_v7().to_string(),
+        now,
+        now,
+        validated.spec.enabled,
+    );
+    let s = scheduler(&state);
+    match s.store.insert_schedule(&row).await {
+        Ok(event) => s.publish(event),
+        Err(WriteError::NameTaken(name)) => {
+            return Err(ApiError::new(
+                Code::NameTaken,
+                format!("a schedule named {name:?} exists"),
+            )
+            .into());
+        }
+        Err(WriteError::Store(e)) => return Err(e.into()),
+    }
+    s.rearm(&row);
+    Ok((StatusCode::CREATED, Json(view(&state, &row).await?)).into_response())
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    enabled: Option<bool>,
+    q: Option<String>,
+    limit: Option<i64>,
+    cursor: Option<String>,
+}
+
+pub(crate) async fn list(
+    State(state): State<ApiState>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = query.limit.unwrap_or(100).clamp(1, 500);
+    let after = match &query.cursor {
+        Some(c) => Some(decode_cursor(c)?),
+        None => None,
+    };
+    let rows = scheduler(&state)
+        .store
+        .list_schedules(
+            query.enabled,
+            query.q.as_deref(),
+            after.as_deref(),
+            limit + 1,
+        )
+        .await
+        .map_err(store_error)?;
+    let more = rows.len() > usize::try_from(limit).unwrap_or(usize::MAX);
+    let rows = &rows[..rows.len().min(usize::try_from(limit).unwrap_or(usize::MAX))];
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        out.push(view(&state, row).await?);
+    }
+    let next = more
+        .then(|| rows.last().map(|r| encode_cursor(&r.name)))
+        .flatten();
+    Ok(Json(json!({ "schedules": out, "next_cursor": next })))
+}
+
+pub(crate) fn encode_cursor(text: &str) -> String {
+    studio_contract::secret::hex(text.as_bytes())
+}
+
+pub(crate) fn decode_cursor(cursor: &str) -> Result<String, ApiError> {
+    studio_contract::secret::unhex(cursor)
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or_else(|| ApiError::new(Code::BadRequest, "invalid cursor"))
+}
+
+pub(crate) async fn get_one(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let row = load(&state, &id).await?;
+    Ok(Json(view(&state, &row).await?))
+}
+
+/// RFC 7396 merge, except that `trigger`, `action`, `on_success` and `on_fail` are replaced
+/// whole: each is exactly one variant, so merging two would describe neither.
+fn merge(target: &mut Value, patch: &Value, top: bool) {
+    let (Value::Object(t), Value::Object(p)) = (&mut *target, patch) else {
+        *target = patch.clone();
+        return;
+    };
+    for (k, v) in p {
+        let whole = top && matches!(k.as_str(), "trigger" | "action" | "on_success" | "on_fail");
+        match v {
+            Value::Null => {
+                t.remove(k);
+            }
+            Value::Object(_) if !whole => merge(
+                t.entry(k.clone())
+                    .or_insert_with(|| Value::Object(Map::new())),
+                v,
+                false,
+            ),
+            _ => {
+                t.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+pub(crate) async fn patch(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: String,
+) -> Result<Json<Value>, Refused> {
+    let patch: Value = serde_json::from_str(&body)
+        .map_err(|e| ApiError::new(Code::BadRequest, format!("the body is not JSON: {e}")))?;
+    if !patch.is_object() {
+        return Err(ApiError::new(Code::BadRequest, "a patch is a JSON object").into());
+    }
+    let current = load(&state, &id).await?;
+    let mut merged: Value = serde_json::from_str(&current.spec).unwrap_or_else(|_| json!({}));
+    merge(&mut merged, &patch, true);
+    let now = now_ms();
+    let validated = check(&state, parse(&merged.to_string())?, now)?;
+    let old_spec: Option<ScheduleSpec> = serde_json::from_str(&current.spec).ok();
+    let trigger_changed = old_spec.as_ref().map(|s| &s.trigger) != Some(&validated.spec.trigger);
+    // A new trigger starts a new timeline; otherwise the cursor recomputes from it.
+    let anchor = if trigger_changed {
+        now
+    } else {
+        current.anchor_ms
+    };
+    let mut row = row_of(
+        &validated,
+        current.id.clone(),
+        anchor,
+        now,
+        validated.spec.enabled,
+    );
+    row.last_fired_at_ms = current.last_fired_at_ms;
+    row.runs_counted = current.runs_counted;
+    row.created_at_ms = current.created_at_ms;
+    row.revision = current.revision + 1;
+    if !trigger_changed && current.enabled && row.enabled && current.next_fire_at_ms.is_none() {
+        // Disarmed (an `at` that fired, max_runs reached) stays disarmed unless re-triggered.
+        row.next_fire_at_ms = None;
+    }
+    let s = scheduler(&state);
+    match s.store.update_schedule(&row, current.revision).await {
+        Ok(Some(event)) => s.publish(event),
+        Ok(None) => {
+            return Err(ApiError::new(
+                Code::Conflict,
+                "the schedule changed meanwhile; read it and retry",
+            )
+            .into());
+        }
+        Err(WriteError::NameTaken(name)) => {
+            return Err(ApiError::new(
+                Code::NameTaken,
+                format!("a schedule named {name:?} exists"),
+            )
+            .into());
+        }
+        Err(WriteError::Store(e)) => return Err(e.into()),
+    }
+    s.rearm(&row);
+    Ok(Json(view(&state, &row).await?))
+}
+
+async fn set_enabled(state: &ApiState, id: &str, enabled: bool) -> Result<Json<Value>, Refused> {
+    let current = load(state, id).await?;
+    let mut spec: Value = serde_json::from_str(&current.spec).unwrap_or_else(|_| json!({}));
+    if let Some(obj) = spec.as_object_mut() {
+        if enabled {
+            obj.remove("enabled");
+        } else {
+            obj.insert("enabled".into(), Value::Bool(false));
+        }
+    }
+    let now = now_ms();
+    let mut row = current.clone();
+    row.spec = spec.to_string();
+    row.enabled = enabled;
+    row.next_fire_at_ms = if enabled {
+        arm(&current, &scheduler(state).default_zone)
+            .map_err(engine_error)?
+            .1
+            .next_after(now, current.anchor_ms)
+    } else {
+        None
+    };
+    row.updated_at_ms = now;
+    row.revision = current.revision + 1;
+    let s = scheduler(state);
+    match s.store.update_schedule(&row, current.revision).await {
+        Ok(Some(event)) => s.publish(event),
+        Ok(None) => {
+            return Err(
+                ApiError::new(Code::Conflict, "the schedule changed meanwhile; retry").into(),
+            );
+        }
+        Err(WriteError::NameTaken(_)) => {
+            return Err(ApiError::new(Code::Conflict, "name collision").into());
+        }
+        Err(WriteError::Store(e)) => return Err(e.into()),
+    }
+    s.rearm(&row);
+    Ok(Json(view(state, &row).await?))
+}
+
+pub(crate) async fn enable(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, Refused> {
+    set_enabled(&state, &id, true).await
+}
+
+pub(crate) async fn disable(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, Refused> {
+    set_enabled(&state, &id, false).await
+}
+
+pub(crate) async fn delete(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let s = scheduler(&state);
+    let event = s
+        .store
+        .delete_schedule(&id, now_ms())
+        .await
+        .map_err(store_error)?
+        .ok_or_else(not_found)?;
+    s.publish(event);
+    s.forget(&id);
+    Ok(Json(json!({ "deleted": true, "id": id })))
+}
+
+pub(crate) async fn trigger(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let run = scheduler(&state).trigger(&id).await.map_err(engine_error)?;
+    Ok((StatusCode::ACCEPTED, Json(run.view())).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PreviewRequest {
+    trigger: Trigger,
+    #[serde(default)]
+    count: Option<usize>,
+    #[serde(default)]
+    from: Option<String>,
+}
+
+pub(crate) async fn preview(
+    State(state): State<ApiState>,
+    body: String,
+) -> Result<Json<Value>, Refused> {
+    let req: PreviewRequest = {
+        let de = &mut serde_json::Deserializer::from_str(&body);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            Refused::Invalid(Invalid(vec![FieldError::new(
+                path,
+                e.into_inner().to_string(),
+            )]))
+        })?
+    };
+    let from = match &req.from {
+        Some(text) => text
+            .parse::<jiff::Timestamp>()
+            .map(|t| t.as_millisecond())
+            .map_err(|_| {
+                Refused::Invalid(Invalid(vec![FieldError::new(
+                    "from",
+                    "must be an RFC 3339 instant with an offset",
+                )]))
+            })?,
+        None => now_ms(),
+    };
+    let count = req.count.unwrap_or(5).clamp(1, 100);
+    let spec = ScheduleSpec {
+        name: None,
+        description: String::new(),
+        enabled: true,
+        trigger: req.trigger,
+        action: Action::Command {
+            executable: "preview".into(),
+            args: Vec::new(),
+        },
+        cwd: None,
+        env: Default::default(),
+        policies: Default::default(),
+        on_success: None,
+        on_fail: None,
+    };
+    let s = scheduler(&state);
+    let ctx = Context {
+        default_zone: &s.default_zone,
+        allowlist: None,
+        now_ms: None,
+        require_name: false,
+    };
+    let v = validate(spec, &ctx).map_err(|e| Refused::Invalid(Invalid(e)))?;
+    let zone = v.armed.zone().map(|z| z.name.clone());
+    let tz = v
+        .armed
+        .zone()
+        .map(|z| z.tz.clone())
+        .unwrap_or(jiff::tz::TimeZone::UTC);
+    let fires: Vec<String> = v
+        .armed
+        .upcoming(from, from, count)
+        .into_iter()
+        .filter_map(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map(|t| {
+            t.to_zoned(tz.clone())
+                .strftime("%Y-%m-%dT%H:%M:%S%:z")
+                .to_string()
+        })
+        .collect();
+    Ok(Json(json!({ "fires": fires, "timezone": zone })))
+}

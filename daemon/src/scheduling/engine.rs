@@ -1,0 +1,475 @@
+//! The due-time queue and the decision to fire.
+//!
+//! One task sleeps until the earliest armed instant (re-reading the wall clock at least
+//! once a minute, so a clock change is noticed); creating, editing, enabling or deleting
+//! a schedule wakes it. A fire reached more than [`LATE_MS`] after its instant is late: all
+//! its missed instants fold into one decision of the schedule's `missed_fire` policy.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    path::PathBuf,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use serde_json::json;
+use studio_contract::time::now_ms;
+use studio_runner::Canceller;
+use studio_schedule::{Armed, MissedFire, Overlap, ScheduleSpec, Zone, ZoneSource};
+use tokio::sync::{Notify, Semaphore, broadcast, watch};
+
+use super::{
+    SchedulerConfig,
+    model::{EventRow, RunKind, RunRow, RunStatus, ScheduleRow},
+    store::{Claim, Cursor, NewRun, SchedStore},
+};
+use crate::{error::chain, store::StoreError};
+
+/// A fire reached this long after its instant is handled by the missed-fire policy.
+pub(crate) const LATE_MS: i64 = 60_000;
+/// The longest sleep before the wall clock is read again.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// Why a manual trigger or cancel was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EngineError {
+    #[error("no such schedule")]
+    ScheduleNotFound,
+    #[error("no such run")]
+    RunNotFound,
+    #[error("the run has already ended")]
+    RunNotActive,
+    #[error("max_runs is reached")]
+    MaxRunsReached,
+    #[error("the budget is exhausted")]
+    BudgetExhausted,
+    #[error("the stored spec cannot be read: {0}")]
+    BadSpec(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A run the daemon is responsible for right now.
+#[derive(Debug, Default)]
+pub(crate) struct Active {
+    pub schedule_id: Option<String>,
+    pub canceller: Option<Canceller>,
+    pub cancel_reason: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct DueQueue {
+    by_time: BTreeSet<(i64, String)>,
+    by_id: HashMap<String, i64>,
+}
+
+impl DueQueue {
+    fn set(&mut self, id: &str, at: Option<i64>) {
+        if let Some(old) = self.by_id.remove(id) {
+            self.by_time.remove(&(old, id.to_owned()));
+        }
+        if let Some(at) = at {
+            self.by_id.insert(id.to_owned(), at);
+            self.by_time.insert((at, id.to_owned()));
+        }
+    }
+
+    fn pop_due(&mut self, now: i64) -> Vec<(i64, String)> {
+        let mut due = Vec::new();
+        while let Some(first) = self.by_time.first().filter(|(t, _)| *t <= now).cloned() {
+            self.by_time.remove(&first);
+            self.by_id.remove(&first.1);
+            due.push(first);
+        }
+        due
+    }
+
+    fn earliest(&self) -> Option<i64> {
+        self.by_time.first().map(|(t, _)| *t)
+    }
+}
+
+pub(crate) struct Scheduler {
+    pub(crate) store: SchedStore,
+    pub(crate) config: SchedulerConfig,
+    pub(crate) default_zone: Zone,
+    pub(crate) runs_dir: PathBuf,
+    pub(crate) run_dir: PathBuf,
+    queue: Mutex<DueQueue>,
+    wake: Notify,
+    pub(crate) active: Mutex<HashMap<String, Active>>,
+    pub(crate) slots: Arc<Semaphore>,
+    events: broadcast::Sender<EventRow>,
+    pub(crate) stop: watch::Receiver<bool>,
+}
+
+/// The spec of a stored row, armed in the zone recorded on the row.
+pub(crate) fn arm(
+    row: &ScheduleRow,
+    default_zone: &Zone,
+) -> Result<(ScheduleSpec, Armed), EngineError> {
+    let spec: ScheduleSpec =
+        serde_json::from_str(&row.spec).map_err(|e| EngineError::BadSpec(e.to_string()))?;
+    let zone = match &row.timezone {
+        Some(name) => Zone::named(name, ZoneSource::Schedule).map_err(EngineError::BadSpec)?,
+        None => default_zone.clone(),
+    };
+    let armed = match &spec.trigger {
+        studio_schedule::Trigger::Cron(c) => Armed::Cron {
+            cron: Box::new(
+                studio_schedule::trigger::parse_cron(&c.expression)
+                    .map_err(EngineError::BadSpec)?,
+            ),
+            zone,
+        },
+        studio_schedule::Trigger::Every(text) => Armed::Every {
+            period_ms: studio_schedule::duration::parse_interval(text)
+                .map_err(EngineError::BadSpec)?,
+        },
+        studio_schedule::Trigger::At(text) => Armed::At {
+            at_ms: text
+                .parse::<jiff::Timestamp>()
+                .map_err(|e| EngineError::BadSpec(e.to_string()))?
+                .as_millisecond(),
+        },
+    };
+    Ok((spec, armed))
+}
+
+impl Scheduler {
+    pub(crate) fn new(
+        store: SchedStore,
+        config: SchedulerConfig,
+        default_zone: Zone,
+        runs_dir: PathBuf,
+        run_dir: PathBuf,
+        stop: watch::Receiver<bool>,
+    ) -> Arc<Self> {
+        let (events, _) = broadcast::channel(4096);
+        Arc::new(Self {
+            slots: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
+            store,
+            config,
+            default_zone,
+            runs_dir,
+            run_dir,
+            queue: Mutex::default(),
+            wake: Notify::new(),
+            active: Mutex::default(),
+            events,
+            stop,
+        })
+    }
+
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<EventRow> {
+        self.events.subscribe()
+    }
+
+    pub(crate) fn publish(&self, event: EventRow) {
+        let _ = self.events.send(event);
+    }
+
+    pub(crate) fn active(&self) -> std::sync::MutexGuard<'_, HashMap<String, Active>> {
+        self.active.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, DueQueue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Puts a schedule's current cursor in the queue (or takes it out) and wakes the loop.
+    pub(crate) fn rearm(&self, row: &ScheduleRow) {
+        let at = row.enabled.then_some(row.next_fire_at_ms).flatten();
+        self.queue().set(&row.id, at);
+        self.wake.notify_one();
+    }
+
+    pub(crate) fn forget(&self, id: &str) {
+        self.queue().set(id, None);
+        self.wake.notify_one();
+    }
+
+    /// Loads every armed schedule, recovers interrupted runs, then fires until stopped.
+    pub(crate) async fn run(self: Arc<Self>) {
+        if let Err(error) = self.recover().await {
+            tracing::error!(error = %chain(&error), "startup recovery failed");
+        }
+        match self.store.armed().await {
+            Ok(armed) => {
+                let mut q = self.queue();
+                for (id, at) in armed {
+                    q.set(&id, Some(at));
+                }
+            }
+            Err(error) => tracing::error!(error = %chain(&error), "cannot load schedules"),
+        }
+        tokio::spawn(self.clone().reap_forever());
+        let mut stop = self.stop.clone();
+        loop {
+            let due = self.queue().pop_due(now_ms());
+            for (at, id) in due {
+                if let Err(error) = self.fire_due(&id, at).await {
+                    tracing::error!(schedule = %id, error = %chain(&error), "fire failed; retrying in 1 s");
+                    self.queue().set(&id, Some(now_ms() + 1_000));
+                }
+            }
+            let sleep = self
+                .queue()
+                .earliest()
+                .map(|t| Duration::from_millis(u64::try_from(t - now_ms()).unwrap_or(0)))
+                .unwrap_or(MAX_SLEEP)
+                .min(MAX_SLEEP);
+            tokio::select! {
+                () = tokio::time::sleep(sleep) => {}
+                () = self.wake.notified() => {}
+                () = crate::stop_requested(&mut stop) => break,
+            }
+        }
+        self.drain().await;
+    }
+
+    /// One due instant of one schedule.
+    #[tracing::instrument(skip_all, fields(schedule = id, at))]
+    async fn fire_due(self: &Arc<Self>, id: &str, at: i64) -> Result<(), EngineError> {
+        let Some(row) = self.store.schedule(id).await? else {
+            return Ok(());
+        };
+        if !row.enabled || row.next_fire_at_ms != Some(at) {
+            self.rearm(&row);
+            return Ok(());
+        }
+        let (spec, armed) = match arm(&row, &self.default_zone) {
+            Ok(a) => a,
+            Err(error) => {
+                tracing::error!(error = %error, "unreadable schedule disarmed");
+                self.store.move_cursor(id, at, None).await?;
+                return Ok(());
+            }
+        };
+        let now = now_ms();
+        let late = now - at > LATE_MS;
+        let next = armed.next_after(if late { now } else { at }, row.anchor_ms);
+        let policies = &spec.policies;
+        let (kind, mut skip) = match (late, policies.missed_fire) {
+            (true, MissedFire::Skip) => (RunKind::Scheduled, Some("missed")),
+            (true, MissedFire::RunOnce) => (RunKind::Recovery, None),
+            (false, _) => (RunKind::Scheduled, None),
+        };
+        if skip.is_none() {
+            skip = self.gate(&row, &spec, now).await?;
+        }
+        let run = self.new_run(&row, &spec, kind, Some(at), skip);
+        let cursor = Cursor::Advance { expected: at, next };
+        match self.claim_and_launch(run, &row, cursor).await? {
+            Claim::MaxRunsReached => {
+                tracing::info!("max_runs reached: schedule disarmed");
+                self.queue().set(id, None);
+            }
+            Claim::Lost | Claim::Claimed(..) => {
+                if let Some(fresh) = self.store.schedule(id).await? {
+                    self.rearm(&fresh);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// overlap → budget → rate limit (`max_runs` is counted in the claim itself).
+    async fn gate(
+        &self,
+        row: &ScheduleRow,
+        spec: &ScheduleSpec,
+        now: i64,
+    ) -> Result<Option<&'static str>, EngineError> {
+        let p = &spec.policies;
+        let running: Vec<String> = self
+            .active()
+            .iter()
+            .filter(|(_, a)| a.schedule_id.as_deref() == Some(row.id.as_str()))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !running.is_empty() {
+            match p.overlap {
+                Overlap::Skip => return Ok(Some("overlap")),
+                Overlap::Allow => {}
+                Overlap::Replace => {
+                    for run_id in running {
+                        let _ = self.cancel(&run_id, "replaced").await;
+                    }
+                }
+            }
+        }
+        if let Some(budget) = p.budget_usd
+            && self.store.spend(&row.id).await? >= budget
+        {
+            return Ok(Some("budget_exhausted"));
+        }
+        if let Some(limit) = p.rate_limit {
+            let window = i64::try_from(limit.window_seconds).unwrap_or(i64::MAX / 2_000) * 1_000;
+            if self.store.fires_since(&row.id, now - window).await? >= i64::from(limit.max_fires) {
+                return Ok(Some("rate_limited"));
+            }
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn new_run(
+        &self,
+        row: &ScheduleRow,
+        spec: &ScheduleSpec,
+        kind: RunKind,
+        scheduled_at: Option<i64>,
+        skip: Option<&str>,
+    ) -> NewRun {
+        let follow_ups = (spec.on_success.is_some() || spec.on_fail.is_some())
+            .then(|| json!({ "on_success": spec.on_success, "on_fail": spec.on_fail }).to_string());
+        NewRun {
+            id: uuid::Uuid::now_v7().to_string(),
+            schedule_id: Some(row.id.clone()),
+            occurrence_key: scheduled_at.map(|t| format!("{}:{t}", row.id)),
+            kind,
+            status: if skip.is_some() {
+                RunStatus::Skipped
+            } else {
+                RunStatus::Queued
+            },
+            reason: skip.map(str::to_owned),
+            action: serde_json::to_string(&spec.action).unwrap_or_default(),
+            scheduled_at_ms: scheduled_at,
+            counted: skip.is_none(),
+            chain_parent_id: None,
+            chain_depth: 0,
+            replaces_run_id: None,
+            follow_ups,
+        }
+    }
+
+    /// Claims (one transaction), publishes, and launches what was claimed to run.
+    pub(crate) async fn claim_and_launch(
+        self: &Arc<Self>,
+        mut run: NewRun,
+        row: &ScheduleRow,
+        cursor: Cursor,
+    ) -> Result<Claim, EngineError> {
+        // A free slot lets the run start as `running`; otherwise it waits as `queued`.
+        let permit = (run.status == RunStatus::Queued)
+            .then(|| self.slots.clone().try_acquire_owned().ok())
+            .flatten();
+        if permit.is_some() {
+            run.status = RunStatus::Running;
+        }
+        if run.status != RunStatus::Skipped {
+            self.active().insert(
+                run.id.clone(),
+                Active {
+                    schedule_id: run.schedule_id.clone(),
+                    ..Active::default()
+                },
+            );
+        }
+        let claim = self.store.claim(&run, cursor, now_ms()).await;
+        let claim = match claim {
+            Ok(claim) => claim,
+            Err(error) => {
+                self.active().remove(&run.id);
+                return Err(error.into());
+            }
+        };
+        match &claim {
+            Claim::Claimed(claimed, event) => {
+                self.publish(event.clone());
+                if claimed.status() != Some(RunStatus::Skipped) {
+                    super::CrashPoint::reached(
+                        self.config.crash_at,
+                        super::CrashPoint::AfterClaim,
+                        &self.run_dir,
+                    );
+                    self.launch((**claimed).clone(), row.clone(), permit);
+                }
+            }
+            Claim::Lost | Claim::MaxRunsReached => {
+                self.active().remove(&run.id);
+            }
+        }
+        Ok(claim)
+    }
+
+    /// `POST /api/schedules/{id}/trigger`: a counted run now; the cursor (and so an `at`
+    /// trigger) is left alone. Overlap and rate limits are for the clock, not for a person
+    /// asking; budget and `max_runs` hold for both.
+    pub(crate) async fn trigger(self: &Arc<Self>, id: &str) -> Result<RunRow, EngineError> {
+        let row = self
+            .store
+            .schedule(id)
+            .await?
+            .ok_or(EngineError::ScheduleNotFound)?;
+        let (spec, _) = arm(&row, &self.default_zone)?;
+        if let Some(budget) = spec.policies.budget_usd
+            && self.store.spend(id).await? >= budget
+        {
+            return Err(EngineError::BudgetExhausted);
+        }
+        let run = self.new_run(&row, &spec, RunKind::Manual, None, None);
+        match self.claim_and_launch(run, &row, Cursor::Keep).await? {
+            Claim::Claimed(run, _) => Ok(*run),
+            Claim::MaxRunsReached => Err(EngineError::MaxRunsReached),
+            Claim::Lost => Err(EngineError::ScheduleNotFound),
+        }
+    }
+
+    /// Cancels an active run: a queued one at once, a running one through its group.
+    pub(crate) async fn cancel(&self, run_id: &str, reason: &str) -> Result<RunRow, EngineError> {
+        let row = self
+            .store
+            .run(run_id)
+            .await?
+            .ok_or(EngineError::RunNotFound)?;
+        match row.status() {
+            Some(RunStatus::Queued) => {
+                if let Some((row, event)) = self
+                    .store
+                    .transition(
+                        run_id,
+                        RunStatus::Queued,
+                        RunStatus::Cancelled,
+                        Some(reason),
+                        None,
+                        now_ms(),
+                    )
+                    .await?
+                {
+                    self.publish(event);
+                    if let Some(active) = self.active().get_mut(run_id) {
+                        active.cancel_reason = Some(reason.to_owned());
+                    }
+                    return Ok(row);
+                }
+            }
+            Some(RunStatus::Running) => {
+                let mut active = self.active();
+                if let Some(a) = active.get_mut(run_id) {
+                    a.cancel_reason = Some(reason.to_owned());
+                    if let Some(c) = &a.canceller {
+                        c.cancel();
+                    }
+                    return Ok(row);
+                }
+            }
+            _ => {}
+        }
+        Err(EngineError::RunNotActive)
+    }
+
+    /// Stops firing: cancels every running job (reason `daemon_shutdown`) and waits a
+    /// bounded time for their terminal writes.
+    async fn drain(&self) {
+        let running: Vec<String> = self.active().keys().cloned().collect();
+        for id in &running {
+            let _ = self.cancel(id, "daemon_shutdown").await;
+        }
+        let deadline = tokio::time::Instant::now() + self.config.job_grace + Duration::from_secs(1);
+        while !self.active().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

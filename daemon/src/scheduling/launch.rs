@@ -1,0 +1,316 @@
+//! From a claimed run to a finished one: a slot, the allow-list check immediately before
+//! exec, the spawn, the dispatch stamp, the wait, the terminal write, then follow-ups.
+
+use std::{sync::Arc, time::Duration};
+
+use serde_json::Value;
+use studio_contract::time::now_ms;
+use studio_runner::{Ending, JobSpec, Outcome, env::job_env};
+use studio_schedule::{Action, FollowUp, ScheduleSpec};
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::{
+    CrashPoint,
+    engine::Scheduler,
+    model::{RunKind, RunRow, RunStatus, ScheduleRow},
+    store::{Claim, Cursor, Finish, NewRun},
+};
+use crate::error::chain;
+
+/// The deadline of a job whose schedule sets none.
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(7_200);
+/// How deep follow-ups chain (validation refuses deeper specs).
+const MAX_CHAIN_DEPTH: i64 = 10;
+
+/// Why a claimed run could not be launched.
+enum Refusal {
+    NotAllowed(String),
+    Spawn(String),
+    ScheduleGone,
+}
+
+impl Scheduler {
+    /// Runs `run` to its end in its own task. `permit` is its concurrency slot when the
+    /// claim already took one (the run is then `running`); otherwise it waits `queued`.
+    pub(crate) fn launch(
+        self: &Arc<Self>,
+        run: RunRow,
+        schedule: ScheduleRow,
+        permit: Option<OwnedSemaphorePermit>,
+    ) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let run_id = run.id.clone();
+            if let Err(error) = this.drive(run, schedule, permit).await {
+                tracing::error!(run = %run_id, error = %chain(&error), "run supervision failed");
+            }
+            this.active().remove(&run_id);
+        });
+    }
+
+    async fn drive(
+        self: &Arc<Self>,
+        run: RunRow,
+        schedule: ScheduleRow,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<(), crate::store::StoreError> {
+        let _permit = match permit {
+            Some(p) => p,
+            None => {
+                let Ok(p) = self.slots.clone().acquire_owned().await else {
+                    return Ok(());
+                };
+                // Cancelled while it waited: the compare-and-set fails and nothing runs.
+                match self
+                    .store
+                    .transition(
+                        &run.id,
+                        RunStatus::Queued,
+                        RunStatus::Running,
+                        None,
+                        None,
+                        now_ms(),
+                    )
+                    .await?
+                {
+                    Some((_, event)) => self.publish(event),
+                    None => return Ok(()),
+                }
+                p
+            }
+        };
+        let spec: Option<ScheduleSpec> = serde_json::from_str(&schedule.spec).ok();
+        let job = match self.job_for(&run, spec.as_ref()) {
+            Ok(job) => job,
+            Err(refusal) => return self.refuse(&run, refusal).await,
+        };
+        let launched = match studio_runner::spawn(job) {
+            Ok(j) => j,
+            Err(e) => return self.refuse(&run, Refusal::Spawn(e.to_string())).await,
+        };
+        CrashPoint::reached(self.config.crash_at, CrashPoint::AfterSpawn, &self.run_dir);
+        self.store
+            .mark_dispatched(&run.id, launched.pid(), now_ms())
+            .await?;
+        CrashPoint::reached(
+            self.config.crash_at,
+            CrashPoint::AfterDispatch,
+            &self.run_dir,
+        );
+        let pending_cancel = {
+            let mut active = self.active();
+            let entry = active.entry(run.id.clone()).or_default();
+            entry.canceller = Some(launched.canceller());
+            entry.cancel_reason.is_some()
+        };
+        if pending_cancel {
+            launched.canceller().cancel();
+        }
+        let outcome = launched.wait().await;
+        CrashPoint::reached(
+            self.config.crash_at,
+            CrashPoint::BeforeFinish,
+            &self.run_dir,
+        );
+        let reason = self
+            .active()
+            .get(&run.id)
+            .and_then(|a| a.cancel_reason.clone());
+        let (status, reason) = settle(&outcome, reason);
+        let finish = finish_of(&outcome);
+        if let Some((row, event)) = self
+            .store
+            .transition(
+                &run.id,
+                RunStatus::Running,
+                status,
+                Some(&reason),
+                Some(&finish),
+                now_ms(),
+            )
+            .await?
+        {
+            self.publish(event);
+            self.follow_up(&row, &schedule).await;
+        }
+        Ok(())
+    }
+
+    /// The job of a run: its program, the cleared environment, its deadline.
+    fn job_for(&self, run: &RunRow, spec: Option<&ScheduleSpec>) -> Result<JobSpec, Refusal> {
+        let spec = spec.ok_or(Refusal::ScheduleGone)?;
+        let action: Action = serde_json::from_str(&run.action)
+            .map_err(|e| Refusal::Spawn(format!("unreadable action: {e}")))?;
+        let (program, args) = match action {
+            Action::Command { executable, args } => {
+                // Checked again here, immediately before exec: a revoked entry spawns nothing.
+                if !self.config.allowlist.contains(&executable) {
+                    return Err(Refusal::NotAllowed(executable));
+                }
+                (executable, args)
+            }
+            Action::Agent {
+                prompt,
+                model,
+                profile,
+            } => {
+                let mut words = self.config.agent_command.iter().cloned();
+                let program = words
+                    .next()
+                    .ok_or_else(|| Refusal::Spawn("STUDIO_AGENT_COMMAND is empty".into()))?;
+                let mut args: Vec<String> = words.collect();
+                for (flag, value) in [("--model", model), ("--profile", profile)] {
+                    if let Some(v) = value {
+                        args.extend([flag.to_owned(), v]);
+                    }
+                }
+                args.extend(["--".to_owned(), prompt]);
+                (program, args)
+            }
+        };
+        let run_dir = self.runs_dir.join(&run.id);
+        let studio = [
+            ("STUDIO_RUN_ID", run.id.clone()),
+            (
+                "STUDIO_SCHEDULE_ID",
+                run.schedule_id.clone().unwrap_or_default(),
+            ),
+            (
+                "STUDIO_RESULT_FILE",
+                run_dir.join("result.json").display().to_string(),
+            ),
+        ];
+        Ok(JobSpec {
+            program,
+            args,
+            cwd: spec.cwd.as_ref().map(Into::into),
+            env: job_env(std::env::vars(), &spec.env, &studio),
+            run_dir,
+            log_cap: self.config.log_cap,
+            deadline: Some(
+                spec.policies
+                    .deadline
+                    .map_or(DEFAULT_DEADLINE, Duration::from_secs),
+            ),
+            grace: self.config.job_grace,
+            die_with_parent: true,
+        })
+    }
+
+    async fn refuse(&self, run: &RunRow, refusal: Refusal) -> Result<(), crate::store::StoreError> {
+        let (reason, detail) = match refusal {
+            Refusal::NotAllowed(exe) => (
+                "not_allowed",
+                format!(
+                    "{exe:?} is not on the command allow-list (STUDIO_COMMAND_ALLOWLIST); nothing was started"
+                ),
+            ),
+            Refusal::Spawn(why) => ("spawn_failed", why),
+            Refusal::ScheduleGone => (
+                "schedule_deleted",
+                "the schedule was deleted before the run started".into(),
+            ),
+        };
+        tracing::warn!(run = %run.id, reason, detail = %detail, "run not launched");
+        let finish = Finish {
+            stderr_tail: Some(detail),
+            ..Finish::default()
+        };
+        if let Some((_, event)) = self
+            .store
+            .transition(
+                &run.id,
+                RunStatus::Running,
+                RunStatus::Failed,
+                Some(reason),
+                Some(&finish),
+                now_ms(),
+            )
+            .await?
+        {
+            self.publish(event);
+        }
+        Ok(())
+    }
+
+    /// Fires the run's `on_success` / `on_fail` follow-up, if any.
+    async fn follow_up(self: &Arc<Self>, parent: &RunRow, schedule: &ScheduleRow) {
+        let key = match parent.status() {
+            Some(RunStatus::Completed) => "on_success",
+            Some(RunStatus::Failed | RunStatus::TimedOut) => "on_fail",
+            _ => return,
+        };
+        let Some(node) = parent
+            .follow_ups
+            .as_deref()
+            .and_then(|f| serde_json::from_str::<Value>(f).ok())
+            .and_then(|v| serde_json::from_value::<Option<FollowUp>>(v[key].clone()).ok())
+            .flatten()
+        else {
+            return;
+        };
+        if parent.chain_depth >= MAX_CHAIN_DEPTH {
+            tracing::warn!(run = %parent.id, "chain depth cap reached; follow-up not fired");
+            return;
+        }
+        let follow_ups = (node.on_success.is_some() || node.on_fail.is_some()).then(|| {
+            serde_json::json!({ "on_success": node.on_success, "on_fail": node.on_fail })
+                .to_string()
+        });
+        let run = NewRun {
+            id: uuid::Uuid::now_v7().to_string(),
+            schedule_id: parent.schedule_id.clone(),
+            occurrence_key: None,
+            kind: RunKind::Chain,
+            status: RunStatus::Queued,
+            reason: Some(key.to_owned()),
+            action: serde_json::to_string(&node.action).unwrap_or_default(),
+            scheduled_at_ms: None,
+            counted: false,
+            chain_parent_id: Some(parent.id.clone()),
+            chain_depth: parent.chain_depth + 1,
+            replaces_run_id: None,
+            follow_ups,
+        };
+        match self.claim_and_launch(run, schedule, Cursor::Keep).await {
+            Ok(Claim::Claimed(..)) => {}
+            Ok(_) => tracing::warn!(run = %parent.id, "follow-up not claimed (schedule gone)"),
+            Err(error) => tracing::error!(run = %parent.id, error = %error, "follow-up failed"),
+        }
+    }
+}
+
+/// The terminal status and reason of an outcome.
+fn settle(outcome: &Outcome, cancel_reason: Option<String>) -> (RunStatus, String) {
+    match outcome.ending {
+        Ending::Deadline => (RunStatus::TimedOut, "deadline".into()),
+        Ending::Cancelled => (
+            RunStatus::Cancelled,
+            cancel_reason.unwrap_or_else(|| "cancelled".into()),
+        ),
+        Ending::Exited if outcome.succeeded() => (RunStatus::Completed, "exit_0".into()),
+        Ending::Exited => match (outcome.exit_code, outcome.signal) {
+            (Some(code), _) => (RunStatus::Failed, format!("exit_{code}")),
+            (None, Some(sig)) => (RunStatus::Failed, format!("signal_{sig}")),
+            (None, None) => (RunStatus::Failed, "unknown_exit".into()),
+        },
+    }
+}
+
+fn finish_of(outcome: &Outcome) -> Finish {
+    let report = outcome.report.clone().unwrap_or_default();
+    let stderr_tail = match &outcome.report_error {
+        Some(why) => format!("{}\n[studio] {why}\n", outcome.stderr.tail),
+        None => outcome.stderr.tail.clone(),
+    };
+    Finish {
+        exit_code: outcome.exit_code.map(i64::from),
+        signal: outcome.signal.map(i64::from),
+        stdout_tail: Some(outcome.stdout.tail.clone()),
+        stderr_tail: Some(stderr_tail),
+        stdout_bytes: i64::try_from(outcome.stdout.bytes).ok(),
+        stderr_bytes: i64::try_from(outcome.stderr.bytes).ok(),
+        cost_usd: report.cost_usd,
+        tokens: report.tokens.and_then(|t| i64::try_from(t).ok()),
+    }
+}

@@ -1,0 +1,99 @@
+//! The scheduler: turns schedules into runs and runs into finished, accounted jobs.
+//!
+//! Owns the due-time queue, the fire transaction, gates, dispatch through the runner,
+//! startup recovery, the stale-run reaper and the event log. See `docs/SCHEDULER.md`.
+//! Invariant: every status change is a compare-and-set in [`store`], committed with its
+//! transition and its event.
+
+pub(crate) mod engine;
+pub(crate) mod health;
+mod launch;
+pub(crate) mod model;
+mod recovery;
+pub(crate) mod store;
+
+use std::{path::Path, time::Duration};
+
+pub(crate) use engine::Scheduler;
+
+/// The scheduler's settings (from the environment, read once in `config`).
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// `STUDIO_COMMAND_ALLOWLIST`: exact executable names; empty refuses every command.
+    pub allowlist: Vec<String>,
+    /// `STUDIO_AGENT_COMMAND` split on whitespace (default `li agent`).
+    pub agent_command: Vec<String>,
+    /// `STUDIO_MAX_CONCURRENT_RUNS` (default 4).
+    pub max_concurrent: usize,
+    /// `STUDIO_SCHEDULER_TZ`: the zone of cron schedules that name none.
+    pub default_timezone: Option<String>,
+    /// `STUDIO_RUN_LOG_CAP`: bytes of each stream kept in the run's log file.
+    pub log_cap: u64,
+    /// Between TERM and KILL when a deadline passes or a run is cancelled.
+    pub job_grace: Duration,
+    /// `STUDIO_TEST_CRASH_AT` (debug builds only).
+    pub crash_at: Option<CrashPoint>,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            allowlist: Vec::new(),
+            agent_command: vec!["li".into(), "agent".into()],
+            max_concurrent: 4,
+            default_timezone: None,
+            log_cap: 64 * 1024 * 1024,
+            job_grace: Duration::from_secs(5),
+            crash_at: None,
+        }
+    }
+}
+
+/// Where a test build may die as `kill -9` would, to test the delivery contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// The claim is committed; nothing is spawned.
+    AfterClaim,
+    /// The child is launched; `dispatched_at_ms` is not stamped.
+    AfterSpawn,
+    /// Stamped; the job runs.
+    AfterDispatch,
+    /// The job ended; its terminal write is not done.
+    BeforeFinish,
+}
+
+impl CrashPoint {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "after_claim" => Some(Self::AfterClaim),
+            "after_spawn" => Some(Self::AfterSpawn),
+            "after_dispatch" => Some(Self::AfterDispatch),
+            "before_finish" => Some(Self::BeforeFinish),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AfterClaim => "after_claim",
+            Self::AfterSpawn => "after_spawn",
+            Self::AfterDispatch => "after_dispatch",
+            Self::BeforeFinish => "before_finish",
+        }
+    }
+
+    /// Dies here if this is the configured point and it has not fired in this home yet
+    /// (a marker in `run/` makes each point fire once, so a restart can recover).
+    pub(crate) fn reached(configured: Option<Self>, here: Self, run_dir: &Path) {
+        if configured != Some(here) || !cfg!(debug_assertions) {
+            return;
+        }
+        let marker = run_dir.join(format!("crashed-{}", here.as_str()));
+        if marker.exists() {
+            return;
+        }
+        let _ = std::fs::write(&marker, b"");
+        tracing::error!(point = here.as_str(), "test crash point reached: aborting");
+        std::process::abort();
+    }
+}

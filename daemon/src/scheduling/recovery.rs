@@ -1,0 +1,140 @@
+//! What a daemon start finds: runs a previous daemon left behind.
+//!
+//! - `running`, never dispatched: tombstoned and replaced in one transaction, then
+//!   launched (at-least-once up to a confirmed launch);
+//! - `running`, dispatched: its job died with the daemon that launched it (the leader
+//!   had a parent-death signal); what is left of its process group is killed and the run
+//!   is `failed` with reason `daemon_lost`, never re-fired (at-most-once after launch);
+//! - `queued`: never started, launched now.
+//!
+//! The stale-run reaper then finishes, every minute, any `running` run no job backs.
+
+use std::{sync::Arc, time::Duration};
+
+use rustix::process::{Pid, Signal, kill_process_group};
+use studio_contract::time::now_ms;
+
+use super::{
+    engine::Scheduler,
+    model::{RunRow, RunStatus},
+    store::Finish,
+};
+use crate::{error::chain, store::StoreError};
+
+const REAP_EVERY: Duration = Duration::from_secs(60);
+/// A run younger than this may still be on its way to being tracked.
+const REAP_AFTER_MS: i64 = 60_000;
+/// The event log keeps this many entries.
+const EVENTS_KEPT: i64 = 100_000;
+
+impl Scheduler {
+    pub(super) async fn recover(self: &Arc<Self>) -> Result<(), StoreError> {
+        let now = now_ms();
+        for run in self.store.active_runs().await? {
+            match (run.status(), run.dispatched_at_ms) {
+                (Some(RunStatus::Running), Some(_)) => self.lost(&run, "daemon_lost").await?,
+                (Some(RunStatus::Running), None) => {
+                    let new_id = uuid::Uuid::now_v7().to_string();
+                    if let Some((replacement, events)) =
+                        self.store.tombstone_and_replace(&run, &new_id, now).await?
+                    {
+                        tracing::warn!(run = %run.id, replacement = %replacement.id, "never-dispatched run replaced");
+                        events.into_iter().for_each(|e| self.publish(e));
+                        self.relaunch(replacement).await?;
+                    }
+                }
+                (Some(RunStatus::Queued), _) => self.relaunch(run).await?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    async fn relaunch(self: &Arc<Self>, run: RunRow) -> Result<(), StoreError> {
+        let Some(schedule) = (match &run.schedule_id {
+            Some(id) => self.store.schedule(id).await?,
+            None => None,
+        }) else {
+            return self.lost(&run, "schedule_deleted").await;
+        };
+        self.active().insert(
+            run.id.clone(),
+            super::engine::Active {
+                schedule_id: run.schedule_id.clone(),
+                ..Default::default()
+            },
+        );
+        self.launch(run, schedule, None);
+        Ok(())
+    }
+
+    /// Ends a run no live job backs: kills what is left of its group, marks it failed.
+    async fn lost(&self, run: &RunRow, reason: &str) -> Result<(), StoreError> {
+        if let Some(pgid) = run
+            .pid
+            .and_then(|p| i32::try_from(p).ok())
+            .and_then(Pid::from_raw)
+        {
+            // A pgid is never reused while its group has a member, so a group that still
+            // exists under this id is what remains of the job.
+            if kill_process_group(pgid, Signal::KILL).is_ok() {
+                tracing::warn!(run = %run.id, pgid = pgid.as_raw_nonzero().get(), "killed the remains of a lost job");
+            }
+        }
+        let from = run.status().unwrap_or(RunStatus::Running);
+        let finish = Finish {
+            stderr_tail: Some(format!(
+                "[studio] the run was ended at daemon start: {reason}\n"
+            )),
+            ..Finish::default()
+        };
+        if let Some((_, event)) = self
+            .store
+            .transition(
+                &run.id,
+                from,
+                RunStatus::Failed,
+                Some(reason),
+                Some(&finish),
+                now_ms(),
+            )
+            .await?
+        {
+            self.publish(event);
+        }
+        Ok(())
+    }
+
+    pub(super) async fn reap_forever(self: Arc<Self>) {
+        let mut stop = self.stop.clone();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(REAP_EVERY) => {}
+                () = crate::stop_requested(&mut stop) => return,
+            }
+            if let Err(error) = self.reap().await {
+                tracing::error!(error = %chain(&error), "reaper pass failed");
+            }
+        }
+    }
+
+    async fn reap(&self) -> Result<(), StoreError> {
+        let now = now_ms();
+        let stale: Vec<RunRow> = self
+            .store
+            .active_runs()
+            .await?
+            .into_iter()
+            .filter(|r| {
+                r.status() == Some(RunStatus::Running) && now - r.created_at_ms > REAP_AFTER_MS
+            })
+            .filter(|r| !self.active().contains_key(&r.id))
+            .collect();
+        for run in stale {
+            tracing::warn!(run = %run.id, "stale run reaped");
+            self.lost(&run, "stale").await?;
+        }
+        self.store.prune_events(EVENTS_KEPT).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,781 @@
+//! Every SQL statement of the scheduler: schedules, runs, their transitions and the
+//! event log. Each change of a run or schedule writes its event in the same transaction,
+//! so the event stream never shows what did not happen, nor misses what did.
+
+use serde_json::{Value, json};
+use sqlx::{Row, Sqlite, SqlitePool, Transaction, sqlite::SqliteRow};
+
+use super::model::{EventRow, RunKind, RunRow, RunStatus, ScheduleRow, TransitionRow};
+use crate::store::StoreError;
+
+const SCHEDULE_COLUMNS: &str = "id, name, spec, enabled, trigger_kind, timezone, \
+    timezone_source, anchor_ms, next_fire_at_ms, last_fired_at_ms, max_runs, runs_counted, \
+    created_at_ms, updated_at_ms, revision";
+
+const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
+    scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
+    stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
+    chain_parent_id, chain_depth, replaces_run_id, follow_ups";
+
+fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
+    Ok(ScheduleRow {
+        id: r.try_get("id")?,
+        name: r.try_get("name")?,
+        spec: r.try_get("spec")?,
+        enabled: r.try_get::<i64, _>("enabled")? != 0,
+        trigger_kind: r.try_get("trigger_kind")?,
+        timezone: r.try_get("timezone")?,
+        timezone_source: r.try_get("timezone_source")?,
+        anchor_ms: r.try_get("anchor_ms")?,
+        next_fire_at_ms: r.try_get("next_fire_at_ms")?,
+        last_fired_at_ms: r.try_get("last_fired_at_ms")?,
+        max_runs: r.try_get("max_runs")?,
+        runs_counted: r.try_get("runs_counted")?,
+        created_at_ms: r.try_get("created_at_ms")?,
+        updated_at_ms: r.try_get("updated_at_ms")?,
+        revision: r.try_get("revision")?,
+    })
+}
+
+fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
+    Ok(RunRow {
+        id: r.try_get("id")?,
+        schedule_id: r.try_get("schedule_id")?,
+        occurrence_key: r.try_get("occurrence_key")?,
+        kind: r.try_get("kind")?,
+        status: r.try_get("status")?,
+        reason: r.try_get("reason")?,
+        action: r.try_get("action")?,
+        scheduled_at_ms: r.try_get("scheduled_at_ms")?,
+        created_at_ms: r.try_get("created_at_ms")?,
+        dispatched_at_ms: r.try_get("dispatched_at_ms")?,
+        finished_at_ms: r.try_get("finished_at_ms")?,
+        pid: r.try_get("pid")?,
+        exit_code: r.try_get("exit_code")?,
+        signal: r.try_get("signal")?,
+        stdout_tail: r.try_get("stdout_tail")?,
+        stderr_tail: r.try_get("stderr_tail")?,
+        stdout_bytes: r.try_get("stdout_bytes")?,
+        stderr_bytes: r.try_get("stderr_bytes")?,
+        cost_usd: r.try_get("cost_usd")?,
+        tokens: r.try_get("tokens")?,
+        counted: r.try_get::<i64, _>("counted")? != 0,
+        chain_parent_id: r.try_get("chain_parent_id")?,
+        chain_depth: r.try_get("chain_depth")?,
+        replaces_run_id: r.try_get("replaces_run_id")?,
+        follow_ups: r.try_get("follow_ups")?,
+    })
+}
+
+/// A run about to be written by a claim.
+#[derive(Debug, Clone)]
+pub(crate) struct NewRun {
+    pub id: String,
+    pub schedule_id: Option<String>,
+    pub occurrence_key: Option<String>,
+    pub kind: RunKind,
+    pub status: RunStatus,
+    pub reason: Option<String>,
+    pub action: String,
+    pub scheduled_at_ms: Option<i64>,
+    pub counted: bool,
+    pub chain_parent_id: Option<String>,
+    pub chain_depth: i64,
+    pub replaces_run_id: Option<String>,
+    pub follow_ups: Option<String>,
+}
+
+/// How the schedule's cursor moves with a claim.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cursor {
+    /// A scheduled occurrence: compare-and-set `next_fire_at_ms` from `expected` to `next`.
+    Advance { expected: i64, next: Option<i64> },
+    /// A manual trigger or a chain step: the cursor is not touched.
+    Keep,
+}
+
+/// What a claim did.
+#[derive(Debug)]
+pub(crate) enum Claim {
+    Claimed(Box<RunRow>, EventRow),
+    /// Someone else moved the cursor (or disabled the schedule) first: nothing written.
+    Lost,
+    /// `max_runs` is reached: nothing written (a scheduled claim also disarms).
+    MaxRunsReached,
+}
+
+/// The outcome fields a finish writes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Finish {
+    pub exit_code: Option<i64>,
+    pub signal: Option<i64>,
+    pub stdout_tail: Option<String>,
+    pub stderr_tail: Option<String>,
+    pub stdout_bytes: Option<i64>,
+    pub stderr_bytes: Option<i64>,
+    pub cost_usd: Option<f64>,
+    pub tokens: Option<i64>,
+}
+
+/// Filters of the runs list; the cursor is `(created_at_ms, id)` of the last row seen.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunFilter {
+    pub schedule_id: Option<String>,
+    pub status: Option<RunStatus>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    pub before: Option<(i64, String)>,
+    pub limit: i64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct SchedStore {
+    pool: SqlitePool,
+}
+
+async fn append_event(
+    tx: &mut Transaction<'_, Sqlite>,
+    kind: &str,
+    data: &Value,
+    now_ms: i64,
+) -> Result<EventRow, sqlx::Error> {
+    let data = data.to_string();
+    let seq: i64 =
+        sqlx::query_scalar("INSERT INTO events (at_ms, kind, data) VALUES (?, ?, ?) RETURNING seq")
+            .bind(now_ms)
+            .bind(kind)
+            .bind(&data)
+            .fetch_one(&mut **tx)
+            .await?;
+    Ok(EventRow {
+        seq,
+        kind: kind.to_owned(),
+        data,
+    })
+}
+
+fn run_event(run: &RunRow) -> Value {
+    json!({
+        "id": run.id,
+        "schedule_id": run.schedule_id,
+        "kind": run.kind,
+        "status": run.status,
+        "reason": run.reason,
+    })
+}
+
+async fn record_transition(
+    tx: &mut Transaction<'_, Sqlite>,
+    run_id: &str,
+    from: Option<RunStatus>,
+    to: RunStatus,
+    reason: Option<&str>,
+    now_ms: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO run_transitions (run_id, from_status, to_status, reason, at_ms) \
+         VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(run_id)
+    .bind(from.map(RunStatus::as_str))
+    .bind(to.as_str())
+    .bind(reason)
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn insert_run(
+    tx: &mut Transaction<'_, Sqlite>,
+    run: &NewRun,
+    now_ms: i64,
+) -> Result<RunRow, sqlx::Error> {
+    let finished = run.status.is_terminal().then_some(now_ms);
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO runs (id, schedule_id, occurrence_key, kind, status, reason, action, \
+         scheduled_at_ms, created_at_ms, finished_at_ms, counted, chain_parent_id, chain_depth, \
+         replaces_run_id, follow_ups) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+         RETURNING {RUN_COLUMNS}"
+    )))
+    .bind(&run.id)
+    .bind(&run.schedule_id)
+    .bind(&run.occurrence_key)
+    .bind(run.kind.as_str())
+    .bind(run.status.as_str())
+    .bind(&run.reason)
+    .bind(&run.action)
+    .bind(run.scheduled_at_ms)
+    .bind(now_ms)
+    .bind(finished)
+    .bind(i64::from(run.counted))
+    .bind(&run.chain_parent_id)
+    .bind(run.chain_depth)
+    .bind(&run.replaces_run_id)
+    .bind(&run.follow_ups)
+    .fetch_one(&mut **tx)
+    .await?;
+    let row = run_from(&row)?;
+    record_transition(tx, &row.id, None, run.status, run.reason.as_deref(), now_ms).await?;
+    Ok(row)
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+/// A schedule write that can collide on the name.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriteError {
+    #[error("a schedule named {0:?} exists")]
+    NameTaken(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<sqlx::Error> for WriteError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Store(StoreError::from(e))
+    }
+}
+
+impl SchedStore {
+    pub(crate) fn new(pool: SqlitePool) -> Self {
+        Self { pool }
+    }
+
+    // ---- schedules ----
+
+    #[tracing::instrument(skip_all, fields(name = %row.name))]
+    pub(crate) async fn insert_schedule(&self, row: &ScheduleRow) -> Result<EventRow, WriteError> {
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO schedules ({SCHEDULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )))
+        .bind(&row.id)
+        .bind(&row.name)
+        .bind(&row.spec)
+        .bind(i64::from(row.enabled))
+        .bind(&row.trigger_kind)
+        .bind(&row.timezone)
+        .bind(&row.timezone_source)
+        .bind(row.anchor_ms)
+        .bind(row.next_fire_at_ms)
+        .bind(row.last_fired_at_ms)
+        .bind(row.max_runs)
+        .bind(row.runs_counted)
+        .bind(row.created_at_ms)
+        .bind(row.updated_at_ms)
+        .bind(row.revision)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Err(e) if is_unique_violation(&e) => {
+                return Err(WriteError::NameTaken(row.name.clone()));
+            }
+            other => other?,
+        };
+        let event = append_event(
+            &mut tx,
+            "schedule",
+            &schedule_event(row, "created"),
+            row.updated_at_ms,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(event)
+    }
+
+    /// Replaces a schedule's row if its revision is still `expected_revision`.
+    #[tracing::instrument(skip_all, fields(id = %row.id))]
+    pub(crate) async fn update_schedule(
+        &self,
+        row: &ScheduleRow,
+        expected_revision: i64,
+    ) -> Result<Option<EventRow>, WriteError> {
+        let mut tx = self.pool.begin().await?;
+        let updated = sqlx::query(
+            "UPDATE schedules SET name = ?, spec = ?, enabled = ?, trigger_kind = ?, timezone = ?, \
+             timezone_source = ?, anchor_ms = ?, next_fire_at_ms = ?, max_runs = ?, \
+             updated_at_ms = ?, revision = ? WHERE id = ? AND revision = ?",
+        )
+        .bind(&row.name)
+        .bind(&row.spec)
+        .bind(i64::from(row.enabled))
+        .bind(&row.trigger_kind)
+        .bind(&row.timezone)
+        .bind(&row.timezone_source)
+        .bind(row.anchor_ms)
+        .bind(row.next_fire_at_ms)
+        .bind(row.max_runs)
+        .bind(row.updated_at_ms)
+        .bind(row.revision)
+        .bind(&row.id)
+        .bind(expected_revision)
+        .execute(&mut *tx)
+        .await;
+        let updated = match updated {
+            Err(e) if is_unique_violation(&e) => {
+                return Err(WriteError::NameTaken(row.name.clone()));
+            }
+            other => other?,
+        };
+        if updated.rows_affected() == 0 {
+            return Ok(None);
+        }
+        let event = append_event(
+            &mut tx,
+            "schedule",
+            &schedule_event(row, "updated"),
+            row.updated_at_ms,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(event))
+    }
+
+    #[tracing::instrument(skip_all, fields(id))]
+    pub(crate) async fn delete_schedule(
+        &self,
+        id: &str,
+        now_ms: i64,
+    ) -> Result<Option<EventRow>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let Some(row) = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        else {
+            return Ok(None);
+        };
+        let row = schedule_from(&row)?;
+        sqlx::query("DELETE FROM schedules WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let event = append_event(
+            &mut tx,
+            "schedule",
+            &schedule_event(&row, "deleted"),
+            now_ms,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(event))
+    }
+
+    pub(crate) async fn schedule(&self, id: &str) -> Result<Option<ScheduleRow>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(schedule_from).transpose()?)
+    }
+
+    /// Schedules ordered by name, after `after_name`, optionally filtered.
+    pub(crate) async fn list_schedules(
+        &self,
+        enabled: Option<bool>,
+        query: Option<&str>,
+        after_name: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<ScheduleRow>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
+             WHERE (?1 IS NULL OR enabled = ?1) AND (?2 IS NULL OR instr(lower(name), lower(?2)) > 0) \
+             AND (?3 IS NULL OR name > ?3) ORDER BY name LIMIT ?4"
+        )))
+        .bind(enabled.map(i64::from))
+        .bind(query)
+        .bind(after_name)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(schedule_from).collect::<Result<_, _>>()?)
+    }
+
+    /// Every enabled schedule with something armed: the engine's queue at start.
+    pub(crate) async fn armed(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, next_fire_at_ms FROM schedules WHERE enabled = 1 AND next_fire_at_ms IS NOT NULL",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Ok((r.try_get("id")?, r.try_get("next_fire_at_ms")?)))
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    /// Moves a cursor from `expected` to `next` without a run (a disarm, a re-arm).
+    pub(crate) async fn move_cursor(
+        &self,
+        id: &str,
+        expected: i64,
+        next: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE schedules SET next_fire_at_ms = ? WHERE id = ? AND next_fire_at_ms = ?",
+        )
+        .bind(next)
+        .bind(id)
+        .bind(expected)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    // ---- runs ----
+
+    /// The fire transaction: the cursor advance (compare-and-set), the `max_runs` count
+    /// and the run row with its transition and event commit together, or nothing does.
+    #[tracing::instrument(skip_all, fields(schedule = ?run.schedule_id, kind = run.kind.as_str()))]
+    pub(crate) async fn claim(
+        &self,
+        run: &NewRun,
+        cursor: Cursor,
+        now_ms: i64,
+    ) -> Result<Claim, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if let Some(schedule_id) = &run.schedule_id {
+            let counted = i64::from(run.counted);
+            let moved = match cursor {
+                Cursor::Advance { expected, next } => sqlx::query(
+                    "UPDATE schedules SET next_fire_at_ms = ?, last_fired_at_ms = ?, \
+                     runs_counted = runs_counted + ? WHERE id = ? AND enabled = 1 \
+                     AND next_fire_at_ms = ? AND (? = 0 OR max_runs IS NULL OR runs_counted < max_runs)",
+                )
+                .bind(next)
+                .bind(expected)
+                .bind(counted)
+                .bind(schedule_id)
+                .bind(expected)
+                .bind(counted),
+                Cursor::Keep => sqlx::query(
+                    "UPDATE schedules SET runs_counted = runs_counted + ? WHERE id = ? \
+                     AND (? = 0 OR max_runs IS NULL OR runs_counted < max_runs)",
+                )
+                .bind(counted)
+                .bind(schedule_id)
+                .bind(counted),
+            }
+            .execute(&mut *tx)
+            .await?;
+            if moved.rows_affected() == 0 {
+                let exhausted: Option<i64> = sqlx::query_scalar(
+                    "SELECT 1 FROM schedules WHERE id = ? AND max_runs IS NOT NULL AND runs_counted >= max_runs",
+                )
+                .bind(schedule_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if exhausted.is_none() || !run.counted {
+                    return Ok(Claim::Lost);
+                }
+                if let Cursor::Advance { expected, .. } = cursor {
+                    sqlx::query("UPDATE schedules SET next_fire_at_ms = NULL WHERE id = ? AND next_fire_at_ms = ?")
+                        .bind(schedule_id)
+                        .bind(expected)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                }
+                return Ok(Claim::MaxRunsReached);
+            }
+        }
+        let row = match insert_run(&mut tx, run, now_ms).await {
+            // The occurrence exists already: it cannot be written twice.
+            Err(e) if is_unique_violation(&e) => return Ok(Claim::Lost),
+            other => other?,
+        };
+        let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
+        tx.commit().await?;
+        Ok(Claim::Claimed(Box::new(row), event))
+    }
+
+    /// Compare-and-set of a run's status, with its transition and event.
+    #[tracing::instrument(skip_all, fields(run = id, to = to.as_str()))]
+    pub(crate) async fn transition(
+        &self,
+        id: &str,
+        from: RunStatus,
+        to: RunStatus,
+        reason: Option<&str>,
+        finish: Option<&Finish>,
+        now_ms: i64,
+    ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let f = finish.cloned().unwrap_or_default();
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE runs SET status = ?, reason = COALESCE(?, reason), \
+             finished_at_ms = CASE WHEN ? THEN ? ELSE finished_at_ms END, \
+             exit_code = COALESCE(?, exit_code), signal = COALESCE(?, signal), \
+             stdout_tail = COALESCE(?, stdout_tail), stderr_tail = COALESCE(?, stderr_tail), \
+             stdout_bytes = COALESCE(?, stdout_bytes), stderr_bytes = COALESCE(?, stderr_bytes), \
+             cost_usd = COALESCE(?, cost_usd), tokens = COALESCE(?, tokens) \
+             WHERE id = ? AND status = ? RETURNING {RUN_COLUMNS}"
+        )))
+        .bind(to.as_str())
+        .bind(reason)
+        .bind(to.is_terminal())
+        .bind(now_ms)
+        .bind(f.exit_code)
+        .bind(f.signal)
+        .bind(f.stdout_tail)
+        .bind(f.stderr_tail)
+        .bind(f.stdout_bytes)
+        .bind(f.stderr_bytes)
+        .bind(f.cost_usd)
+        .bind(f.tokens)
+        .bind(id)
+        .bind(from.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let row = run_from(&row)?;
+        record_transition(&mut tx, id, Some(from), to, reason, now_ms).await?;
+        let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
+        tx.commit().await?;
+        Ok(Some((row, event)))
+    }
+
+    /// Stamps the confirmed launch; from here on the run is never fired again.
+    pub(crate) async fn mark_dispatched(
+        &self,
+        id: &str,
+        pid: u32,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE runs SET dispatched_at_ms = ?, pid = ? WHERE id = ? AND dispatched_at_ms IS NULL",
+        )
+        .bind(now_ms)
+        .bind(i64::from(pid))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// A run that was never launched is tombstoned and replaced by a fresh one that takes
+    /// over its occurrence key, in one transaction. The replacement is not counted again.
+    #[tracing::instrument(skip_all, fields(run = old.id))]
+    pub(crate) async fn tombstone_and_replace(
+        &self,
+        old: &RunRow,
+        new_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<(RunRow, Vec<EventRow>)>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'failed', reason = 'never_dispatched', finished_at_ms = ?, \
+             occurrence_key = NULL WHERE id = ? AND status = 'running' AND dispatched_at_ms IS NULL",
+        )
+        .bind(now_ms)
+        .bind(&old.id)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        record_transition(
+            &mut tx,
+            &old.id,
+            Some(RunStatus::Running),
+            RunStatus::Failed,
+            Some("never_dispatched"),
+            now_ms,
+        )
+        .await?;
+        let mut tomb = old.clone();
+        tomb.status = RunStatus::Failed.as_str().into();
+        tomb.reason = Some("never_dispatched".into());
+        let tomb_event = append_event(&mut tx, "run", &run_event(&tomb), now_ms).await?;
+        let replacement = NewRun {
+            id: new_id.to_owned(),
+            schedule_id: old.schedule_id.clone(),
+            occurrence_key: old.occurrence_key.clone(),
+            kind: RunKind::Recovery,
+            status: RunStatus::Queued,
+            reason: Some("replaces_never_dispatched".into()),
+            action: old.action.clone(),
+            scheduled_at_ms: old.scheduled_at_ms,
+            counted: old.counted,
+            chain_parent_id: old.chain_parent_id.clone(),
+            chain_depth: old.chain_depth,
+            replaces_run_id: Some(old.id.clone()),
+            follow_ups: old.follow_ups.clone(),
+        };
+        let row = insert_run(&mut tx, &replacement, now_ms).await?;
+        let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
+        tx.commit().await?;
+        Ok(Some((row, vec![tomb_event, event])))
+    }
+
+    pub(crate) async fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(run_from).transpose()?)
+    }
+
+    /// Runs not yet terminal, oldest first.
+    pub(crate) async fn active_runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('queued', 'running') ORDER BY created_at_ms, id"
+        )))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)
+    }
+
+    pub(crate) async fn transitions(&self, run_id: &str) -> Result<Vec<TransitionRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT from_status, to_status, reason, at_ms FROM run_transitions WHERE run_id = ? ORDER BY id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                Ok(TransitionRow {
+                    from_status: r.try_get("from_status")?,
+                    to_status: r.try_get("to_status")?,
+                    reason: r.try_get("reason")?,
+                    at_ms: r.try_get("at_ms")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    /// Runs newest first, filtered, after the cursor.
+    pub(crate) async fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        let (before_at, before_id) = f
+            .before
+            .clone()
+            .map_or((None, None), |(a, i)| (Some(a), Some(i)));
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE (?1 IS NULL OR schedule_id = ?1) \
+             AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR created_at_ms >= ?3) \
+             AND (?4 IS NULL OR created_at_ms < ?4) \
+             AND (?5 IS NULL OR created_at_ms < ?5 OR (created_at_ms = ?5 AND id < ?6)) \
+             ORDER BY created_at_ms DESC, id DESC LIMIT ?7"
+        )))
+        .bind(&f.schedule_id)
+        .bind(f.status.map(RunStatus::as_str))
+        .bind(f.since_ms)
+        .bind(f.until_ms)
+        .bind(before_at)
+        .bind(before_id)
+        .bind(f.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)
+    }
+
+    /// The reported spend of a schedule's runs.
+    pub(crate) async fn spend(&self, schedule_id: &str) -> Result<f64, StoreError> {
+        let spend: Option<f64> =
+            sqlx::query_scalar("SELECT SUM(cost_usd) FROM runs WHERE schedule_id = ?")
+                .bind(schedule_id)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(spend.unwrap_or(0.0))
+    }
+
+    /// Top-level fires (not skipped, not chain steps) since `since_ms`.
+    pub(crate) async fn fires_since(
+        &self,
+        schedule_id: &str,
+        since_ms: i64,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM runs WHERE schedule_id = ? AND created_at_ms >= ? \
+             AND status <> 'skipped' AND kind <> 'chain' AND replaces_run_id IS NULL",
+        )
+        .bind(schedule_id)
+        .bind(since_ms)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// The latest finished top-level run of a schedule, and whether any run exists.
+    pub(crate) async fn last_outcome(
+        &self,
+        schedule_id: &str,
+    ) -> Result<(bool, Option<RunRow>), StoreError> {
+        let any: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM runs WHERE schedule_id = ? LIMIT 1")
+                .bind(schedule_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE schedule_id = ? AND kind <> 'chain' \
+             AND status IN ('completed', 'failed', 'timed_out') ORDER BY finished_at_ms DESC LIMIT 1"
+        )))
+        .bind(schedule_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok((any.is_some(), row.as_ref().map(run_from).transpose()?))
+    }
+
+    // ---- events ----
+
+    pub(crate) async fn events_after(
+        &self,
+        seq: i64,
+        limit: i64,
+    ) -> Result<Vec<EventRow>, StoreError> {
+        let rows =
+            sqlx::query("SELECT seq, kind, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?")
+                .bind(seq)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                Ok(EventRow {
+                    seq: r.try_get("seq")?,
+                    kind: r.try_get("kind")?,
+                    data: r.try_get("data")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    pub(crate) async fn latest_event_seq(&self) -> Result<i64, StoreError> {
+        let seq: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM events")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(seq.unwrap_or(0))
+    }
+
+    /// Keeps the newest `keep` events.
+    pub(crate) async fn prune_events(&self, keep: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - ?")
+            .bind(keep)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+fn schedule_event(row: &ScheduleRow, op: &str) -> Value {
+    json!({
+        "id": row.id,
+        "name": row.name,
+        "op": op,
+        "enabled": row.enabled,
+        "next_fire_at": row.next_fire_at_ms.map(studio_contract::time::rfc3339),
+    })
+}
