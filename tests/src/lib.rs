@@ -73,7 +73,11 @@ pub fn free_port() -> u16 {
 
 /// A temporary directory removed on drop.
 #[derive(Debug)]
-pub struct TempDir(PathBuf);
+pub struct TempDir {
+    path: PathBuf,
+    /// False only for the placeholder left behind by [`Studio::stop_keep_home`].
+    owned: bool,
+}
 
 impl TempDir {
     pub fn new(tag: &str) -> Self {
@@ -87,17 +91,30 @@ impl TempDir {
         let dir = std::env::temp_dir().join(format!("st-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create temp dir");
-        Self(dir)
+        Self {
+            path: dir,
+            owned: true,
+        }
+    }
+
+    /// Names no directory and removes nothing.
+    fn placeholder() -> Self {
+        Self {
+            path: PathBuf::new(),
+            owned: false,
+        }
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        &self.path
     }
 }
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if self.owned {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 
@@ -155,11 +172,19 @@ impl Studio {
 
     /// Starts `studio up` with extra environment, and waits for its ready line.
     pub fn start_with(env: &[(&str, &str)]) -> Self {
+        Self::start_in(TempDir::new("home"), env)
+    }
+
+    /// Starts `studio up` on an existing home (one a stopped instance handed back with
+    /// [`Studio::stop_keep_home`]), on fresh ports, and waits for its ready line.
+    pub fn start_in(home: TempDir, env: &[(&str, &str)]) -> Self {
         let bins = bins();
-        let home = TempDir::new("home");
         let app_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let daemon_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-        let stderr = std::fs::File::create(home.path().join("supervisor.stderr"))
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(home.path().join("supervisor.stderr"))
             .expect("supervisor stderr file");
         let mut cmd = Command::new(&bins.studio);
         cmd.arg("up")
@@ -344,6 +369,27 @@ impl Studio {
         }
     }
 
+    /// Stops this instance (SIGTERM to the supervisor, then whatever of it is left is
+    /// killed) and hands back its home, kept on disk, for [`Studio::start_in`].
+    pub fn stop_keep_home(mut self, timeout: Duration) -> TempDir {
+        let stopped = self.terminate(timeout);
+        if stopped.is_none() {
+            let _ = self.supervisor.kill();
+            let _ = self.supervisor.wait();
+        }
+        self.kill_leftovers();
+        std::mem::replace(&mut self.home, TempDir::placeholder())
+    }
+
+    fn kill_leftovers(&self) {
+        for pid in self.seen_pids() {
+            if self.owns(pid) {
+                signal(pid, rustix::process::Signal::CONT);
+                signal(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+
     /// Waits for the supervisor to exit on its own (after `studio stop`).
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<bool> {
         wait_for(timeout, || {
@@ -363,9 +409,11 @@ impl Studio {
     /// Whether `pid` is a process started for this home (guards against pid reuse).
     pub fn owns(&self, pid: u32) -> bool {
         let home = self.home.path().to_string_lossy().into_owned();
-        std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains(&home))
-            .unwrap_or(false)
+        // A handed-back home leaves an empty path, which every command line "contains".
+        !home.is_empty()
+            && std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&home))
+                .unwrap_or(false)
             && alive(pid)
     }
 }
@@ -382,12 +430,7 @@ impl Drop for Studio {
                 let _ = self.supervisor.wait();
             }
         }
-        for pid in self.seen_pids() {
-            if self.owns(pid) {
-                signal(pid, rustix::process::Signal::CONT);
-                signal(pid, rustix::process::Signal::KILL);
-            }
-        }
+        self.kill_leftovers();
     }
 }
 

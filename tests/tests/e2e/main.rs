@@ -5,6 +5,8 @@ mod browser;
 mod frontdoor;
 mod lifecycle;
 mod pairing;
+mod preview;
+mod scheduler;
 mod verifier;
 
 use serde_json::{Value, json};
