@@ -22,9 +22,6 @@ pub(crate) fn health(
     let Some(last) = last else {
         return "no-evidence";
     };
-    if matches!(last.status(), Some(RunStatus::Failed | RunStatus::TimedOut)) {
-        return "failing";
-    }
     let evidence = last.finished_at_ms.unwrap_or(last.created_at_ms);
     let cadence = armed.and_then(|a| a.cadence_ms(now, row.anchor_ms));
     if let Some(c) = cadence
@@ -32,6 +29,9 @@ pub(crate) fn health(
         && now - evidence > (3 * c).max(c + 300_000)
     {
         return "overdue";
+    }
+    if matches!(last.status(), Some(RunStatus::Failed | RunStatus::TimedOut)) {
+        return "failing";
     }
     "healthy"
 }
