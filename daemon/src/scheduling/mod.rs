@@ -11,6 +11,8 @@ mod launch;
 pub(crate) mod model;
 mod recovery;
 pub(crate) mod store;
+#[cfg(test)]
+mod tests;
 
 use std::{path::Path, time::Duration};
 
