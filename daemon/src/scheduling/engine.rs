@@ -265,7 +265,11 @@ impl Scheduler {
                 tracing::info!("max_runs reached: schedule disarmed");
                 self.queue().set(id, None);
             }
-            Claim::Lost | Claim::Claimed(..) => {
+            // The claim moved the cursor to `next`: no need to read it back.
+            Claim::Claimed(..) => {
+                self.queue().set(id, next);
+            }
+            Claim::Lost => {
                 if let Some(fresh) = self.store.schedule(id).await? {
                     self.rearm(&fresh);
                 }
