@@ -49,8 +49,16 @@ impl Daemon {
             .expect("readiness");
         Ready::parse(&line).unwrap_or_else(|| panic!("no readiness line: {line:?}"));
         let started = t.elapsed();
-        let token = std::fs::read_to_string(home.join("run/token")).expect("token").trim().to_owned();
-        Self { child, addr, token, started }
+        let token = std::fs::read_to_string(home.join("run/token"))
+            .expect("token")
+            .trim()
+            .to_owned();
+        Self {
+            child,
+            addr,
+            token,
+            started,
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -73,7 +81,11 @@ impl Drop for Daemon {
 }
 
 /// Creates `count` schedules from `make(i)` with 8 concurrent clients.
-async fn create_many(d: &Daemon, count: usize, make: impl Fn(usize) -> Value + Send + Sync + 'static) {
+async fn create_many(
+    d: &Daemon,
+    count: usize,
+    make: impl Fn(usize) -> Value + Send + Sync + 'static,
+) {
     let make = Arc::new(make);
     let url = d.url("/api/schedules");
     let tasks: Vec<_> = (0..8)
@@ -82,8 +94,19 @@ async fn create_many(d: &Daemon, count: usize, make: impl Fn(usize) -> Value + S
             tokio::spawn(async move {
                 let client = http();
                 for i in (w..count).step_by(8) {
-                    let resp = client.post(&url).bearer_auth(&token).json(&make(i)).send().await.expect("create");
-                    assert_eq!(resp.status(), 201, "{}", resp.text().await.unwrap_or_default());
+                    let resp = client
+                        .post(&url)
+                        .bearer_auth(&token)
+                        .json(&make(i))
+                        .send()
+                        .await
+                        .expect("create");
+                    assert_eq!(
+                        resp.status(),
+                        201,
+                        "{}",
+                        resp.text().await.unwrap_or_default()
+                    );
                 }
             })
         })
@@ -94,7 +117,10 @@ async fn create_many(d: &Daemon, count: usize, make: impl Fn(usize) -> Value + S
 }
 
 fn ms(v: &Value) -> Option<i64> {
-    v.as_str()?.parse::<jiff::Timestamp>().ok().map(|t| t.as_millisecond())
+    v.as_str()?
+        .parse::<jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_millisecond())
 }
 
 /// Every run with a scheduled instant in `[from, to)`.
@@ -107,10 +133,21 @@ async fn runs_between(d: &Daemon, from: i64, to: i64) -> Vec<Value> {
         if let Some(c) = &cursor {
             url.push_str(&format!("&cursor={c}"));
         }
-        let page: Value = client.get(&url).bearer_auth(&d.token).send().await.expect("runs").json().await.expect("json");
+        let page: Value = client
+            .get(&url)
+            .bearer_auth(&d.token)
+            .send()
+            .await
+            .expect("runs")
+            .json()
+            .await
+            .expect("json");
         let runs = page["runs"].as_array().cloned().unwrap_or_default();
         let oldest = runs.last().and_then(|r| ms(&r["created_at"]));
-        out.extend(runs.into_iter().filter(|r| ms(&r["scheduled_at"]).is_some_and(|s| s >= from && s < to)));
+        out.extend(
+            runs.into_iter()
+                .filter(|r| ms(&r["scheduled_at"]).is_some_and(|s| s >= from && s < to)),
+        );
         cursor = page["next_cursor"].as_str().map(str::to_owned);
         if cursor.is_none() || oldest.is_some_and(|o| o < from - 5_000) {
             return out;
@@ -124,7 +161,13 @@ fn pct(sorted: &[i64], p: f64) -> i64 {
 
 async fn timing(n: usize, window: Duration) -> (usize, i64, i64, i64, usize) {
     let home = TempDir::new("sched");
-    let d = Daemon::start(home.path(), &[("STUDIO_COMMAND_ALLOWLIST", "true"), ("STUDIO_MAX_CONCURRENT_RUNS", "256")]);
+    let d = Daemon::start(
+        home.path(),
+        &[
+            ("STUDIO_COMMAND_ALLOWLIST", "true"),
+            ("STUDIO_MAX_CONCURRENT_RUNS", "256"),
+        ],
+    );
     create_many(&d, n, |i| {
         json!({"name": format!("bench/{i}"), "trigger": {"every": "1s"}, "action": {"kind": "command", "executable": "true"}})
     })
@@ -146,7 +189,13 @@ async fn timing(n: usize, window: Duration) -> (usize, i64, i64, i64, usize) {
     if late.is_empty() {
         return (0, 0, 0, 0, undispatched);
     }
-    (late.len(), pct(&late, 0.5), pct(&late, 0.99), *late.last().unwrap_or(&0), undispatched)
+    (
+        late.len(),
+        pct(&late, 0.5),
+        pct(&late, 0.99),
+        *late.last().unwrap_or(&0),
+        undispatched,
+    )
 }
 
 fn cpu_ticks(pid: u32) -> u64 {
@@ -162,7 +211,14 @@ fn cpu_ticks(pid: u32) -> u64 {
 fn rss_mib(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse::<f64>()
+                .ok()
+        })
         .unwrap_or(0.0)
         / 1024.0
 }
@@ -188,10 +244,22 @@ async fn many_cron(count: usize) {
     tokio::time::sleep(idle).await;
     let ticks = cpu_ticks(pid) - before;
     println!("| enabled cron schedules | {count} |");
-    println!("| created through the API (8 clients) | {:.1} s ({:.0}/s) |", created.as_secs_f64(), count as f64 / created.as_secs_f64());
-    println!("| daemon start → ready line | {:.0} ms |", d.started.as_secs_f64() * 1e3);
+    println!(
+        "| created through the API (8 clients) | {:.1} s ({:.0}/s) |",
+        created.as_secs_f64(),
+        count as f64 / created.as_secs_f64()
+    );
+    println!(
+        "| daemon start → ready line | {:.0} ms |",
+        d.started.as_secs_f64() * 1e3
+    );
     println!("| RSS after start | {rss:.1} MiB |");
-    println!("| CPU while nothing is due ({} s) | {} ticks ({:.2} %) |", idle.as_secs(), ticks, ticks as f64 / (idle.as_secs_f64() * 100.0) * 100.0);
+    println!(
+        "| CPU while nothing is due ({} s) | {} ticks ({:.2} %) |",
+        idle.as_secs(),
+        ticks,
+        ticks as f64 / (idle.as_secs_f64() * 100.0) * 100.0
+    );
     d.stop();
 }
 
@@ -200,11 +268,18 @@ async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let window = Duration::from_secs(if quick { 5 } else { 10 });
     println!("# studio-sched-bench\n");
-    println!("## Timing error: `every: 1s` schedules running `true` (window {} s)\n", window.as_secs());
+    println!(
+        "## Timing error: `every: 1s` schedules running `true` (window {} s)\n",
+        window.as_secs()
+    );
     println!("| schedules (fires/s) | occurrences | p50 ms | p99 ms | max ms | not dispatched |");
     println!("|---|---|---|---|---|---|");
     let mut best = 0;
-    let steps: &[usize] = if quick { &[100, 500] } else { &[100, 250, 500, 1000, 1500, 2000] };
+    let steps: &[usize] = if quick {
+        &[100, 500]
+    } else {
+        &[100, 250, 500, 1000, 1500, 2000]
+    };
     for &n in steps {
         let (count, p50, p99, max, undispatched) = timing(n, window).await;
         println!("| {n} | {count} | {p50} | {p99} | {max} | {undispatched} |");

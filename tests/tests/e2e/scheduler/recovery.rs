@@ -1,0 +1,340 @@
+//! Restarts, missed fires, a revoked allow-list, an app crash, and daemon crashes at
+//! each point of the delivery contract.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_missed_fires_fold_into_one_decision_after_downtime() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let once = with_policies(
+        command("missed/run-once", every("2s"), "true", &[]),
+        json!({"missed_fire": "run_once"}),
+    );
+    let skip = with_policies(
+        command("missed/skip", every("2s"), "true", &[]),
+        json!({"missed_fire": "skip"}),
+    );
+    let once_id = api.create(&once).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let skip_id = api.create(&skip).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    for id in [&once_id, &skip_id] {
+        api.wait_runs(id, "a first completed run", |runs| {
+            runs.iter().any(|r| r["status"] == "completed")
+        })
+        .await;
+    }
+    drop(api);
+    let home = studio.stop_keep_home(Duration::from_secs(20));
+    let stopped = now_ms();
+    // A fire is late only when reached more than 60 s after its instant: stay down long
+    // enough that the first missed instant (at most 2 s after the stop) is late.
+    tokio::time::sleep(Duration::from_secs(64)).await;
+    let restarted = now_ms();
+    let studio = Studio::start_in(
+        home,
+        &[
+            ("STUDIO_COMMAND_ALLOWLIST", ALLOW),
+            ("STUDIO_SCHEDULER_TZ", "UTC"),
+        ],
+    );
+    let api = Api::new(&studio);
+    let mut after = Vec::new();
+    for id in [&once_id, &skip_id] {
+        let runs = api
+            .wait_runs(id, "two on-time fires after the restart", |runs| {
+                runs.iter()
+                    .filter(|r| r["kind"] == "scheduled" && ms(&r["scheduled_at"]) > restarted)
+                    .count()
+                    >= 2
+            })
+            .await;
+        after.push(runs);
+    }
+    api.disable(&once_id).await;
+    api.disable(&skip_id).await;
+
+    let made_after = |runs: &[Value]| -> Vec<Value> {
+        runs.iter()
+            .filter(|r| ms(&r["created_at"]) >= restarted)
+            .cloned()
+            .collect()
+    };
+    let replayed = |runs: &[Value]| -> Vec<Value> {
+        runs.iter()
+            .filter(|r| {
+                r["kind"] == "scheduled"
+                    && !is(r, "skipped", "missed")
+                    && r["scheduled_at"].as_str().is_some()
+                    && (stopped..restarted).contains(&ms(&r["scheduled_at"]))
+            })
+            .cloned()
+            .collect()
+    };
+
+    let once_new = made_after(&after[0]);
+    let recovery: Vec<&Value> = once_new
+        .iter()
+        .filter(|r| r["kind"] == "recovery")
+        .collect();
+    assert_eq!(
+        recovery.len(),
+        1,
+        "run_once fires exactly one recovery run: {once_new:?}"
+    );
+    assert!(
+        !once_new.iter().any(|r| r["status"] == "skipped"),
+        "run_once skips nothing: {once_new:?}"
+    );
+    assert_eq!(
+        replayed(&after[0]),
+        Vec::<Value>::new(),
+        "no missed instant replayed"
+    );
+    let recovery = api.finished(recovery[0]["id"].as_str().expect("id")).await;
+    assert_eq!(recovery["status"], "completed", "{recovery}");
+
+    let skip_new = made_after(&after[1]);
+    let skipped: Vec<&Value> = skip_new
+        .iter()
+        .filter(|r| is(r, "skipped", "missed"))
+        .collect();
+    assert_eq!(
+        skipped.len(),
+        1,
+        "skip records exactly one skipped run: {skip_new:?}"
+    );
+    assert!(
+        !skip_new.iter().any(|r| r["kind"] == "recovery"),
+        "skip fires no recovery run: {skip_new:?}"
+    );
+    assert_eq!(
+        replayed(&after[1]),
+        Vec::<Value>::new(),
+        "no missed instant replayed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_allowlist_revoked_before_the_fire_spawns_nothing() {
+    let studio = Studio::start_with(&[
+        ("STUDIO_COMMAND_ALLOWLIST", "sh"),
+        ("STUDIO_SCHEDULER_TZ", "UTC"),
+    ]);
+    let api = Api::new(&studio);
+    let touched = marker(&studio, "spawned");
+    let spec = sh(
+        "revoked",
+        json!({ "at": in_secs(8) }),
+        &format!("touch '{}'", touched.display()),
+    );
+    let id = api.create(&spec).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    drop(api);
+    let home = studio.stop_keep_home(Duration::from_secs(20));
+    let studio = Studio::start_in(
+        home,
+        &[
+            ("STUDIO_COMMAND_ALLOWLIST", "true"),
+            ("STUDIO_SCHEDULER_TZ", "UTC"),
+        ],
+    );
+    let api = Api::new(&studio);
+    let runs = api
+        .wait_runs(&id, "the fire to end", |runs| runs.iter().any(terminal))
+        .await;
+    let run = &runs[0];
+    assert_eq!(run["status"], "failed", "{run}");
+    let reason = format!("{} {}", run["reason"], run["stderr_tail"]).to_lowercase();
+    assert!(
+        reason.contains("allow"),
+        "the failure names the allow-list: {run}"
+    );
+    assert!(
+        run["exit_code"].is_null(),
+        "nothing exited, nothing ran: {run}"
+    );
+    assert!(
+        run["dispatched_at"].is_null(),
+        "nothing was launched: {run}"
+    );
+    assert!(!touched.exists(), "the revoked command was spawned");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_app_crash_does_not_disturb_firing() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let daemon = studio.child_pid("daemon");
+    let id = api
+        .create(&command("steady", every("1s"), "true", &[]))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    api.wait_runs(&id, "three runs", |runs| runs.len() >= 3)
+        .await;
+    let app = studio.child_pid("app");
+    signal(app, Signal::KILL);
+    let killed = now_ms();
+    let new_app = studio.wait_running("app", Some(app), Duration::from_secs(20));
+    assert_ne!(new_app, app);
+    api.wait_runs(&id, "four more seconds of fires", |runs| {
+        runs.iter()
+            .filter(|r| ms(&r["scheduled_at"]) > killed + 4_000)
+            .count()
+            >= 1
+    })
+    .await;
+    api.disable(&id).await;
+    assert_eq!(
+        studio.child_pid("daemon"),
+        daemon,
+        "the daemon was untouched"
+    );
+    let runs = api.runs(&id).await;
+    let instants: Vec<i64> = runs
+        .iter()
+        .filter(|r| r["kind"] == "scheduled")
+        .map(|r| ms(&r["scheduled_at"]))
+        .collect();
+    for pair in instants.windows(2) {
+        assert!(
+            pair[1] - pair[0] <= 2_000,
+            "a gap of {} ms between fires around the app crash",
+            pair[1] - pair[0]
+        );
+    }
+    for r in &runs {
+        let lag = ms(&r["created_at"]) - ms(&r["scheduled_at"]);
+        assert!(lag < 2_000, "fired {lag} ms late: {r}");
+    }
+}
+
+/// One crash point: a one-shot schedule appends its run id to a marker; the daemon
+/// aborts at `point` of that fire, the supervisor restarts it; returns the runs of the
+/// occurrence, settled, and the marker's lines.
+async fn crash_at(point: &str) -> (Vec<Value>, Vec<String>) {
+    let studio = start(&[("STUDIO_TEST_CRASH_AT", point)]);
+    let api = Api::new(&studio);
+    let daemon = studio.child_pid("daemon");
+    let marker = marker(&studio, "ran");
+    let spec = sh(
+        &format!("crash/{point}"),
+        json!({ "at": in_secs(3) }),
+        &format!("echo \"$STUDIO_RUN_ID\" >> '{}'", marker.display()),
+    );
+    let id = api.create(&spec).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let restarted = studio.wait_running("daemon", Some(daemon), Duration::from_secs(30));
+    assert_ne!(restarted, daemon, "the daemon crashed at {point}");
+    // Settled: every run of the occurrence ended, and a few quiet seconds changed nothing.
+    let runs = api
+        .wait_runs(&id, "every run to end after the crash", |runs| {
+            !runs.is_empty() && runs.iter().all(terminal)
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let settled = api.runs(&id).await;
+    assert_eq!(
+        settled.iter().map(|r| &r["id"]).collect::<Vec<_>>(),
+        runs.iter().map(|r| &r["id"]).collect::<Vec<_>>(),
+        "no run appeared after the occurrence settled"
+    );
+    assert!(settled.iter().all(terminal), "{settled:?}");
+    assert_eq!(
+        studio.child_pid("daemon"),
+        restarted,
+        "the restarted daemon did not crash again"
+    );
+    // No occurrence twice among the runs that were not tombstoned.
+    let mut keys = HashSet::new();
+    for r in settled
+        .iter()
+        .filter(|r| matches!(r["kind"].as_str(), Some("scheduled" | "recovery")))
+        .filter(|r| !is(r, "failed", "never_dispatched"))
+    {
+        assert!(
+            keys.insert(r["scheduled_at"].to_string()),
+            "occurrence {} appears twice: {settled:?}",
+            r["scheduled_at"]
+        );
+    }
+    let lines = lines_of(&marker);
+    (settled, lines)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_crash_after_claim_tombstones_and_replaces_once() {
+    let (runs, lines) = crash_at("after_claim").await;
+    let tomb: Vec<&Value> = runs
+        .iter()
+        .filter(|r| is(r, "failed", "never_dispatched"))
+        .collect();
+    assert_eq!(tomb.len(), 1, "{runs:?}");
+    assert!(tomb[0]["dispatched_at"].is_null(), "{}", tomb[0]);
+    let replacement: Vec<&Value> = runs
+        .iter()
+        .filter(|r| r["replaces_run_id"] == tomb[0]["id"])
+        .collect();
+    assert_eq!(replacement.len(), 1, "one replacement: {runs:?}");
+    let replacement = replacement[0];
+    assert_eq!(replacement["status"], "completed", "{replacement}");
+    assert_eq!(
+        replacement["scheduled_at"], tomb[0]["scheduled_at"],
+        "same occurrence"
+    );
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(
+        lines,
+        [replacement["id"].as_str().expect("id")],
+        "the occurrence ran exactly once, as the replacement"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_crash_after_spawn_runs_at_least_once_at_most_twice() {
+    let (runs, lines) = crash_at("after_spawn").await;
+    assert!(
+        (1..=2).contains(&lines.len()),
+        "before a confirmed launch: at least once, here at most twice: {lines:?} {runs:?}"
+    );
+    let ended_ok = runs.iter().filter(|r| r["status"] == "completed").count();
+    assert_eq!(ended_ok, 1, "one run of the occurrence completed: {runs:?}");
+    for r in runs.iter().filter(|r| r["status"] != "completed") {
+        assert!(
+            is(r, "failed", "never_dispatched"),
+            "the crashed launch was tombstoned: {r}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_crash_after_dispatch_is_daemon_lost_and_never_rerun() {
+    let (runs, lines) = crash_at("after_dispatch").await;
+    assert_eq!(runs.len(), 1, "never re-fired: {runs:?}");
+    assert!(is(&runs[0], "failed", "daemon_lost"), "{}", runs[0]);
+    assert!(!runs[0]["dispatched_at"].is_null(), "{}", runs[0]);
+    assert!(lines.len() <= 1, "at most once after launch: {lines:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_crash_before_finish_is_daemon_lost_and_never_rerun() {
+    let (runs, lines) = crash_at("before_finish").await;
+    assert_eq!(runs.len(), 1, "never re-fired: {runs:?}");
+    assert!(is(&runs[0], "failed", "daemon_lost"), "{}", runs[0]);
+    assert_eq!(
+        lines,
+        [runs[0]["id"].as_str().expect("id")],
+        "the job had ended once before the crash"
+    );
+}

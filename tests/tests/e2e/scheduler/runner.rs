@@ -1,0 +1,338 @@
+//! The runner through the daemon: big output, deadline, cancel, chains, the agent runner.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_200_mb_of_stdout_keeps_the_daemon_small() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let daemon = studio.child_pid("daemon");
+    let id = api
+        .create(&sh("loud", every("1d"), "head -c 200000000 /dev/zero"))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let run_id = api.trigger(&id).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let mut peak_kib = 0;
+    let run = until(
+        "the 200 MB run to end",
+        Duration::from_secs(120),
+        async || {
+            peak_kib = peak_kib.max(vm_rss_kib(daemon));
+            api.try_run(&run_id).await.filter(terminal)
+        },
+    )
+    .await;
+    assert_eq!(run["status"], "completed", "{}", short(&run));
+    assert_eq!(run["exit_code"], 0);
+    assert_eq!(run["stdout_bytes"], 200_000_000u64);
+    assert!(
+        peak_kib < 150 * 1024,
+        "the daemon's RSS reached {peak_kib} KiB while the job wrote 200 MB"
+    );
+    let tail = run["stdout_tail"].as_str().unwrap_or_default();
+    assert!(
+        tail.len() <= 64 * 1024,
+        "the tail is at most 64 KiB: {}",
+        tail.len()
+    );
+    let (status, size, _) = api.log(&run_id, "stream=stdout&offset=0&limit=16").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        size,
+        Some(64 * 1024 * 1024),
+        "the log file stops at the 64 MiB cap"
+    );
+}
+
+/// The run without its (possibly huge) tails, for messages.
+fn short(run: &Value) -> Value {
+    let mut run = run.clone();
+    for k in ["stdout_tail", "stderr_tail"] {
+        run[k] = json!("…");
+    }
+    run
+}
+
+fn vm_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_deadline_times_out_and_leaves_no_term_ignoring_grandchild() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let pidfile = marker(&studio, "grandchild.pid");
+    let script = format!(
+        "trap '' TERM; (trap '' TERM; sleep 300) & echo $! > '{}'; sleep 300",
+        pidfile.display()
+    );
+    let spec = with_policies(sh("deadline", every("1d"), &script), json!({"deadline": 1}));
+    let id = api.create(&spec).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let run_id = api.trigger(&id).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let run = api.finished(&run_id).await;
+    assert_eq!(run["status"], "timed_out", "{run}");
+    let took = ms(&run["finished_at"]) - ms(&run["dispatched_at"]);
+    assert!(
+        (1_000..15_000).contains(&took),
+        "deadline 1 s plus a 5 s grace, took {took} ms: {run}"
+    );
+    let grandchild: u32 = std::fs::read_to_string(&pidfile)
+        .expect("the job wrote its grandchild's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let gone = until(
+        "the grandchild to be gone",
+        Duration::from_secs(5),
+        async || (!alive(grandchild)).then_some(()),
+    )
+    .await;
+    assert_eq!(gone, ());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_cancel_ends_a_running_job_once() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let id = api
+        .create(&command("cancel", every("1d"), "sleep", &["300"]))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let run_id = api.trigger(&id).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    api.wait_run(&run_id, "the run to be running", running)
+        .await;
+    let (status, body) = api
+        .post(&format!("/api/runs/{run_id}/cancel"), &json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["id"],
+        run_id.as_str(),
+        "cancel answers the run: {body}"
+    );
+    let run = api.finished(&run_id).await;
+    assert_eq!(run["status"], "cancelled", "{run}");
+    let took = ms(&run["finished_at"]) - ms(&run["dispatched_at"]);
+    assert!(took < 10_000, "sleep dies on TERM at once; took {took} ms");
+    let (status, body) = api
+        .post(&format!("/api/runs/{run_id}/cancel"), &json!({}))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("run_not_active")),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_chains_follow_the_parent_and_do_not_count() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let log = marker(&studio, "chain.log");
+    let append = |word: &str| {
+        json!({"action": {"kind": "command", "executable": "sh",
+                          "args": ["-c", format!("echo {word} >> '{}'", log.display())]}})
+    };
+    let mut ok = with_policies(
+        command("chain/ok", every("1d"), "true", &[]),
+        json!({"max_runs": 2}),
+    );
+    ok["on_success"] = append("ok-success");
+    ok["on_fail"] = append("ok-fail");
+    let mut bad = with_policies(
+        sh("chain/bad", every("1d"), "exit 3"),
+        json!({"max_runs": 2}),
+    );
+    bad["on_success"] = append("bad-success");
+    bad["on_fail"] = append("bad-fail");
+    let ok_id = api.create(&ok).await["id"].as_str().expect("id").to_owned();
+    let bad_id = api.create(&bad).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+
+    for (schedule, want_parent, want_line) in [
+        (&ok_id, "completed", "ok-success"),
+        (&bad_id, "failed", "bad-fail"),
+    ] {
+        let parent = api.trigger(schedule).await;
+        let parent_id = parent["id"].as_str().expect("id").to_owned();
+        let parent = api.finished(&parent_id).await;
+        assert_eq!(parent["status"], want_parent, "{parent}");
+        let child = until("the chain child to end", WAIT, async || {
+            api.try_list("/api/runs")
+                .await?
+                .into_iter()
+                .find(|r| r["chain_parent_id"] == parent_id.as_str() && terminal(r))
+        })
+        .await;
+        assert_eq!(child["kind"], "chain", "{child}");
+        assert_eq!(child["chain_depth"], 1, "{child}");
+        assert_eq!(child["status"], "completed", "{child}");
+        assert!(
+            ms(&child["created_at"]) >= ms(&parent["finished_at"]),
+            "the child starts after the parent is terminal: {parent} {child}"
+        );
+        assert!(
+            lines_of(&log).contains(&want_line.to_owned()),
+            "{:?}",
+            lines_of(&log)
+        );
+
+        // Children do not count: a second manual run fits under max_runs 2, a third not.
+        let schedule_row = api.schedule(schedule).await;
+        assert_eq!(schedule_row["runs_counted"], 1, "{schedule_row}");
+        let second = api.trigger(schedule).await;
+        api.finished(second["id"].as_str().expect("id")).await;
+        let (status, body) = api
+            .post(&format!("/api/schedules/{schedule}/trigger"), &json!({}))
+            .await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (409, Some("max_runs_reached")),
+            "{body}"
+        );
+    }
+    // Let the second parents' children finish, then check nothing ran on the wrong branch.
+    until("four chain lines", WAIT, async || {
+        (lines_of(&log).len() == 4).then_some(())
+    })
+    .await;
+    let mut lines = lines_of(&log);
+    lines.sort();
+    assert_eq!(lines, ["bad-fail", "bad-fail", "ok-success", "ok-success"]);
+}
+
+/// A fake agent runner in `dir`: reports a spend and echoes its arguments, one a line.
+fn fake_agent(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("fake-agent");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\nfor a in \"$@\"; do echo \"arg:$a\"; done\n\
+         printf '{\"cost_usd\": 0.5, \"tokens\": 10}' > \"$STUDIO_RESULT_FILE\"\n",
+    )
+    .expect("write the fake agent");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// Starts Studio whose agent runner is the fake one, kept in the test's home.
+fn start_with_fake_agent() -> Studio {
+    let home = TempDir::new("home");
+    let agent = fake_agent(home.path());
+    let agent = agent.to_string_lossy().into_owned();
+    Studio::start_in(
+        home,
+        &[
+            ("STUDIO_COMMAND_ALLOWLIST", ALLOW),
+            ("STUDIO_SCHEDULER_TZ", "UTC"),
+            ("STUDIO_AGENT_COMMAND", agent.as_str()),
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_agent_runner_gets_flags_then_the_prompt_and_reports_spend() {
+    let studio = start_with_fake_agent();
+    let api = Api::new(&studio);
+    let spec = json!({
+        "name": "agent/once",
+        "trigger": {"every": "1d"},
+        "action": {"kind": "agent", "prompt": "--not-a-flag say hi", "model": "m1"},
+    });
+    let id = api.create(&spec).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let run_id = api.trigger(&id).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let run = api.finished(&run_id).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["cost_usd"], 0.5, "{run}");
+    assert_eq!(run["tokens"], 10, "{run}");
+    let args: Vec<&str> = run["stdout_tail"]
+        .as_str()
+        .unwrap_or_default()
+        .lines()
+        .collect();
+    let dashdash = args
+        .iter()
+        .position(|a| *a == "arg:--")
+        .unwrap_or_else(|| panic!("no -- in {args:?}"));
+    assert_eq!(
+        &args[dashdash..],
+        ["arg:--", "arg:--not-a-flag say hi"],
+        "the prompt is one argument after --"
+    );
+    let model = args.iter().position(|a| *a == "arg:--model");
+    assert!(
+        model.is_some_and(|m| m < dashdash && args[m + 1] == "arg:m1"),
+        "--model m1 comes before --: {args:?}"
+    );
+    let schedule = api.schedule(&id).await;
+    assert_eq!(schedule["spend_usd"], 0.5, "{schedule}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_budget_exhausted_skips_the_next_fire() {
+    let studio = start_with_fake_agent();
+    let api = Api::new(&studio);
+    let spec = json!({
+        "name": "agent/budget",
+        "trigger": {"every": "2s"},
+        "action": {"kind": "agent", "prompt": "spend"},
+        "policies": {"budget_usd": 0.4},
+    });
+    let id = api.create(&spec).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let runs = api
+        .wait_runs(&id, "a budget skip after the first run", |runs| {
+            runs.iter().any(|r| is(r, "skipped", "budget_exhausted"))
+        })
+        .await;
+    api.disable(&id).await;
+    let ran: Vec<&Value> = runs.iter().filter(|r| r["status"] != "skipped").collect();
+    assert_eq!(ran.len(), 1, "only the first fire ran: {runs:?}");
+    assert_eq!(ran[0]["status"], "completed", "{}", ran[0]);
+    assert_eq!(ran[0]["cost_usd"], 0.5);
+    let skip = runs
+        .iter()
+        .find(|r| is(r, "skipped", "budget_exhausted"))
+        .expect("a skip");
+    assert!(ms(&skip["scheduled_at"]) > ms(&ran[0]["scheduled_at"]));
+    // Budget holds for a person asking too.
+    let (status, body) = api
+        .post(&format!("/api/schedules/{id}/trigger"), &json!({}))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("budget_exhausted")),
+        "{body}"
+    );
+}
