@@ -195,7 +195,7 @@ impl Daemon {
             async move { stop_requested(&mut rx).await }
         };
         let scheduler = scheduling::Scheduler::new(
-            scheduling::store::SchedStore::new(store.pool().clone()),
+            scheduling::store::SchedStore::new(&store),
             config.scheduler.clone(),
             default_zone,
             config.home.runs_dir(),

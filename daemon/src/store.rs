@@ -105,9 +105,13 @@ fn migrator() -> Migrator {
     )
 }
 
+/// Two pools on one file: readers, and a single writer. SQLite admits one writer at a
+/// time; queueing writes here (asynchronously, in order) instead of letting connections
+/// collide keeps SQLite's busy handler, which sleeps in millisecond steps, off the path.
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
     pool: SqlitePool,
+    writer: SqlitePool,
 }
 
 impl Store {
@@ -121,21 +125,31 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(5))
             .foreign_keys(true);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        migrator().run(&writer).await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
-            .connect_with(options)
+            .connect_with(options.read_only(true))
             .await?;
-        migrator().run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self { pool, writer })
     }
 
-    /// The pool, for the scheduler's own store module (same database, same writer).
+    /// The reader pool, for the scheduler's own store module.
     pub(crate) fn pool(&self) -> &SqlitePool {
         &self.pool
     }
 
+    /// The one writer connection.
+    pub(crate) fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+
     pub async fn close(&self) {
         self.pool.close().await;
+        self.writer.close().await;
     }
 
     #[tracing::instrument(skip_all)]
@@ -144,7 +158,7 @@ impl Store {
             .bind(epoch)
             .bind(i64::from(pid))
             .bind(now_ms)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -156,7 +170,7 @@ impl Store {
         )
         .bind(now_ms)
         .bind(epoch)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -189,7 +203,7 @@ impl Store {
         .bind(p.decision_expires_at_ms)
         .bind(p.now_ms)
         .bind(p.now_ms)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -258,7 +272,7 @@ impl Store {
         .bind(now_ms)
         .bind(reason)
         .bind(id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -271,7 +285,7 @@ impl Store {
         .bind(now_ms)
         .bind(id)
         .bind(now_ms)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -294,7 +308,7 @@ impl Store {
         .bind(epoch)
         .bind(principal_id)
         .bind(detail)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -326,7 +340,7 @@ impl Store {
     #[cfg(test)]
     pub(crate) async fn raw_delete_event_is_refused(&self) -> bool {
         sqlx::query("DELETE FROM admin_events")
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await
             .is_err()
     }

@@ -28,7 +28,7 @@ async fn api() -> Api {
     let (store, authority) = authority(&dir, "0123456789abcdef0123456789abcdef").await;
     let (_stop, stop_rx) = tokio::sync::watch::channel(false);
     let scheduler = crate::scheduling::Scheduler::new(
-        crate::scheduling::store::SchedStore::new(store.pool().clone()),
+        crate::scheduling::store::SchedStore::new(&store),
         crate::scheduling::SchedulerConfig::default(),
         studio_schedule::Zone::utc(),
         dir.path().join("runs"),

@@ -55,6 +55,8 @@ pub(crate) struct Active {
     pub schedule_id: Option<String>,
     pub canceller: Option<Canceller>,
     pub cancel_reason: Option<String>,
+    /// The job's process group, once launched.
+    pub pgid: Option<u32>,
 }
 
 #[derive(Debug, Default)]
@@ -464,16 +466,30 @@ impl Scheduler {
         Err(EngineError::RunNotActive)
     }
 
-    /// Stops firing: cancels every running job (reason `daemon_shutdown`) and waits a
-    /// bounded time for their terminal writes.
+    /// Stops firing: cancels every running job (reason `daemon_shutdown`), KILLs the groups
+    /// of any that ignore TERM, and waits a bounded time for their terminal writes — all
+    /// within the daemon's own stop grace.
     async fn drain(&self) {
         let running: Vec<String> = self.active().keys().cloned().collect();
         for id in &running {
             let _ = self.cancel(id, "daemon_shutdown").await;
         }
-        let deadline = tokio::time::Instant::now() + self.config.job_grace + Duration::from_secs(1);
-        while !self.active().is_empty() && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let settled = |limit: Duration| async move {
+            let deadline = tokio::time::Instant::now() + limit;
+            while !self.active().is_empty() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        settled(Duration::from_millis(2_500)).await;
+        let stubborn: Vec<u32> = self.active().values().filter_map(|a| a.pgid).collect();
+        for pgid in stubborn {
+            if let Some(p) = i32::try_from(pgid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+            }
         }
+        settled(Duration::from_millis(1_000)).await;
     }
 }

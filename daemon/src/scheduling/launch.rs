@@ -101,6 +101,7 @@ impl Scheduler {
             let mut active = self.active();
             let entry = active.entry(run.id.clone()).or_default();
             entry.canceller = Some(launched.canceller());
+            entry.pgid = Some(launched.pid());
             entry.cancel_reason.is_some()
         };
         if pending_cancel {

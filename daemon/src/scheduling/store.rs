@@ -130,7 +130,10 @@ pub(crate) struct RunFilter {
 
 #[derive(Debug, Clone)]
 pub(crate) struct SchedStore {
+    /// Readers.
     pool: SqlitePool,
+    /// The one writer (see `crate::store::Store`).
+    writer: SqlitePool,
 }
 
 async fn append_event(
@@ -240,15 +243,18 @@ impl From<sqlx::Error> for WriteError {
 }
 
 impl SchedStore {
-    pub(crate) fn new(pool: SqlitePool) -> Self {
-        Self { pool }
+    pub(crate) fn new(store: &crate::store::Store) -> Self {
+        Self {
+            pool: store.pool().clone(),
+            writer: store.writer().clone(),
+        }
     }
 
     // ---- schedules ----
 
     #[tracing::instrument(skip_all, fields(name = %row.name))]
     pub(crate) async fn insert_schedule(&self, row: &ScheduleRow) -> Result<EventRow, WriteError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO schedules ({SCHEDULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )))
@@ -293,7 +299,7 @@ impl SchedStore {
         row: &ScheduleRow,
         expected_revision: i64,
     ) -> Result<Option<EventRow>, WriteError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let updated = sqlx::query(
             "UPDATE schedules SET name = ?, spec = ?, enabled = ?, trigger_kind = ?, timezone = ?, \
              timezone_source = ?, anchor_ms = ?, next_fire_at_ms = ?, max_runs = ?, \
@@ -340,7 +346,7 @@ impl SchedStore {
         id: &str,
         now_ms: i64,
     ) -> Result<Option<EventRow>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let Some(row) = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?"
         )))
@@ -424,7 +430,7 @@ impl SchedStore {
         .bind(next)
         .bind(id)
         .bind(expected)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -440,7 +446,7 @@ impl SchedStore {
         cursor: Cursor,
         now_ms: i64,
     ) -> Result<Claim, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         if let Some(schedule_id) = &run.schedule_id {
             let counted = i64::from(run.counted);
             let moved = match cursor {
@@ -507,7 +513,7 @@ impl SchedStore {
         finish: Option<&Finish>,
         now_ms: i64,
     ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let f = finish.cloned().unwrap_or_default();
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE runs SET status = ?, reason = COALESCE(?, reason), \
@@ -557,7 +563,7 @@ impl SchedStore {
         .bind(now_ms)
         .bind(i64::from(pid))
         .bind(id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -571,7 +577,7 @@ impl SchedStore {
         new_id: &str,
         now_ms: i64,
     ) -> Result<Option<(RunRow, Vec<EventRow>)>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         let done = sqlx::query(
             "UPDATE runs SET status = 'failed', reason = 'never_dispatched', finished_at_ms = ?, \
              occurrence_key = NULL WHERE id = ? AND status = 'running' AND dispatched_at_ms IS NULL",
@@ -764,7 +770,7 @@ impl SchedStore {
     pub(crate) async fn prune_events(&self, keep: i64) -> Result<u64, StoreError> {
         let done = sqlx::query("DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - ?")
             .bind(keep)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(done.rows_affected())
     }

@@ -13,7 +13,7 @@ async fn store(dir: &TempDir) -> SchedStore {
     let store = Store::open(&dir.path().join("state.db"))
         .await
         .expect("open");
-    SchedStore::new(store.pool().clone())
+    SchedStore::new(&store)
 }
 
 fn schedule(id: &str, next: Option<i64>, max_runs: Option<i64>) -> ScheduleRow {
