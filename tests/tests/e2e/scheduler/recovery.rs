@@ -338,3 +338,58 @@ async fn scheduler_crash_before_finish_is_daemon_lost_and_never_rerun() {
         "the job had ended once before the crash"
     );
 }
+
+/// A short downtime (under the 60 s lateness threshold) is not a missed-fire case by the
+/// contract; what must hold is the timeline: every instant on anchor + k·period, and no
+/// occurrence twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_short_downtime_keeps_the_every_timeline() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let id = api
+        .create(&command("timeline", every("2s"), "true", &[]))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    api.wait_runs(&id, "a completed run", |runs| {
+        runs.iter().any(|r| r["status"] == "completed")
+    })
+    .await;
+    drop(api);
+    let home = studio.stop_keep_home(Duration::from_secs(20));
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let restarted = now_ms();
+    let studio = Studio::start_in(
+        home,
+        &[
+            ("STUDIO_COMMAND_ALLOWLIST", ALLOW),
+            ("STUDIO_SCHEDULER_TZ", "UTC"),
+        ],
+    );
+    let api = Api::new(&studio);
+    let runs = api
+        .wait_runs(&id, "two fires after the restart", |runs| {
+            runs.iter()
+                .filter(|r| ms(&r["scheduled_at"]) > restarted)
+                .count()
+                >= 2
+        })
+        .await;
+    api.disable(&id).await;
+    let instants: Vec<i64> = runs.iter().map(|r| ms(&r["scheduled_at"])).collect();
+    let unique: HashSet<i64> = instants.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        instants.len(),
+        "an occurrence twice: {runs:?}"
+    );
+    for t in &instants {
+        assert_eq!(
+            (t - instants[0]).rem_euclid(2_000),
+            0,
+            "{t} is off the 2 s timeline of {}: {runs:?}",
+            instants[0]
+        );
+    }
+}
