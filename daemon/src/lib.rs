@@ -201,7 +201,8 @@ impl Daemon {
             config.home.runs_dir(),
             config.home.run_dir(),
             stop_rx.clone(),
-        );
+        )
+        .map_err(DaemonError::io("cannot start the job launchers"))?;
         let mut scheduler_task = tokio::spawn(scheduler.clone().run());
         let state = ApiState {
             authority: authority.clone(),

@@ -61,6 +61,8 @@ pub enum SpawnError {
     RunDir { path: PathBuf, source: io::Error },
     #[error("cannot start {program:?}: {source}")]
     Exec { program: String, source: io::Error },
+    #[error("the job launcher has stopped")]
+    LauncherGone,
 }
 
 /// How the job ended.

@@ -10,6 +10,8 @@
 
 pub mod env;
 pub mod job;
+pub mod spawner;
 pub mod tail;
 
 pub use job::{Canceller, Ending, Job, JobSpec, Outcome, Report, SpawnError, StreamSummary, spawn};
+pub use spawner::Spawner;

@@ -181,3 +181,53 @@ async fn a_missing_program_is_a_spawn_error_and_a_bad_report_is_explained() {
     assert!(outcome.report.is_none());
     assert!(outcome.report_error.is_some_and(|e| e.contains("JSON")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spawner_launches_from_its_own_threads() {
+    let spawner =
+        studio_runner::Spawner::new(tokio::runtime::Handle::current(), 2).expect("spawner");
+    let jobs: Vec<_> = (0..8)
+        .map(|i| {
+            let spawner = spawner.clone();
+            tokio::spawn(async move { spawner.spawn(sh(&format!("spawner{i}"), "echo $$")).await })
+        })
+        .collect();
+    for job in jobs {
+        let job = job.await.expect("task").expect("spawned");
+        let pid = job.pid();
+        let outcome = job.wait().await;
+        assert_eq!(
+            outcome.stdout.tail.trim(),
+            pid.to_string(),
+            "the leader is the job itself"
+        );
+        assert!(outcome.succeeded());
+    }
+    let mut missing = sh("spawner-missing", "true");
+    missing.program = "studio-no-such-program".into();
+    assert!(spawner.spawn(missing).await.is_err());
+}
+
+/// Not a check: what one launch costs (`--release -- --ignored --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check"]
+async fn measure_launch_cost() {
+    let n = 200u32;
+    let (mut spawn_us, mut wait_us) = (0u128, 0u128);
+    for i in 0..n {
+        let mut spec = sh(&format!("cost{i}"), "");
+        spec.program = "true".into();
+        spec.args.clear();
+        let t = std::time::Instant::now();
+        let job = spawn(spec).expect("spawn");
+        spawn_us += t.elapsed().as_micros();
+        let t = std::time::Instant::now();
+        job.wait().await;
+        wait_us += t.elapsed().as_micros();
+    }
+    println!(
+        "per job µs: spawn {}, wait {}",
+        spawn_us / u128::from(n),
+        wait_us / u128::from(n)
+    );
+}

@@ -34,7 +34,8 @@ async fn api() -> Api {
         dir.path().join("runs"),
         dir.path().join("run"),
         stop_rx,
-    );
+    )
+    .expect("scheduler");
     let authority = Arc::new(authority);
     let key = AppKey::generate();
     let front = Arc::new(FrontDoor {

@@ -27,6 +27,11 @@ use crate::{error::chain, store::StoreError};
 
 /// A fire reached this long after its instant is handled by the missed-fire policy.
 pub(crate) const LATE_MS: i64 = 60_000;
+/// Threads that fork jobs: a launch partly waits for the child to exec, so more than
+/// the 2 cores of the reference machine.
+const LAUNCHERS: usize = 4;
+/// How many due fires are decided concurrently.
+const FIRING_AT_ONCE: usize = 32;
 /// The longest sleep before the wall clock is read again.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 
@@ -101,6 +106,10 @@ pub(crate) struct Scheduler {
     wake: Notify,
     pub(crate) active: Mutex<HashMap<String, Active>>,
     pub(crate) slots: Arc<Semaphore>,
+    /// Fires being decided at once.
+    firing: Arc<Semaphore>,
+    /// Launches jobs from long-lived threads (see `studio_runner::spawner`).
+    pub(crate) spawner: studio_runner::Spawner,
     events: broadcast::Sender<EventRow>,
     pub(crate) stop: watch::Receiver<bool>,
 }
@@ -146,10 +155,13 @@ impl Scheduler {
         runs_dir: PathBuf,
         run_dir: PathBuf,
         stop: watch::Receiver<bool>,
-    ) -> Arc<Self> {
+    ) -> std::io::Result<Arc<Self>> {
         let (events, _) = broadcast::channel(4096);
-        Arc::new(Self {
+        let spawner = studio_runner::Spawner::new(tokio::runtime::Handle::current(), LAUNCHERS)?;
+        Ok(Arc::new(Self {
+            spawner,
             slots: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
+            firing: Arc::new(Semaphore::new(FIRING_AT_ONCE)),
             store,
             config,
             default_zone,
@@ -160,7 +172,7 @@ impl Scheduler {
             active: Mutex::default(),
             events,
             stop,
-        })
+        }))
     }
 
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<EventRow> {
@@ -210,10 +222,21 @@ impl Scheduler {
         loop {
             let due = self.queue().pop_due(now_ms());
             for (at, id) in due {
-                if let Err(error) = self.fire_due(&id, at).await {
-                    tracing::error!(schedule = %id, error = %chain(&error), "fire failed; retrying in 1 s");
-                    self.queue().set(&id, Some(now_ms() + 1_000));
-                }
+                // Fires proceed concurrently (bounded), so their claims queue back to back
+                // at the writer instead of each waiting for the one before. A schedule is
+                // in the queue once, so no two fires of one schedule overlap here.
+                let Ok(permit) = self.firing.clone().acquire_owned().await else {
+                    break;
+                };
+                let this = self.clone();
+                tokio::spawn(async move {
+                    if let Err(error) = this.fire_due(&id, at).await {
+                        tracing::error!(schedule = %id, error = %chain(&error), "fire failed; retrying in 1 s");
+                        this.queue().set(&id, Some(now_ms() + 1_000));
+                        this.wake.notify_one();
+                    }
+                    drop(permit);
+                });
             }
             let sleep = self
                 .queue()
@@ -265,11 +288,12 @@ impl Scheduler {
         match self.claim_and_launch(run, &row, cursor).await? {
             Claim::MaxRunsReached => {
                 tracing::info!("max_runs reached: schedule disarmed");
-                self.queue().set(id, None);
+                self.forget(id);
             }
-            // The claim moved the cursor to `next`: no need to read it back.
-            Claim::Claimed(..) => {
-                self.queue().set(id, next);
+            // The claim returned the cursor it left: no need to read it back.
+            Claim::Claimed(_, _, after) => {
+                self.queue().set(id, after);
+                self.wake.notify_one();
             }
             Claim::Lost => {
                 if let Some(fresh) = self.store.schedule(id).await? {
@@ -382,7 +406,7 @@ impl Scheduler {
             }
         };
         match &claim {
-            Claim::Claimed(claimed, event) => {
+            Claim::Claimed(claimed, event, _) => {
                 self.publish(event.clone());
                 if claimed.status() != Some(RunStatus::Skipped) {
                     super::CrashPoint::reached(
@@ -417,7 +441,13 @@ impl Scheduler {
         }
         let run = self.new_run(&row, &spec, RunKind::Manual, None, None);
         match self.claim_and_launch(run, &row, Cursor::Keep).await? {
-            Claim::Claimed(run, _) => Ok(*run),
+            Claim::Claimed(run, _, after) => {
+                // The last allowed run disarms the schedule.
+                if after.is_none() {
+                    self.forget(id);
+                }
+                Ok(*run)
+            }
             Claim::MaxRunsReached => Err(EngineError::MaxRunsReached),
             Claim::Lost => Err(EngineError::ScheduleNotFound),
         }

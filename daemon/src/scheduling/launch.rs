@@ -84,7 +84,7 @@ impl Scheduler {
             Ok(job) => job,
             Err(refusal) => return self.refuse(&run, refusal).await,
         };
-        let launched = match studio_runner::spawn(job) {
+        let launched = match self.spawner.spawn(job).await {
             Ok(j) => j,
             Err(e) => return self.refuse(&run, Refusal::Spawn(e.to_string())).await,
         };

@@ -97,7 +97,9 @@ pub(crate) enum Cursor {
 /// What a claim did.
 #[derive(Debug)]
 pub(crate) enum Claim {
-    Claimed(Box<RunRow>, EventRow),
+    /// The run, its event, and the schedule's cursor after the claim (NULL once `max_runs`
+    /// is reached: the claim that uses the last run disarms the schedule).
+    Claimed(Box<RunRow>, EventRow, Option<i64>),
     /// Someone else moved the cursor (or disabled the schedule) first: nothing written.
     Lost,
     /// `max_runs` is reached: nothing written (a scheduled claim also disarms).
@@ -447,31 +449,36 @@ impl SchedStore {
         now_ms: i64,
     ) -> Result<Claim, StoreError> {
         let mut tx = self.writer.begin().await?;
+        let mut cursor_after = None;
         if let Some(schedule_id) = &run.schedule_id {
             let counted = i64::from(run.counted);
-            let moved = match cursor {
-                Cursor::Advance { expected, next } => sqlx::query(
-                    "UPDATE schedules SET next_fire_at_ms = ?, last_fired_at_ms = ?, \
-                     runs_counted = runs_counted + ? WHERE id = ? AND enabled = 1 \
-                     AND next_fire_at_ms = ? AND (? = 0 OR max_runs IS NULL OR runs_counted < max_runs)",
+            // Column references in SET read the old row: `runs_counted + counted` is the
+            // count after this claim.
+            let moved: Option<Option<i64>> = match cursor {
+                Cursor::Advance { expected, next } => sqlx::query_scalar(
+                    "UPDATE schedules SET last_fired_at_ms = ?1, runs_counted = runs_counted + ?2, \
+                     next_fire_at_ms = CASE WHEN max_runs IS NOT NULL AND runs_counted + ?2 >= max_runs \
+                     THEN NULL ELSE ?3 END \
+                     WHERE id = ?4 AND enabled = 1 AND next_fire_at_ms = ?1 \
+                     AND (?2 = 0 OR max_runs IS NULL OR runs_counted < max_runs) RETURNING next_fire_at_ms",
                 )
+                .bind(expected)
+                .bind(counted)
                 .bind(next)
-                .bind(expected)
-                .bind(counted)
-                .bind(schedule_id)
-                .bind(expected)
-                .bind(counted),
-                Cursor::Keep => sqlx::query(
-                    "UPDATE schedules SET runs_counted = runs_counted + ? WHERE id = ? \
-                     AND (? = 0 OR max_runs IS NULL OR runs_counted < max_runs)",
+                .bind(schedule_id),
+                Cursor::Keep => sqlx::query_scalar(
+                    "UPDATE schedules SET runs_counted = runs_counted + ?1, \
+                     next_fire_at_ms = CASE WHEN max_runs IS NOT NULL AND runs_counted + ?1 >= max_runs \
+                     THEN NULL ELSE next_fire_at_ms END \
+                     WHERE id = ?2 AND (?1 = 0 OR max_runs IS NULL OR runs_counted < max_runs) \
+                     RETURNING next_fire_at_ms",
                 )
                 .bind(counted)
-                .bind(schedule_id)
-                .bind(counted),
+                .bind(schedule_id),
             }
-            .execute(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await?;
-            if moved.rows_affected() == 0 {
+            let Some(after) = moved else {
                 let exhausted: Option<i64> = sqlx::query_scalar(
                     "SELECT 1 FROM schedules WHERE id = ? AND max_runs IS NOT NULL AND runs_counted >= max_runs",
                 )
@@ -490,7 +497,8 @@ impl SchedStore {
                     tx.commit().await?;
                 }
                 return Ok(Claim::MaxRunsReached);
-            }
+            };
+            cursor_after = after;
         }
         let row = match insert_run(&mut tx, run, now_ms).await {
             // The occurrence exists already: it cannot be written twice.
@@ -499,7 +507,7 @@ impl SchedStore {
         };
         let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
         tx.commit().await?;
-        Ok(Claim::Claimed(Box::new(row), event))
+        Ok(Claim::Claimed(Box::new(row), event, cursor_after))
     }
 
     /// Compare-and-set of a run's status, with its transition and event.

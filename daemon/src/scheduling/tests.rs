@@ -192,7 +192,7 @@ async fn a_never_dispatched_run_is_tombstoned_and_replaced_once() {
         expected: 1_000,
         next: Some(2_000),
     };
-    let Claim::Claimed(orphan, _) = s
+    let Claim::Claimed(orphan, _, _) = s
         .claim(
             &run("a", Some("a:1000".into()), RunKind::Scheduled),
             cursor,
@@ -247,7 +247,7 @@ async fn a_never_dispatched_run_is_tombstoned_and_replaced_once() {
     // A dispatched run is never replaced.
     let mut chain = run("a", None, RunKind::Chain);
     chain.counted = false;
-    let Claim::Claimed(other, _) = s.claim(&chain, Cursor::Keep, 1).await.expect("claim") else {
+    let Claim::Claimed(other, _, _) = s.claim(&chain, Cursor::Keep, 1).await.expect("claim") else {
         panic!("claimed");
     };
     assert!(s.mark_dispatched(&other.id, 42, 7).await.expect("stamp"));
@@ -271,7 +271,7 @@ async fn status_changes_are_compare_and_set_with_history() {
     s.insert_schedule(&schedule("a", None, None))
         .await
         .expect("insert");
-    let Claim::Claimed(r, _) = s
+    let Claim::Claimed(r, _, _) = s
         .claim(&run("a", None, RunKind::Manual), Cursor::Keep, 1)
         .await
         .expect("claim")
@@ -433,4 +433,63 @@ fn health_follows_the_evidence() {
     );
     row.enabled = false;
     assert_eq!(health(&row, Some(&armed), true, None, now), "disabled");
+}
+
+/// Not a timed assertion: prints what one fire's database work costs (run with
+/// `--release -- --ignored --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check"]
+async fn measure_fire_database_work() {
+    let dir = TempDir::new("speed");
+    let s = store(&dir).await;
+    s.insert_schedule(&schedule("a", Some(0), None))
+        .await
+        .expect("insert");
+    let n = 2_000;
+    let (mut read, mut claim, mut stamp, mut finish) = (0u128, 0u128, 0u128, 0u128);
+    for i in 0..n {
+        let t = std::time::Instant::now();
+        s.schedule("a").await.expect("read");
+        read += t.elapsed().as_micros();
+        let t = std::time::Instant::now();
+        let cursor = Cursor::Advance {
+            expected: i,
+            next: Some(i + 1),
+        };
+        let Claim::Claimed(r, _, _) = s
+            .claim(
+                &run("a", Some(format!("a:{i}")), RunKind::Scheduled),
+                cursor,
+                i,
+            )
+            .await
+            .expect("claim")
+        else {
+            panic!("claimed");
+        };
+        claim += t.elapsed().as_micros();
+        let t = std::time::Instant::now();
+        s.mark_dispatched(&r.id, 1, i).await.expect("stamp");
+        stamp += t.elapsed().as_micros();
+        let t = std::time::Instant::now();
+        s.transition(
+            &r.id,
+            RunStatus::Running,
+            RunStatus::Completed,
+            Some("exit_0"),
+            Some(&Finish::default()),
+            i,
+        )
+        .await
+        .expect("finish");
+        finish += t.elapsed().as_micros();
+    }
+    let per = |x: u128| x as f64 / f64::from(n as u32);
+    println!(
+        "per fire µs: read {:.0}, claim {:.0}, stamp {:.0}, finish {:.0}",
+        per(read),
+        per(claim),
+        per(stamp),
+        per(finish)
+    );
 }

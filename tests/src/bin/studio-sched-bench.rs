@@ -168,10 +168,25 @@ async fn timing(n: usize, window: Duration) -> (usize, i64, i64, i64, usize) {
             ("STUDIO_MAX_CONCURRENT_RUNS", "256"),
         ],
     );
-    create_many(&d, n, |i| {
-        json!({"name": format!("bench/{i}"), "trigger": {"every": "1s"}, "action": {"kind": "command", "executable": "true"}})
-    })
-    .await;
+    // One client, paced: each `every` timeline is anchored at its creation, so spreading
+    // the creations over a second spreads the fires evenly over every second.
+    let client = http();
+    let t0 = Instant::now();
+    for i in 0..n {
+        let due = Duration::from_secs_f64(i as f64 / n as f64);
+        if let Some(wait) = due.checked_sub(t0.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+        let body = json!({"name": format!("bench/{i}"), "trigger": {"every": "1s"}, "action": {"kind": "command", "executable": "true"}});
+        let resp = client
+            .post(d.url("/api/schedules"))
+            .bearer_auth(&d.token)
+            .json(&body)
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(resp.status(), 201);
+    }
     // Let every schedule reach steady state, then measure a window.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let from = studio_contract::time::now_ms();
