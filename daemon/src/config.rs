@@ -183,6 +183,20 @@ fn scheduler_config(env: &impl Fn(&str) -> Option<String>) -> Result<SchedulerCo
             .parse()
             .map_err(|_| bad("STUDIO_RUN_LOG_CAP", "must be a number of bytes"))?;
     }
+    if let Some(n) = env("STUDIO_MISSED_FIRE_GRACE_SECS") {
+        let secs: i64 = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|s| (1..=86_400).contains(s))
+            .ok_or_else(|| {
+                bad(
+                    "STUDIO_MISSED_FIRE_GRACE_SECS",
+                    "must be 1 to 86400 seconds",
+                )
+            })?;
+        c.missed_fire_grace_ms = secs * 1_000;
+    }
     c.default_timezone = env("STUDIO_SCHEDULER_TZ").filter(|s| !s.trim().is_empty());
     if let Some(point) = env("STUDIO_TEST_CRASH_AT").filter(|s| !s.is_empty()) {
         c.crash_at = Some(CrashPoint::parse(&point).ok_or_else(|| {

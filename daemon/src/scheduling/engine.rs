@@ -2,8 +2,9 @@
 //!
 //! One task sleeps until the earliest armed instant (re-reading the wall clock at least
 //! once a minute, so a clock change is noticed); creating, editing, enabling or deleting
-//! a schedule wakes it. A fire reached more than [`LATE_MS`] after its instant is late: all
-//! its missed instants fold into one decision of the schedule's `missed_fire` policy.
+//! a schedule wakes it. A fire reached after its successor instant, or more than the grace
+//! (`STUDIO_MISSED_FIRE_GRACE_SECS`) after its own, is late: all its missed instants fold
+//! into one decision of the schedule's `missed_fire` policy.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -25,8 +26,6 @@ use super::{
 };
 use crate::{error::chain, store::StoreError};
 
-/// A fire reached this long after its instant is handled by the missed-fire policy.
-pub(crate) const LATE_MS: i64 = 60_000;
 /// Threads that fork jobs: a launch partly waits for the child to exec, so more than
 /// the 2 cores of the reference machine.
 const LAUNCHERS: usize = 4;
@@ -272,7 +271,12 @@ impl Scheduler {
             }
         };
         let now = now_ms();
-        let late = now - at > LATE_MS;
+        // Late: the next instant has passed too (more than one was missed), or this one is
+        // beyond the grace. Either way one decision of the policy, never a burst.
+        let successor_passed = armed
+            .next_after(at, row.anchor_ms)
+            .is_some_and(|n| n <= now);
+        let late = successor_passed || now - at > self.config.missed_fire_grace_ms;
         let next = armed.next_after(if late { now } else { at }, row.anchor_ms);
         let policies = &spec.policies;
         let (kind, mut skip) = match (late, policies.missed_fire) {

@@ -33,6 +33,9 @@ pub struct SchedulerConfig {
     pub log_cap: u64,
     /// Between TERM and KILL when a deadline passes or a run is cancelled.
     pub job_grace: Duration,
+    /// `STUDIO_MISSED_FIRE_GRACE_SECS` (default 60): how late a single fire may still run
+    /// as scheduled before the missed-fire policy decides instead.
+    pub missed_fire_grace_ms: i64,
     /// `STUDIO_TEST_CRASH_AT` (debug builds only).
     pub crash_at: Option<CrashPoint>,
 }
@@ -46,6 +49,7 @@ impl Default for SchedulerConfig {
             default_timezone: None,
             log_cap: 64 * 1024 * 1024,
             job_grace: Duration::from_secs(5),
+            missed_fire_grace_ms: 60_000,
             crash_at: None,
         }
     }
