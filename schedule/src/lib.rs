@@ -3,6 +3,7 @@
 //! path) and does the time arithmetic of its trigger. It reads no environment and no
 //! clock of its own: callers pass the default zone and "now".
 
+pub mod declaration;
 pub mod duration;
 pub mod spec;
 pub mod trigger;
