@@ -207,12 +207,18 @@ impl Scheduler {
         if let Err(error) = self.recover().await {
             tracing::error!(error = %chain(&error), "startup recovery failed");
         }
+        let loading = std::time::Instant::now();
         match self.store.armed().await {
             Ok(armed) => {
-                let mut q = self.queue();
-                for (id, at) in armed {
-                    q.set(&id, Some(at));
+                let count = armed.len();
+                {
+                    let mut q = self.queue();
+                    for (id, at) in armed {
+                        q.set(&id, Some(at));
+                    }
                 }
+                let elapsed_ms = loading.elapsed().as_millis();
+                tracing::info!(schedules = count, elapsed_ms, "scheduler armed");
             }
             Err(error) => tracing::error!(error = %chain(&error), "cannot load schedules"),
         }

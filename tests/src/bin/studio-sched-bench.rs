@@ -24,6 +24,8 @@ struct Daemon {
     addr: String,
     token: String,
     started: Duration,
+    /// Until the scheduler logged that its queue is loaded.
+    armed: Option<Duration>,
 }
 
 impl Daemon {
@@ -35,10 +37,10 @@ impl Daemon {
             .arg(home)
             .args(["--addr", &addr])
             .env_remove("STUDIO_TOKEN")
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "warn,studio_daemon::scheduling::engine=info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
         }
