@@ -51,6 +51,18 @@ impl Daemon {
             .expect("readiness");
         Ready::parse(&line).unwrap_or_else(|| panic!("no readiness line: {line:?}"));
         let started = t.elapsed();
+        let mut armed = None;
+        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut log = String::new();
+        while err.read_line(&mut log).unwrap_or(0) > 0 {
+            if log.contains("scheduler armed") {
+                armed = Some(t.elapsed());
+                break;
+            }
+            log.clear();
+        }
+        // Keep draining so the daemon never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
         let token = std::fs::read_to_string(home.join("run/token"))
             .expect("token")
             .trim()
@@ -60,6 +72,7 @@ impl Daemon {
             addr,
             token,
             started,
+            armed,
         }
     }
 
