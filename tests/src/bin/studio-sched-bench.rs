@@ -280,9 +280,15 @@ async fn many_cron(count: usize) {
         count as f64 / created.as_secs_f64()
     );
     println!(
-        "| daemon start → ready line | {:.0} ms |",
+        "| daemon start → ready line (serving HTTP) | {:.0} ms |",
         d.started.as_secs_f64() * 1e3
     );
+    if let Some(armed) = d.armed {
+        println!(
+            "| daemon start → every schedule armed | {:.0} ms |",
+            armed.as_secs_f64() * 1e3
+        );
+    }
     println!("| RSS after start | {rss:.1} MiB |");
     println!(
         "| CPU while nothing is due ({} s) | {} ticks ({:.2} %) |",
