@@ -314,7 +314,7 @@ async fn main() {
     let steps: &[usize] = if quick {
         &[100, 500]
     } else {
-        &[100, 250, 500, 1000, 1500, 2000]
+        &[100, 250, 300, 350, 400, 500, 1000]
     };
     for &n in steps {
         let (count, p50, p99, max, undispatched) = timing(n, window).await;
