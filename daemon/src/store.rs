@@ -26,6 +26,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "schedules runs events",
         include_str!("../../migrations/daemon/0002_schedules_runs_events.sql"),
     ),
+    (
+        3,
+        "declarations",
+        include_str!("../../migrations/daemon/0003_declarations.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

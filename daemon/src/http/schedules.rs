@@ -20,6 +20,7 @@ use studio_schedule::{Action, Context, FieldError, ScheduleSpec, Trigger, Valida
 use super::ApiState;
 use crate::scheduling::{
     Scheduler,
+    define::{new_row, revised_row, toggled_row},
     engine::{EngineError, arm},
     health::health,
     model::ScheduleRow,
@@ -116,37 +117,6 @@ fn parse(text: &str) -> Result<ScheduleSpec, Refused> {
     studio_schedule::parse_json(text).map_err(|e| Refused::Invalid(Invalid(vec![e])))
 }
 
-/// The stored row of a validated spec; `anchor_ms` starts a fresh `every` timeline.
-fn row_of(v: &Validated, id: String, anchor_ms: i64, now: i64, enabled: bool) -> ScheduleRow {
-    let zone = v.armed.zone();
-    ScheduleRow {
-        id,
-        name: v.spec.name.clone().unwrap_or_default(),
-        spec: serde_json::to_string(&v.spec).unwrap_or_default(),
-        enabled,
-        trigger_kind: match v.spec.trigger {
-            Trigger::Cron(_) => "cron",
-            Trigger::Every(_) => "every",
-            Trigger::At(_) => "at",
-        }
-        .into(),
-        timezone: zone.map(|z| z.name.clone()),
-        timezone_source: zone.map(|z| z.source.as_str().to_owned()),
-        anchor_ms,
-        next_fire_at_ms: if enabled {
-            v.armed.next_after(now, anchor_ms)
-        } else {
-            None
-        },
-        last_fired_at_ms: None,
-        max_runs: v.spec.policies.max_runs.and_then(|m| i64::try_from(m).ok()),
-        runs_counted: 0,
-        created_at_ms: now,
-        updated_at_ms: now,
-        revision: 1,
-    }
-}
-
 /// The API's view of a schedule, with its derived health and spend.
 pub(crate) async fn view(state: &ApiState, row: &ScheduleRow) -> Result<Value, ApiError> {
     let s = scheduler(state);
@@ -172,6 +142,9 @@ pub(crate) async fn view(state: &ApiState, row: &ScheduleRow) -> Result<Value, A
         "created_at": rfc3339(row.created_at_ms),
         "updated_at": rfc3339(row.updated_at_ms),
         "revision": row.revision,
+        "managed_by": row.managed_by,
+        "owner_key": row.owner_key,
+        "source": row.source,
     }))
 }
 
@@ -190,13 +163,7 @@ pub(crate) async fn create(
 ) -> Result<Response, Refused> {
     let now = now_ms();
     let validated = check(&state, parse(&body)?, now)?;
-    let row = row_of(
-        &validated,
-        uuid::Uuid::now_v7().to_string(),
-        now,
-        now,
-        validated.spec.enabled,
-    );
+    let row = new_row(&validated, uuid::Uuid::now_v7().to_string(), now);
     let s = scheduler(&state);
     match s.store.insert_schedule(&row).await {
         Ok(event) => s.publish(event),
@@ -311,29 +278,7 @@ pub(crate) async fn patch(
     merge(&mut merged, &patch, true);
     let now = now_ms();
     let validated = check(&state, parse(&merged.to_string())?, now)?;
-    let old_spec: Option<ScheduleSpec> = serde_json::from_str(&current.spec).ok();
-    let trigger_changed = old_spec.as_ref().map(|s| &s.trigger) != Some(&validated.spec.trigger);
-    // A new trigger starts a new timeline; otherwise the cursor recomputes from it.
-    let anchor = if trigger_changed {
-        now
-    } else {
-        current.anchor_ms
-    };
-    let mut row = row_of(
-        &validated,
-        current.id.clone(),
-        anchor,
-        now,
-        validated.spec.enabled,
-    );
-    row.last_fired_at_ms = current.last_fired_at_ms;
-    row.runs_counted = current.runs_counted;
-    row.created_at_ms = current.created_at_ms;
-    row.revision = current.revision + 1;
-    if !trigger_changed && current.enabled && row.enabled && current.next_fire_at_ms.is_none() {
-        // Disarmed (an `at` that fired, max_runs reached) stays disarmed unless re-triggered.
-        row.next_fire_at_ms = None;
-    }
+    let row = revised_row(&current, &validated, now);
     let s = scheduler(&state);
     match s.store.update_schedule(&row, current.revision).await {
         Ok(Some(event)) => s.publish(event),
@@ -359,28 +304,8 @@ pub(crate) async fn patch(
 
 async fn set_enabled(state: &ApiState, id: &str, enabled: bool) -> Result<Json<Value>, Refused> {
     let current = load(state, id).await?;
-    let mut spec: Value = serde_json::from_str(&current.spec).unwrap_or_else(|_| json!({}));
-    if let Some(obj) = spec.as_object_mut() {
-        if enabled {
-            obj.remove("enabled");
-        } else {
-            obj.insert("enabled".into(), Value::Bool(false));
-        }
-    }
-    let now = now_ms();
-    let mut row = current.clone();
-    row.spec = spec.to_string();
-    row.enabled = enabled;
-    row.next_fire_at_ms = if enabled {
-        arm(&current, &scheduler(state).default_zone)
-            .map_err(engine_error)?
-            .1
-            .next_after(now, current.anchor_ms)
-    } else {
-        None
-    };
-    row.updated_at_ms = now;
-    row.revision = current.revision + 1;
+    let row = toggled_row(&current, enabled, &scheduler(state).default_zone, now_ms())
+        .map_err(engine_error)?;
     let s = scheduler(state);
     match s.store.update_schedule(&row, current.revision).await {
         Ok(Some(event)) => s.publish(event),

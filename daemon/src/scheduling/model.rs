@@ -93,7 +93,16 @@ pub(crate) struct ScheduleRow {
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
     pub revision: i64,
+    /// `declaration` when a ScheduleSet document applied it; NULL when made by hand.
+    pub managed_by: Option<String>,
+    /// The owning document, `<project>/<metadata.name>`.
+    pub owner_key: Option<String>,
+    /// Where the owning document was read from (as the client named it).
+    pub source: Option<String>,
 }
+
+/// The `managed_by` of a schedule applied from a declaration document.
+pub(crate) const MANAGED_BY_DECLARATION: &str = "declaration";
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RunRow {

@@ -34,6 +34,9 @@ fn schedule(id: &str, next: Option<i64>, max_runs: Option<i64>) -> ScheduleRow {
         created_at_ms: 0,
         updated_at_ms: 0,
         revision: 1,
+        managed_by: None,
+        owner_key: None,
+        source: None,
     }
 }
 

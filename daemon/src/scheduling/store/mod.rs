@@ -8,9 +8,13 @@ use sqlx::{Row, Sqlite, SqlitePool, Transaction, sqlite::SqliteRow};
 use super::model::{EventRow, RunKind, RunRow, RunStatus, ScheduleRow, TransitionRow};
 use crate::store::StoreError;
 
+mod plans;
+
+pub(crate) use plans::{PlanError, PlanWrite};
+
 const SCHEDULE_COLUMNS: &str = "id, name, spec, enabled, trigger_kind, timezone, \
     timezone_source, anchor_ms, next_fire_at_ms, last_fired_at_ms, max_runs, runs_counted, \
-    created_at_ms, updated_at_ms, revision";
+    created_at_ms, updated_at_ms, revision, managed_by, owner_key, source";
 
 const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
@@ -34,6 +38,9 @@ fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
         created_at_ms: r.try_get("created_at_ms")?,
         updated_at_ms: r.try_get("updated_at_ms")?,
         revision: r.try_get("revision")?,
+        managed_by: r.try_get("managed_by")?,
+        owner_key: r.try_get("owner_key")?,
+        source: r.try_get("source")?,
     })
 }
 
@@ -229,6 +236,75 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
+/// Inserts a schedule row; `false` when its name is taken (nothing written).
+async fn insert_row(
+    tx: &mut Transaction<'_, Sqlite>,
+    row: &ScheduleRow,
+) -> Result<bool, sqlx::Error> {
+    let inserted = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO schedules ({SCHEDULE_COLUMNS}) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )))
+    .bind(&row.id)
+    .bind(&row.name)
+    .bind(&row.spec)
+    .bind(i64::from(row.enabled))
+    .bind(&row.trigger_kind)
+    .bind(&row.timezone)
+    .bind(&row.timezone_source)
+    .bind(row.anchor_ms)
+    .bind(row.next_fire_at_ms)
+    .bind(row.last_fired_at_ms)
+    .bind(row.max_runs)
+    .bind(row.runs_counted)
+    .bind(row.created_at_ms)
+    .bind(row.updated_at_ms)
+    .bind(row.revision)
+    .bind(&row.managed_by)
+    .bind(&row.owner_key)
+    .bind(&row.source)
+    .execute(&mut **tx)
+    .await;
+    match inserted {
+        Err(e) if is_unique_violation(&e) => Ok(false),
+        other => other.map(|_| true),
+    }
+}
+
+/// Replaces a schedule's authored fields if its revision is still `expected_revision`
+/// (the counters the engine owns, `runs_counted` and `last_fired_at_ms`, are left alone).
+async fn update_row(
+    tx: &mut Transaction<'_, Sqlite>,
+    row: &ScheduleRow,
+    expected_revision: i64,
+) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query(
+        "UPDATE schedules SET name = ?, spec = ?, enabled = ?, trigger_kind = ?, timezone = ?, \
+         timezone_source = ?, anchor_ms = ?, next_fire_at_ms = ?, max_runs = ?, \
+         updated_at_ms = ?, revision = ?, managed_by = ?, owner_key = ?, source = ? \
+         WHERE id = ? AND revision = ?",
+    )
+    .bind(&row.name)
+    .bind(&row.spec)
+    .bind(i64::from(row.enabled))
+    .bind(&row.trigger_kind)
+    .bind(&row.timezone)
+    .bind(&row.timezone_source)
+    .bind(row.anchor_ms)
+    .bind(row.next_fire_at_ms)
+    .bind(row.max_runs)
+    .bind(row.updated_at_ms)
+    .bind(row.revision)
+    .bind(&row.managed_by)
+    .bind(&row.owner_key)
+    .bind(&row.source)
+    .bind(&row.id)
+    .bind(expected_revision)
+    .execute(&mut **tx)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
 /// A schedule write that can collide on the name.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum WriteError {
@@ -257,32 +333,9 @@ impl SchedStore {
     #[tracing::instrument(skip_all, fields(name = %row.name))]
     pub(crate) async fn insert_schedule(&self, row: &ScheduleRow) -> Result<EventRow, WriteError> {
         let mut tx = self.writer.begin().await?;
-        let inserted = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO schedules ({SCHEDULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        )))
-        .bind(&row.id)
-        .bind(&row.name)
-        .bind(&row.spec)
-        .bind(i64::from(row.enabled))
-        .bind(&row.trigger_kind)
-        .bind(&row.timezone)
-        .bind(&row.timezone_source)
-        .bind(row.anchor_ms)
-        .bind(row.next_fire_at_ms)
-        .bind(row.last_fired_at_ms)
-        .bind(row.max_runs)
-        .bind(row.runs_counted)
-        .bind(row.created_at_ms)
-        .bind(row.updated_at_ms)
-        .bind(row.revision)
-        .execute(&mut *tx)
-        .await;
-        match inserted {
-            Err(e) if is_unique_violation(&e) => {
-                return Err(WriteError::NameTaken(row.name.clone()));
-            }
-            other => other?,
-        };
+        if !insert_row(&mut tx, row).await? {
+            return Err(WriteError::NameTaken(row.name.clone()));
+        }
         let event = append_event(
             &mut tx,
             "schedule",
@@ -302,33 +355,13 @@ impl SchedStore {
         expected_revision: i64,
     ) -> Result<Option<EventRow>, WriteError> {
         let mut tx = self.writer.begin().await?;
-        let updated = sqlx::query(
-            "UPDATE schedules SET name = ?, spec = ?, enabled = ?, trigger_kind = ?, timezone = ?, \
-             timezone_source = ?, anchor_ms = ?, next_fire_at_ms = ?, max_runs = ?, \
-             updated_at_ms = ?, revision = ? WHERE id = ? AND revision = ?",
-        )
-        .bind(&row.name)
-        .bind(&row.spec)
-        .bind(i64::from(row.enabled))
-        .bind(&row.trigger_kind)
-        .bind(&row.timezone)
-        .bind(&row.timezone_source)
-        .bind(row.anchor_ms)
-        .bind(row.next_fire_at_ms)
-        .bind(row.max_runs)
-        .bind(row.updated_at_ms)
-        .bind(row.revision)
-        .bind(&row.id)
-        .bind(expected_revision)
-        .execute(&mut *tx)
-        .await;
-        let updated = match updated {
+        let updated = match update_row(&mut tx, row, expected_revision).await {
             Err(e) if is_unique_violation(&e) => {
                 return Err(WriteError::NameTaken(row.name.clone()));
             }
             other => other?,
         };
-        if updated.rows_affected() == 0 {
+        if !updated {
             return Ok(None);
         }
         let event = append_event(
@@ -372,6 +405,16 @@ impl SchedStore {
         .await?;
         tx.commit().await?;
         Ok(Some(event))
+    }
+
+    /// Every schedule, ordered by name (declarations plan and export against all of them).
+    pub(crate) async fn all_schedules(&self) -> Result<Vec<ScheduleRow>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name"
+        )))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(schedule_from).collect::<Result<_, _>>()?)
     }
 
     pub(crate) async fn schedule(&self, id: &str) -> Result<Option<ScheduleRow>, StoreError> {

@@ -1,0 +1,117 @@
+//! The declaration plan's one transaction: inserts, compare-and-set updates and deletes,
+//! each with its event; the first row found moved rolls the whole plan back.
+
+use super::{SchedStore, append_event, insert_row, schedule_event, update_row};
+use crate::{
+    scheduling::model::{EventRow, ScheduleRow},
+    store::StoreError,
+};
+
+/// One write of a declaration plan (see [`SchedStore::apply_plan`]).
+#[derive(Debug, Clone)]
+pub(crate) enum PlanWrite {
+    Insert(ScheduleRow),
+    /// Replaces the row whose id is `row.id` if it is still at `expected_revision`.
+    Update {
+        row: ScheduleRow,
+        expected_revision: i64,
+    },
+    Delete {
+        row: ScheduleRow,
+        expected_revision: i64,
+    },
+    /// Writes nothing; fails the plan if the row moved past `expected_revision`.
+    Check {
+        id: String,
+        name: String,
+        expected_revision: i64,
+    },
+}
+
+impl PlanWrite {
+    fn name(&self) -> &str {
+        match self {
+            Self::Insert(row) | Self::Update { row, .. } | Self::Delete { row, .. } => &row.name,
+            Self::Check { name, .. } => name,
+        }
+    }
+}
+
+/// Why a declaration plan was not written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PlanError {
+    /// A row changed (or a name was taken) since the plan was made: nothing written.
+    #[error("{0} changed since the plan was made")]
+    Conflict(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<sqlx::Error> for PlanError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Store(StoreError::from(e))
+    }
+}
+
+impl SchedStore {
+    /// Executes a declaration plan in one writer transaction: every insert, update and
+    /// delete with its event, each update and delete a compare-and-set on the revision.
+    /// The first write that finds its row moved (or its name taken) rolls everything back.
+    #[tracing::instrument(skip_all, fields(writes = writes.len()))]
+    pub(crate) async fn apply_plan(
+        &self,
+        writes: &[PlanWrite],
+        now_ms: i64,
+    ) -> Result<Vec<EventRow>, PlanError> {
+        let mut tx = self.writer.begin().await?;
+        let mut events = Vec::new();
+        for write in writes {
+            let (done, event) = match write {
+                PlanWrite::Insert(row) => (insert_row(&mut tx, row).await?, Some((row, "created"))),
+                PlanWrite::Update {
+                    row,
+                    expected_revision,
+                } => (
+                    update_row(&mut tx, row, *expected_revision).await?,
+                    Some((row, "updated")),
+                ),
+                PlanWrite::Delete {
+                    row,
+                    expected_revision,
+                } => {
+                    let deleted =
+                        sqlx::query("DELETE FROM schedules WHERE id = ? AND revision = ?")
+                            .bind(&row.id)
+                            .bind(expected_revision)
+                            .execute(&mut *tx)
+                            .await?;
+                    (deleted.rows_affected() == 1, Some((row, "deleted")))
+                }
+                PlanWrite::Check {
+                    id,
+                    expected_revision,
+                    ..
+                } => {
+                    let same: Option<i64> =
+                        sqlx::query_scalar("SELECT 1 FROM schedules WHERE id = ? AND revision = ?")
+                            .bind(id)
+                            .bind(expected_revision)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                    (same.is_some(), None)
+                }
+            };
+            if !done {
+                // Dropping the transaction rolls back what this plan wrote so far.
+                return Err(PlanError::Conflict(write.name().to_owned()));
+            }
+            if let Some((row, op)) = event {
+                events.push(
+                    append_event(&mut tx, "schedule", &schedule_event(row, op), now_ms).await?,
+                );
+            }
+        }
+        tx.commit().await?;
+        Ok(events)
+    }
+}
