@@ -5,11 +5,15 @@
 
 pub mod declaration;
 pub mod duration;
+pub mod load;
 pub mod spec;
 pub mod trigger;
 pub mod validate;
 pub mod zone;
 
+pub use load::{
+    Diagnostic, Format, LoadOptions, Loaded, Severity, load_all, load_file, parse_str, render_yaml,
+};
 pub use spec::{
     Action, CronTrigger, FollowUp, MissedFire, Overlap, Policies, RateLimit, ScheduleSpec, Trigger,
 };
