@@ -1,6 +1,6 @@
-//! The command line: `studio up | status | restart | stop | pair | logs | schedule`, with the
-//! environment equivalents, turned into typed configuration. Clap's own usage errors
-//! exit with status 2; so do the checks made here.
+//! The command line: `studio up | status | restart | stop | pair | logs | schedule | runs |
+//! run`, with the environment equivalents, turned into typed configuration. Clap's own
+//! usage errors exit with status 2; so do the checks made here.
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -60,12 +60,141 @@ pub enum Command {
         #[command(subcommand)]
         command: ScheduleCommand,
     },
+    /// Recent runs.
+    Runs(RunsArgs),
+    /// One run.
+    Run {
+        #[command(subcommand)]
+        command: RunCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ScheduleCommand {
     /// Print the next fire instants of a trigger (no daemon needed, no file touched).
     Preview(PreviewArgs),
+    /// Check ScheduleSet files locally: no daemon contacted, nothing written.
+    Validate {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Show what applying the files would change (exit 0 nothing, 1 changes, 2 errors).
+    Plan(PlanArgs),
+    /// Plan, confirm, then apply the files.
+    Apply {
+        #[command(flatten)]
+        plan: PlanArgs,
+        /// Apply without asking.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Write the stored schedules as ScheduleSet YAML, one document per project.
+    Export {
+        /// Only this project.
+        #[arg(long, value_name = "P")]
+        project: Option<String>,
+        /// Write `<DIR>/<project>.yaml` instead of printing.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// List schedules.
+    List {
+        /// Only names containing this text.
+        #[arg(long, short = 'q', value_name = "TEXT")]
+        query: Option<String>,
+        /// Only enabled (true) or disabled (false) ones.
+        #[arg(long, value_name = "BOOL")]
+        enabled: Option<bool>,
+        #[command(flatten)]
+        out: Remote,
+    },
+    /// Show one schedule.
+    Show(NameArgs),
+    /// Enable a schedule.
+    Enable(NameArgs),
+    /// Disable a schedule.
+    Disable(NameArgs),
+    /// Run a schedule now (a manual run).
+    Trigger(NameArgs),
+    /// Delete a schedule (its runs stay).
+    Delete(NameArgs),
+}
+
+/// How a command reaches studiod and prints its answer.
+#[derive(Debug, Clone, Args)]
+pub struct Remote {
+    /// studiod's URL (default: the home's running daemon, else http://127.0.0.1:8766).
+    #[arg(long, env = "STUDIO_DAEMON_URL", value_name = "URL")]
+    pub daemon: Option<String>,
+    /// The API's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Delete owned schedules that left the files (instead of disabling them).
+    #[arg(long)]
+    pub prune: bool,
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
+#[derive(Debug, Args)]
+pub struct NameArgs {
+    /// A schedule name (`project/member`) or id.
+    pub name: String,
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Only runs of this schedule (name or id).
+    #[arg(long, value_name = "NAME")]
+    pub schedule: Option<String>,
+    /// Only runs in this status (queued, running, completed, failed, timed_out,
+    /// cancelled, skipped).
+    #[arg(long, value_name = "S")]
+    pub status: Option<String>,
+    /// How many recent runs (1 to 500).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=500))]
+    pub limit: u16,
+    /// Keep printing run changes as they happen.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    /// Show one run with its transitions.
+    Show(RunIdArgs),
+    /// Print a run's output.
+    Logs {
+        #[command(flatten)]
+        run: RunIdArgs,
+        /// stderr instead of stdout.
+        #[arg(long)]
+        stderr: bool,
+        /// Keep printing until the run ends.
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// Cancel a queued or running run.
+    Cancel(RunIdArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunIdArgs {
+    pub id: String,
+    #[command(flatten)]
+    pub remote: Remote,
 }
 
 #[derive(Debug, Args)]

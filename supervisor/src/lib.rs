@@ -7,21 +7,26 @@
 
 mod child;
 pub mod cli;
+mod client;
 mod commands;
 mod control;
+mod declare;
 mod discover;
 mod logs;
 mod pairing;
 mod policy;
 pub mod preview;
+mod runs;
+mod schedules;
 mod supervise;
+mod table;
 #[cfg(test)]
 mod testdir;
 mod up;
 
 use std::{future::Future, io, path::PathBuf};
 
-use studio_contract::error::ErrorBody;
+use studio_contract::{error::ErrorBody, home::Home};
 
 use crate::cli::{Cli, Command, ScheduleCommand};
 pub use crate::up::{UpConfig, up};
@@ -42,8 +47,21 @@ pub enum Error {
     },
     #[error("{}: {}", .0.code, .0.message)]
     Remote(ErrorBody),
+    /// studiod answered with its `{code, message}` error body.
+    #[error("{}: {}", .0.code, .0.message)]
+    Api(Box<ApiFailure>),
     #[error("{0}")]
     Failed(String),
+}
+
+/// A non-2xx answer of studiod's API, kept whole so callers can match its code.
+#[derive(Debug)]
+pub struct ApiFailure {
+    pub status: u16,
+    pub code: String,
+    pub message: String,
+    /// The whole body (a refused apply carries its plan).
+    pub body: serde_json::Value,
 }
 
 impl Error {
@@ -62,25 +80,38 @@ impl Error {
     }
 }
 
-/// Runs one command. `shutdown` (Ctrl-C, SIGTERM) ends `up` and `logs -f`; it is polled
-/// only by them, so the other commands keep the default signal behaviour.
-pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
-    let home = cli.home();
-    match cli.command {
-        Command::Up(args) => {
-            let token_from_env = std::env::var_os("STUDIO_TOKEN").is_some();
-            up(args.into_config(home, token_from_env)?, shutdown).await
-        }
-        Command::Status { json } => commands::status(&home, json).await,
-        Command::Restart { child } => commands::restart(&home, child.into()).await,
-        Command::Stop => commands::stop(&home).await,
-        Command::Pair { open } => commands::pair(&home, open).await,
-        Command::Logs { child, follow } => {
-            commands::logs(&home, child.into(), follow, shutdown).await
-        }
+/// Runs one command and returns its exit status. `shutdown` (Ctrl-C, SIGTERM) ends `up`
+/// and the follow modes; it is polled only by them, so the other commands keep the
+/// default signal behaviour.
+pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Error> {
+    let Cli { home, command } = cli;
+    // Commands on local input come first: they must not even resolve the home.
+    let command = match command {
         Command::Schedule {
             command: ScheduleCommand::Preview(args),
-        } => preview::run(&args.into_request()),
+        } => return preview::run(&args.into_request()).map(|()| 0),
+        Command::Schedule {
+            command: ScheduleCommand::Validate { files },
+        } => return declare::validate(&files),
+        other => other,
+    };
+    let home = Home::resolve(home);
+    let done = |r: Result<(), Error>| r.map(|()| 0);
+    match command {
+        Command::Up(args) => {
+            let token_from_env = std::env::var_os("STUDIO_TOKEN").is_some();
+            done(up(args.into_config(home, token_from_env)?, shutdown).await)
+        }
+        Command::Status { json } => done(commands::status(&home, json).await),
+        Command::Restart { child } => done(commands::restart(&home, child.into()).await),
+        Command::Stop => done(commands::stop(&home).await),
+        Command::Pair { open } => done(commands::pair(&home, open).await),
+        Command::Logs { child, follow } => {
+            done(commands::logs(&home, child.into(), follow, shutdown).await)
+        }
+        Command::Schedule { command } => schedules::run(&home, command).await,
+        Command::Runs(args) => runs::list(&home, args, shutdown).await,
+        Command::Run { command } => runs::one(&home, command, shutdown).await,
     }
 }
 

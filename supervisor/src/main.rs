@@ -41,7 +41,7 @@ fn main() -> ExitCode {
         cli,
         studio_supervisor::shutdown_signal(),
     )) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e @ Error::NotRunning(_)) => {
             eprintln!("{e}");
             ExitCode::from(e.exit_code())

@@ -1,0 +1,382 @@
+//! The CLI's HTTP client for studiod (docs/DECLARATIONS.md, "CLI"): which daemon
+//! (`--daemon` / `STUDIO_DAEMON_URL`, else the home's running instance, else
+//! `127.0.0.1:8766`), which token (`STUDIO_TOKEN`, else `<home>/run/token`), bounded
+//! timeouts, and every failure turned into one line that says how to fix it.
+//!
+//! Invariant: the token is sent only to the resolved origin: redirects are never
+//! followed and no proxy is used.
+
+use std::{io, time::Duration};
+
+use reqwest::{Method, StatusCode, redirect::Policy};
+use serde_json::Value;
+use studio_contract::home::Home;
+
+use crate::{
+    ApiFailure, Error,
+    control::{self, Reply, Request},
+};
+
+/// Where studiod listens when nothing says otherwise (its own default `--addr`).
+pub(crate) const DEFAULT_DAEMON: &str = "http://127.0.0.1:8766";
+/// Bound on connecting, and on a whole request that is not a stream.
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on asking the home's supervisor where its daemon listens.
+const DISCOVER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where the token came from, so a refusal can say which one to fix.
+#[derive(Debug, Clone)]
+enum TokenSource {
+    Env,
+    File(String),
+}
+
+/// studiod's API at one origin, with one token.
+pub(crate) struct Client {
+    origin: String,
+    token: String,
+    source: TokenSource,
+    /// Every ordinary request: 10 s connect and 10 s overall.
+    http: reqwest::Client,
+    /// Follow modes: 10 s to connect, no overall bound (the body may never end).
+    streaming: reqwest::Client,
+}
+
+impl Client {
+    /// Resolves the daemon and the token. `daemon` is `--daemon` / `STUDIO_DAEMON_URL`.
+    pub(crate) async fn connect(home: &Home, daemon: Option<&str>) -> Result<Self, Error> {
+        let (token, source) = token(home)?;
+        let origin = match daemon.map(str::trim).filter(|d| !d.is_empty()) {
+            Some(url) => origin_of(url)?,
+            None => discover(home)
+                .await
+                .unwrap_or_else(|| DEFAULT_DAEMON.to_owned()),
+        };
+        Self::new(origin, token, source)
+    }
+
+    fn new(origin: String, token: String, source: TokenSource) -> Result<Self, Error> {
+        let build = |total: Option<Duration>| {
+            let mut b = reqwest::Client::builder()
+                .redirect(Policy::none())
+                .no_proxy()
+                .connect_timeout(TIMEOUT);
+            if let Some(t) = total {
+                b = b.timeout(t);
+            }
+            b.build()
+                .map_err(|e| Error::Failed(format!("cannot build the HTTP client: {e}")))
+        };
+        Ok(Self {
+            http: build(Some(TIMEOUT))?,
+            streaming: build(None)?,
+            origin,
+            token,
+            source,
+        })
+    }
+
+    pub(crate) async fn get(&self, path: &str) -> Result<Value, Error> {
+        self.send(Method::GET, path, None).await
+    }
+
+    pub(crate) async fn post(&self, path: &str, body: &Value) -> Result<Value, Error> {
+        self.send(Method::POST, path, Some(body)).await
+    }
+
+    /// One JSON request; a non-2xx answer is an error (`Error::Api` when it is the
+    /// API's `{code, message}`).
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, Error> {
+        let mut req = self.request(&self.http, method.clone(), path);
+        if method != Method::GET {
+            // studiod wants a JSON media type on every unsafe request, bodyless or not.
+            req = req
+                .header("content-type", "application/json")
+                .body(body.map_or_else(|| "{}".to_owned(), Value::to_string));
+        }
+        let resp = self.checked(req.send().await, TIMEOUT).await?;
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| self.transport(e, Some(TIMEOUT)))?;
+        if text.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| Error::Failed(format!("{path}: studiod answered with bad JSON: {e}")))
+    }
+
+    /// A plain GET whose body is not JSON (logs); bounded like any request.
+    pub(crate) async fn get_raw(&self, path: &str) -> Result<reqwest::Response, Error> {
+        let req = self.request(&self.http, Method::GET, path);
+        self.checked(req.send().await, TIMEOUT).await
+    }
+
+    /// A GET whose body may never end (`/api/events`): only connecting is bounded.
+    pub(crate) async fn stream(
+        &self,
+        path: &str,
+        headers: &[(&str, String)],
+    ) -> Result<reqwest::Response, Error> {
+        let mut req = self.request(&self.streaming, Method::GET, path);
+        for (k, v) in headers {
+            req = req.header(*k, v);
+        }
+        self.checked(req.send().await, TIMEOUT).await
+    }
+
+    fn request(
+        &self,
+        client: &reqwest::Client,
+        method: Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        client
+            .request(method, format!("{}{path}", self.origin))
+            .bearer_auth(&self.token)
+    }
+
+    /// Turns a response into `Ok` only when it is 2xx.
+    async fn checked(
+        &self,
+        sent: reqwest::Result<reqwest::Response>,
+        bound: Duration,
+    ) -> Result<reqwest::Response, Error> {
+        let resp = sent.map_err(|e| self.transport(e, Some(bound)))?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        if status.is_redirection() {
+            let to = resp
+                .headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("?")
+                .to_owned();
+            return Err(Error::Failed(format!(
+                "{} answered {status} to {to}; redirects are not followed (point --daemon at studiod itself)",
+                self.origin
+            )));
+        }
+        let text = resp.text().await.unwrap_or_default();
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let code = body["code"].as_str().unwrap_or_default().to_owned();
+        let message = body["message"].as_str().unwrap_or_default().to_owned();
+        if status == StatusCode::UNAUTHORIZED {
+            let fix = match &self.source {
+                TokenSource::Env => {
+                    "check STUDIO_TOKEN, or unset it to use the home's run/token".to_owned()
+                }
+                TokenSource::File(path) => format!(
+                    "{path} is not the token of the daemon at {} (is it another home's daemon? set STUDIO_TOKEN or --home)",
+                    self.origin
+                ),
+            };
+            let code = if code.is_empty() {
+                "unauthorized"
+            } else {
+                &code
+            };
+            return Err(Error::Failed(format!(
+                "the daemon refused the token (401 {code}): {fix}"
+            )));
+        }
+        if code.is_empty() {
+            let snippet: String = text.chars().take(200).collect();
+            return Err(Error::Failed(format!(
+                "studiod at {} answered {status}: {snippet}",
+                self.origin
+            )));
+        }
+        Err(Error::Api(Box::new(ApiFailure {
+            status: status.as_u16(),
+            code,
+            message,
+            body,
+        })))
+    }
+
+    /// One line for a request that got no answer.
+    fn transport(&self, e: reqwest::Error, bound: Option<Duration>) -> Error {
+        let secs = bound.unwrap_or(TIMEOUT).as_secs();
+        let origin = &self.origin;
+        if e.is_connect() {
+            if e.is_timeout() || root_cause(&e).contains("timed out") {
+                return Error::Failed(format!(
+                    "studiod at {origin} did not accept a connection within {secs} s (connect timeout): is it running? start it with `studio up`"
+                ));
+            }
+            return Error::Failed(format!(
+                "studiod is not reachable at {origin} ({}): start it with `studio up`, or point --daemon / STUDIO_DAEMON_URL at it",
+                root_cause(&e)
+            ));
+        }
+        if e.is_timeout() {
+            return Error::Failed(format!(
+                "studiod at {origin} did not answer within {secs} s (request timeout)"
+            ));
+        }
+        Error::Failed(format!("request to {origin} failed: {}", root_cause(&e)))
+    }
+}
+
+/// The innermost cause: reqwest's outer layers only say "error sending request".
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// `STUDIO_TOKEN`, else `<home>/run/token`.
+fn token(home: &Home) -> Result<(String, TokenSource), Error> {
+    if let Some(t) = std::env::var("STUDIO_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+    {
+        return Ok((t, TokenSource::Env));
+    }
+    let path = home.token_file();
+    let shown = path.display().to_string();
+    match Home::read_secret(&path) {
+        Ok(t) if !t.is_empty() => Ok((t, TokenSource::File(shown))),
+        Ok(_) => Err(Error::Failed(format!(
+            "no token: {shown} is empty; set STUDIO_TOKEN or run on the machine where `studio up` runs"
+        ))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::Failed(format!(
+            "no token: set STUDIO_TOKEN or run on the machine where `studio up` runs (no {shown})"
+        ))),
+        Err(e) => Err(Error::Failed(format!("no token: cannot read {shown}: {e}"))),
+    }
+}
+
+/// The daemon address a running supervisor of this home reports, if one runs.
+async fn discover(home: &Home) -> Option<String> {
+    let reply = control::request(
+        &home.supervisor_socket(),
+        &Request::Status,
+        DISCOVER_TIMEOUT,
+    )
+    .await
+    .ok()?;
+    match reply {
+        Reply::Status(status) => status.children.daemon.addr.map(|a| format!("http://{a}")),
+        _ => None,
+    }
+}
+
+/// `--daemon URL` reduced to its origin; only plain http (studiod serves loopback HTTP).
+fn origin_of(url: &str) -> Result<String, Error> {
+    let bad = |why: &str| {
+        Error::Usage(format!(
+            "--daemon / STUDIO_DAEMON_URL: {why} (like http://127.0.0.1:8766), not {url:?}"
+        ))
+    };
+    let parsed = reqwest::Url::parse(url).map_err(|_| bad("must be an http URL"))?;
+    if parsed.scheme() != "http" {
+        return Err(bad("must be an http:// origin"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(bad("must not carry credentials"));
+    }
+    if !matches!(parsed.path(), "" | "/") || parsed.query().is_some() {
+        return Err(bad("must be an origin without a path"));
+    }
+    let host = parsed.host_str().ok_or_else(|| bad("needs a host"))?;
+    Ok(match parsed.port() {
+        Some(p) => format!("http://{host}:{p}"),
+        None => format!("http://{host}"),
+    })
+}
+
+/// Percent-encodes one path segment or query value.
+pub(crate) fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_daemon_url_is_reduced_to_an_http_origin() {
+        assert_eq!(
+            origin_of("http://127.0.0.1:9000/").expect("ok"),
+            "http://127.0.0.1:9000"
+        );
+        assert_eq!(
+            origin_of("http://localhost").expect("ok"),
+            "http://localhost"
+        );
+        for bad in [
+            "https://x:1",
+            "ftp://x",
+            "http://u:p@x:1",
+            "http://x:1/api",
+            "nope",
+        ] {
+            let err = origin_of(bad).expect_err(bad);
+            assert_eq!(err.exit_code(), 2, "{bad}");
+        }
+    }
+
+    #[test]
+    fn encoding_keeps_unreserved_bytes_only() {
+        assert_eq!(encode("demo/re index"), "demo%2Fre%20index");
+        assert_eq!(encode("a-b_c.d~"), "a-b_c.d~");
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_says_how_to_start_studiod() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind")
+            .port();
+        let client = Client::new(
+            format!("http://127.0.0.1:{port}"),
+            "t".into(),
+            TokenSource::Env,
+        )
+        .expect("client");
+        let err = client.get("/api/schedules").await.expect_err("closed");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "studiod is not reachable at http://127.0.0.1:{port}"
+            )) && text.contains("start it with `studio up`"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_missing_token_file_says_what_to_do() {
+        let dir = crate::testdir::TestDir::new("tok");
+        let home = Home::new(dir.path());
+        // A token in the test runner's environment would win over the file.
+        if std::env::var_os("STUDIO_TOKEN").is_some() {
+            return;
+        }
+        let err = token(&home).expect_err("no file");
+        assert!(
+            err.to_string().starts_with(
+                "no token: set STUDIO_TOKEN or run on the machine where `studio up` runs"
+            ),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,425 @@
+//! Schedules as code (docs/DECLARATIONS.md): `studio schedule validate` (local only),
+//! `plan`, `apply` and `export` against studiod's `/api/declarations/*`.
+//!
+//! Invariant: `validate` reads only the files it is given and the two environment
+//! variables below; it resolves no home and contacts no daemon.
+
+use std::{
+    io::{self, BufRead, IsTerminal, Write},
+    path::{Path, PathBuf},
+};
+
+use serde_json::{Map, Value, json};
+use studio_contract::home::Home;
+use studio_schedule::{
+    Zone,
+    declaration::{ScheduleSet, valid_part},
+    load::{Diagnostic, LoadOptions, Loaded, load_all, render_yaml},
+};
+
+use crate::{
+    Error,
+    cli::{PlanArgs, Remote},
+    client::encode,
+    schedules::{client, print_json},
+    table::{Style, Tone},
+};
+
+/// Reads and checks the files; diagnostics (warnings too) go to stderr, one per line.
+/// `None` when any is an error.
+fn load(files: &[PathBuf]) -> Result<Option<Vec<Loaded>>, Error> {
+    let configured = std::env::var("STUDIO_SCHEDULER_TZ").ok();
+    let zone = Zone::default_for(configured.as_deref()).map_err(Error::Usage)?;
+    // Set but empty refuses every executable, as it does in studiod.
+    let allowlist: Option<Vec<String>> =
+        std::env::var("STUDIO_COMMAND_ALLOWLIST").ok().map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        });
+    let opts = LoadOptions {
+        default_zone: &zone,
+        allowlist: allowlist.as_deref(),
+        now_ms: Some(crate::table::now_ms()),
+    };
+    let (loaded, diagnostics) = load_all(files, &opts);
+    let mut err = io::stderr().lock();
+    for d in &diagnostics {
+        let _ = writeln!(err, "{d}");
+    }
+    Ok((!diagnostics.iter().any(Diagnostic::is_error)).then_some(loaded))
+}
+
+/// `studio schedule validate`: exit 2 on any error, else 0.
+pub(crate) fn validate(files: &[PathBuf]) -> Result<u8, Error> {
+    Ok(match load(files)? {
+        Some(_) => 0,
+        None => 2,
+    })
+}
+
+/// The request body of plan and apply.
+fn body(loaded: &[Loaded], prune: bool) -> Result<Value, Error> {
+    let documents = loaded
+        .iter()
+        .map(|l| {
+            let document = serde_json::to_value(&l.set)
+                .map_err(|e| Error::Failed(format!("{}: cannot encode: {e}", l.file.display())))?;
+            Ok(json!({ "source": l.file.display().to_string(), "document": document }))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    Ok(json!({ "documents": documents, "prune": prune }))
+}
+
+/// What a plan amounts to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    NothingToDo,
+    Changes,
+    Errors,
+}
+
+impl Verdict {
+    fn of(plan: &Value) -> Self {
+        let changes = plan["changes"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        let action = |c: &Value| c["action"].as_str().unwrap_or_default().to_owned();
+        if changes.iter().any(|c| action(c) == "error") {
+            Verdict::Errors
+        } else if changes.iter().any(|c| action(c) != "unchanged") {
+            Verdict::Changes
+        } else {
+            Verdict::NothingToDo
+        }
+    }
+
+    fn exit_code(self) -> u8 {
+        match self {
+            Verdict::NothingToDo => 0,
+            Verdict::Changes => 1,
+            Verdict::Errors => 2,
+        }
+    }
+}
+
+/// A field value in a diff line: strings bare, the rest as JSON, absent as `(unset)`.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::Null => "(unset)".to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The human plan: one line per member, field lines under updates, then a summary.
+fn render_plan(plan: &Value, style: Style) -> String {
+    let mut out = String::new();
+    for c in plan["changes"].as_array().into_iter().flatten() {
+        let name = c["name"].as_str().unwrap_or("?");
+        let action = c["action"].as_str().unwrap_or("?");
+        let (mark, tone) = match action {
+            "create" => ("+", Tone::Good),
+            "update" => ("~", Tone::Warn),
+            "unchanged" => ("=", Tone::Dim),
+            "disable" => ("-", Tone::Bad),
+            "delete" => ("x", Tone::Bad),
+            "error" => ("!", Tone::Bad),
+            _ => ("?", Tone::Plain),
+        };
+        let mut line = format!("{mark} {action} {name}");
+        if action == "error" {
+            let path = c["path"].as_str().filter(|p| !p.is_empty());
+            let reason = c["reason"].as_str().unwrap_or("invalid");
+            match path {
+                Some(p) => line.push_str(&format!(": {p}: {reason}")),
+                None => line.push_str(&format!(": {reason}")),
+            }
+        }
+        out.push_str(&style.paint(&line, tone));
+        out.push('\n');
+        for f in c["fields"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "    {}: {} → {}\n",
+                f["path"].as_str().unwrap_or("?"),
+                shown(&f["from"]),
+                shown(&f["to"])
+            ));
+        }
+    }
+    out.push_str(&summary(plan));
+    out.push('\n');
+    out
+}
+
+/// `plan: 1 to create, 2 to update` or `nothing to do`.
+fn summary(plan: &Value) -> String {
+    let count = |key: &str| -> u64 {
+        plan["summary"][key].as_u64().unwrap_or_else(|| {
+            plan["changes"].as_array().map_or(0, |c| {
+                c.iter().filter(|c| c["action"] == key).count() as u64
+            })
+        })
+    };
+    let parts: Vec<String> = [
+        ("create", "to create"),
+        ("update", "to update"),
+        ("disable", "to disable"),
+        ("delete", "to delete"),
+        ("error", "in error"),
+    ]
+    .iter()
+    .filter_map(|(key, what)| {
+        let n = count(key);
+        (n > 0).then(|| format!("{n} {what}"))
+    })
+    .collect();
+    if parts.is_empty() {
+        format!("nothing to do ({} unchanged)", count("unchanged"))
+    } else {
+        format!(
+            "plan: {}, {} unchanged",
+            parts.join(", "),
+            count("unchanged")
+        )
+    }
+}
+
+/// `studio schedule plan`: exit 0 nothing to do, 1 changes, 2 errors.
+pub(crate) async fn plan(home: &Home, args: PlanArgs) -> Result<u8, Error> {
+    let Some(loaded) = load(&args.files)? else {
+        return Ok(2);
+    };
+    let client = client(home, &args.remote).await?;
+    let plan = client
+        .post("/api/declarations/plan", &body(&loaded, args.prune)?)
+        .await?;
+    if args.remote.json {
+        print_json(&plan)?;
+    } else {
+        print!("{}", render_plan(&plan, Style::detect()));
+    }
+    Ok(Verdict::of(&plan).exit_code())
+}
+
+/// `studio schedule apply`: plan, show, confirm, apply with the plan's revisions.
+pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, Error> {
+    let Some(loaded) = load(&args.files)? else {
+        return Ok(2);
+    };
+    let client = client(home, &args.remote).await?;
+    let request = body(&loaded, args.prune)?;
+    let plan = client.post("/api/declarations/plan", &request).await?;
+    let style = Style::detect();
+    // With --json, stdout carries only the final JSON answer; the plan goes to stderr.
+    if args.remote.json {
+        eprint!("{}", render_plan(&plan, Style::plain()));
+    } else {
+        print!("{}", render_plan(&plan, style));
+    }
+    match Verdict::of(&plan) {
+        Verdict::Errors => {
+            eprintln!("the plan has errors: nothing applied");
+            return Ok(2);
+        }
+        Verdict::NothingToDo => {
+            if args.remote.json {
+                print_json(&plan)?;
+            }
+            return Ok(0);
+        }
+        Verdict::Changes => {}
+    }
+    if !yes && !confirm()? {
+        eprintln!("nothing applied");
+        return Ok(1);
+    }
+    let mut request = request;
+    request["expected"] = expected(&plan);
+    let applied = match client.post("/api/declarations/apply", &request).await {
+        Ok(applied) => applied,
+        Err(Error::Api(f)) if f.code == "conflict" => {
+            let name = f.body["name"].as_str().unwrap_or_default();
+            let who = if name.is_empty() || f.message.contains(name) {
+                String::new()
+            } else {
+                format!("{name}: ")
+            };
+            return Err(Error::Failed(format!(
+                "conflict: {who}{} (changed since the plan; nothing applied): re-run `studio schedule plan`, then apply again",
+                f.message
+            )));
+        }
+        Err(Error::Api(f)) if f.code == "plan_has_errors" => {
+            let plan = if f.body["plan"].is_object() {
+                &f.body["plan"]
+            } else {
+                &f.body
+            };
+            eprint!("{}", render_plan(plan, Style::plain()));
+            eprintln!("plan_has_errors: {}: nothing applied", f.message);
+            return Ok(2);
+        }
+        Err(e) => return Err(e),
+    };
+    if args.remote.json {
+        print_json(&applied)?;
+    } else {
+        println!(
+            "applied: {}",
+            summary(&applied).trim_start_matches("plan: ")
+        );
+    }
+    Ok(0)
+}
+
+/// `{name: revision}` of every update: apply refuses if any of them moved meanwhile.
+fn expected(plan: &Value) -> Value {
+    let mut map = Map::new();
+    for c in plan["changes"].as_array().into_iter().flatten() {
+        if c["action"] == "update"
+            && let (Some(name), Some(rev)) = (c["name"].as_str(), c["revision"].as_i64())
+        {
+            map.insert(name.to_owned(), json!(rev));
+        }
+    }
+    Value::Object(map)
+}
+
+/// Asks on the terminal; without one, refuses (a script must say `--yes`).
+fn confirm() -> Result<bool, Error> {
+    if !io::stdin().is_terminal() {
+        return Err(Error::Usage(
+            "refusing to apply without confirmation: stdin is not a terminal (pass --yes)".into(),
+        ));
+    }
+    eprint!("apply these changes? [y/N] ");
+    let _ = io::stderr().flush();
+    let mut answer = String::new();
+    io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Error::io("cannot read the answer", e))?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
+}
+
+/// `studio schedule export`: one YAML document per project (`--json`: the API's answer);
+/// BLOCKED lines on stderr.
+pub(crate) async fn export(
+    home: &Home,
+    project: Option<String>,
+    out: Option<PathBuf>,
+    remote: Remote,
+) -> Result<u8, Error> {
+    let client = client(home, &remote).await?;
+    let path = match &project {
+        Some(p) => format!("/api/declarations/export?project={}", encode(p)),
+        None => "/api/declarations/export".to_owned(),
+    };
+    let answer = client.get(&path).await?;
+    if remote.json {
+        print_json(&answer)?;
+        return Ok(0);
+    }
+    for b in answer["blocked"].as_array().into_iter().flatten() {
+        eprintln!(
+            "BLOCKED {}: {}",
+            b["name"].as_str().unwrap_or("?"),
+            b["reason"].as_str().unwrap_or("cannot be expressed")
+        );
+    }
+    let mut first = true;
+    for d in answer["documents"].as_array().into_iter().flatten() {
+        let project = d["project"].as_str().unwrap_or_default();
+        let set: ScheduleSet = serde_json::from_value(d["document"].clone()).map_err(|e| {
+            Error::Failed(format!(
+                "studiod exported an unreadable document for {project:?}: {e}"
+            ))
+        })?;
+        let yaml = render_yaml(&set);
+        match &out {
+            Some(dir) => write_doc(dir, project, &yaml)?,
+            None => {
+                if !first {
+                    println!("---");
+                }
+                print!("{yaml}");
+            }
+        }
+        first = false;
+    }
+    Ok(0)
+}
+
+/// Writes `<dir>/<project>.yaml`; the project must be a plain name, never a path.
+fn write_doc(dir: &Path, project: &str, yaml: &str) -> Result<(), Error> {
+    if !valid_part(project) {
+        return Err(Error::Failed(format!(
+            "studiod exported a project named {project:?}, which is not a valid file name"
+        )));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    let path = dir.join(format!("{project}.yaml"));
+    std::fs::write(&path, yaml)
+        .map_err(|e| Error::io(format!("cannot write {}", path.display()), e))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Value {
+        json!({"changes": [
+            {"name": "demo/reindex", "action": "create", "owner": "demo/nightly-jobs"},
+            {"name": "demo/report", "action": "update", "revision": 7,
+             "fields": [{"path": "trigger.cron.expression", "from": "0 1 * * *", "to": "0 2 * * *"},
+                        {"path": "cwd", "from": null, "to": "/srv"}]},
+            {"name": "demo/old", "action": "disable"},
+            {"name": "demo/gone", "action": "delete"},
+            {"name": "demo/manual", "action": "error", "reason": "created by hand"},
+            {"name": "demo/same", "action": "unchanged"}],
+         "summary": {"create": 1, "update": 1, "disable": 1, "delete": 1, "unchanged": 1, "error": 1}})
+    }
+
+    #[test]
+    fn the_plan_reads_one_line_per_member() {
+        assert_eq!(
+            render_plan(&plan(), Style::plain()),
+            "+ create demo/reindex\n\
+             ~ update demo/report\n\
+             \x20   trigger.cron.expression: 0 1 * * * → 0 2 * * *\n\
+             \x20   cwd: (unset) → /srv\n\
+             - disable demo/old\n\
+             x delete demo/gone\n\
+             ! error demo/manual: created by hand\n\
+             = unchanged demo/same\n\
+             plan: 1 to create, 1 to update, 1 to disable, 1 to delete, 1 in error, 1 unchanged\n"
+        );
+        assert_eq!(Verdict::of(&plan()).exit_code(), 2);
+        assert_eq!(expected(&plan()), json!({"demo/report": 7}));
+    }
+
+    #[test]
+    fn verdicts() {
+        let same = json!({"changes": [{"name": "a/b", "action": "unchanged"}]});
+        assert_eq!(Verdict::of(&same), Verdict::NothingToDo);
+        assert_eq!(summary(&same), "nothing to do (1 unchanged)");
+        let one = json!({"changes": [{"name": "a/b", "action": "disable"}]});
+        assert_eq!(Verdict::of(&one).exit_code(), 1);
+    }
+
+    #[test]
+    fn export_refuses_a_project_that_is_a_path() {
+        let dir = crate::testdir::TestDir::new("exp");
+        let err = write_doc(dir.path(), "../evil", "x").expect_err("refused");
+        assert!(err.to_string().contains("not a valid file name"), "{err}");
+        write_doc(&dir.path().join("out"), "demo", "a: 1\n").expect("written");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("out/demo.yaml")).expect("read"),
+            "a: 1\n"
+        );
+    }
+}
