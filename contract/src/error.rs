@@ -52,6 +52,7 @@ codes! {
     MaxRunsReached = "max_runs_reached" => CONFLICT,
     BudgetExhausted = "budget_exhausted" => CONFLICT,
     RunNotActive = "run_not_active" => CONFLICT,
+    PlanHasErrors = "plan_has_errors" => CONFLICT,
     MethodNotAllowed = "method_not_allowed" => METHOD_NOT_ALLOWED,
     PayloadTooLarge = "payload_too_large" => PAYLOAD_TOO_LARGE,
     UnsupportedMediaType = "unsupported_media_type" => UNSUPPORTED_MEDIA_TYPE,

@@ -1,6 +1,7 @@
 //! The loopback HTTP API: its state, its router and its graceful serving. Later routes
 //! (schedules, runs, …) join `router` and read what they need from [`ApiState`].
 
+mod declarations;
 mod events;
 mod front;
 mod routes;
@@ -62,6 +63,9 @@ pub(crate) fn router(state: ApiState) -> Router {
         .route("/api/runs/{id}/log", get(runs::log))
         .route("/api/runs/{id}/cancel", post(runs::cancel))
         .route("/api/events", get(events::stream))
+        .route("/api/declarations/plan", post(declarations::plan))
+        .route("/api/declarations/apply", post(declarations::apply))
+        .route("/api/declarations/export", get(declarations::export))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

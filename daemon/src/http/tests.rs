@@ -24,12 +24,19 @@ struct Api {
 }
 
 async fn api() -> Api {
+    api_with(|_| {}).await
+}
+
+/// The API over a scheduler configured by `configure` (the engine loop is not started).
+async fn api_with(configure: impl FnOnce(&mut crate::scheduling::SchedulerConfig)) -> Api {
+    let mut config = crate::scheduling::SchedulerConfig::default();
+    configure(&mut config);
     let dir = TempDir::new("http");
     let (store, authority) = authority(&dir, "0123456789abcdef0123456789abcdef").await;
     let (_stop, stop_rx) = tokio::sync::watch::channel(false);
     let scheduler = crate::scheduling::Scheduler::new(
         crate::scheduling::store::SchedStore::new(&store),
-        crate::scheduling::SchedulerConfig::default(),
+        config,
         studio_schedule::Zone::utc(),
         dir.path().join("runs"),
         dir.path().join("run"),
@@ -424,3 +431,6 @@ async fn sessions_disconnect_and_revoke() {
             .all(|s| s["revoked_at"].is_string() && s["current"] == false)
     );
 }
+
+#[path = "declarations_tests.rs"]
+mod declarations;

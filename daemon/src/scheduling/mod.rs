@@ -5,8 +5,10 @@
 //! Invariant: every status change is a compare-and-set in [`store`], committed with its
 //! transition and its event.
 
+pub(crate) mod declare;
 pub(crate) mod define;
 pub(crate) mod engine;
+pub(crate) mod export;
 pub(crate) mod health;
 mod launch;
 pub(crate) mod model;

@@ -1,7 +1,9 @@
 //! The declaration plan's one transaction: inserts, compare-and-set updates and deletes,
 //! each with its event; the first row found moved rolls the whole plan back.
 
-use super::{SchedStore, append_event, insert_row, schedule_event, update_row};
+use super::{
+    SchedStore, append_event, insert_row, is_unique_violation, schedule_event, update_row,
+};
 use crate::{
     scheduling::model::{EventRow, ScheduleRow},
     store::StoreError,
@@ -71,10 +73,14 @@ impl SchedStore {
                 PlanWrite::Update {
                     row,
                     expected_revision,
-                } => (
-                    update_row(&mut tx, row, *expected_revision).await?,
-                    Some((row, "updated")),
-                ),
+                } => {
+                    // An adoption may rename onto a name taken meanwhile: a conflict too.
+                    let done = match update_row(&mut tx, row, *expected_revision).await {
+                        Err(e) if is_unique_violation(&e) => false,
+                        other => other?,
+                    };
+                    (done, Some((row, "updated")))
+                }
                 PlanWrite::Delete {
                     row,
                     expected_revision,

@@ -1,0 +1,149 @@
+//! `/api/declarations`: plan, apply and export of ScheduleSet documents
+//! (docs/DECLARATIONS.md). The rules live in `scheduling::declare` and
+//! `scheduling::export`; this module reads the rows, answers, and after an apply re-arms
+//! the scheduler and publishes the events.
+
+use axum::{
+    Json,
+    extract::{Query, State},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use studio_contract::{
+    error::{ApiError, Code},
+    time::now_ms,
+};
+use studio_schedule::FieldError;
+
+use super::{
+    ApiState,
+    schedules::{Invalid, Refused, store_error},
+};
+use crate::scheduling::{
+    declare::{self, Env, Plan, Request},
+    export,
+    model::ScheduleRow,
+    store::{PlanError, PlanWrite},
+};
+
+/// `409 plan_has_errors`: the error body with the plan beside it, so the caller can
+/// show every problem.
+struct PlanRefused(Plan);
+
+impl IntoResponse for PlanRefused {
+    fn into_response(self) -> Response {
+        let errors = self
+            .0
+            .changes
+            .iter()
+            .filter(|c| c.action.kind() == "error")
+            .count();
+        let body = json!({
+            "code": Code::PlanHasErrors.as_str(),
+            "message": format!("the plan has {errors} error(s); nothing was written"),
+            "plan": self.0.view(),
+        });
+        (Code::PlanHasErrors.status(), Json(body)).into_response()
+    }
+}
+
+fn parse(body: &str) -> Result<Request, Refused> {
+    let de = &mut serde_json::Deserializer::from_str(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        let reason = e.into_inner().to_string();
+        // serde_json appends " at line L column C"; the path already says where.
+        let reason = reason
+            .split(" at line ")
+            .next()
+            .unwrap_or(&reason)
+            .to_owned();
+        Refused::Invalid(Invalid(vec![FieldError::new(path, reason)]))
+    })
+}
+
+/// The current rows and the plan of `req` against them.
+async fn planned(state: &ApiState, req: &Request) -> Result<(Vec<ScheduleRow>, Plan), ApiError> {
+    let s = &state.scheduler;
+    let rows = s.store.all_schedules().await.map_err(store_error)?;
+    let env = Env {
+        default_zone: &s.default_zone,
+        allowlist: &s.config.allowlist,
+        now_ms: now_ms(),
+    };
+    let plan = declare::plan(&rows, req, env);
+    Ok((rows, plan))
+}
+
+#[tracing::instrument(skip_all)]
+pub(crate) async fn plan(
+    State(state): State<ApiState>,
+    body: String,
+) -> Result<Json<Value>, Refused> {
+    let req = parse(&body)?;
+    let (_, plan) = planned(&state, &req).await?;
+    Ok(Json(plan.view()))
+}
+
+#[tracing::instrument(skip_all)]
+pub(crate) async fn apply(
+    State(state): State<ApiState>,
+    body: String,
+) -> Result<Response, Refused> {
+    let req = parse(&body)?;
+    let (rows, plan) = planned(&state, &req).await?;
+    if let Some(why) = declare::stale_expected(&rows, &req.expected) {
+        return Err(ApiError::new(Code::Conflict, why).into());
+    }
+    if plan.has_errors() {
+        return Ok(PlanRefused(plan).into_response());
+    }
+    let writes = plan.writes();
+    let s = &state.scheduler;
+    match s.store.apply_plan(&writes, now_ms()).await {
+        Ok(events) => {
+            for event in events {
+                s.publish(event);
+            }
+        }
+        Err(PlanError::Conflict(name)) => {
+            return Err(ApiError::new(
+                Code::Conflict,
+                format!("{name} changed since the plan was made; nothing was written, plan again"),
+            )
+            .into());
+        }
+        Err(PlanError::Store(e)) => return Err(e.into()),
+    }
+    for write in &writes {
+        match write {
+            PlanWrite::Insert(row) | PlanWrite::Update { row, .. } => s.rearm(row),
+            PlanWrite::Delete { row, .. } => s.forget(&row.id),
+            PlanWrite::Check { .. } => {}
+        }
+    }
+    Ok((StatusCode::OK, Json(plan.view())).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ExportQuery {
+    project: Option<String>,
+}
+
+#[tracing::instrument(skip_all)]
+pub(crate) async fn export(
+    State(state): State<ApiState>,
+    Query(query): Query<ExportQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let rows = state
+        .scheduler
+        .store
+        .all_schedules()
+        .await
+        .map_err(store_error)?;
+    Ok(Json(export::export(&rows, query.project.as_deref()).view()))
+}
