@@ -16,7 +16,7 @@ use super::{
 };
 use crate::{
     declaration::{API_VERSION, KIND, Metadata, ScheduleSet, valid_part},
-    spec::{Action, FollowUp, ScheduleSpec},
+    spec::{Action, FollowUp, ScheduleSpec, Trigger},
     validate::{Context, validate},
 };
 
@@ -59,7 +59,11 @@ impl Sink<'_> {
     }
 
     fn has_errors(&self) -> bool {
-        self.diagnostics.iter().any(Diagnostic::is_error)
+        self.error_count() > 0
+    }
+
+    fn error_count(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
     }
 }
 
@@ -275,7 +279,15 @@ fn schedule(
         // action is text, so its plain scalars are taken as written.
         text_actions(&mut node);
     }
+    // The two required parts are typed on their own first; a broken one is replaced by
+    // a stand-in that validates, so that the rest of the member is still checked.
+    let errors_before = sink.error_count();
+    let trigger = serde_json::json!({"every": "1h"});
+    stand_in::<Trigger>(&mut node, "trigger", trigger, path, format, sink);
+    let action = serde_json::json!({"kind": "command", "executable": "true"});
+    stand_in::<Action>(&mut node, "action", action, path, format, sink);
     let spec: ScheduleSpec = typed(&node, path, format, sink)?;
+    let broken = sink.error_count() > errors_before;
     let ctx = Context {
         default_zone: opts.default_zone,
         allowlist: None,
@@ -291,6 +303,9 @@ fn schedule(
             return None;
         }
     };
+    if broken {
+        return None;
+    }
     if let Some(list) = opts.allowlist {
         for (field, exe) in commands(&spec) {
             if !list.iter().any(|e| e == exe) {
@@ -315,6 +330,27 @@ fn schedule(
         }
     }
     Some(spec)
+}
+
+fn stand_in<T: DeserializeOwned>(
+    node: &mut Node,
+    key: &str,
+    stand_in: serde_json::Value,
+    path: &str,
+    format: Format,
+    sink: &mut Sink<'_>,
+) {
+    let Kind::Map(entries) = &mut node.kind else {
+        return;
+    };
+    let Some(entry) = entries.iter_mut().find(|e| e.key == key) else {
+        return;
+    };
+    let before = sink.error_count();
+    let typed = typed::<T>(&entry.value, &join(path, key), format, sink);
+    if typed.is_none() || sink.error_count() > before {
+        entry.value = Node::from_json(&stand_in, entry.value.mark);
+    }
 }
 
 fn text_actions(node: &mut Node) {
@@ -424,65 +460,118 @@ fn typed<T: DeserializeOwned>(
             }
             return None;
         }
-        let named =
-            quoted(&message, "unknown field `").or_else(|| quoted(&message, "unknown variant `"));
-        if exact
-            && let Some(name) = named
-            && let Some(i) = entry_named(node.at(&steps), name)
-        {
-            let target = node.at(&steps);
-            let mark = target
-                .entries()
-                .and_then(|e| e.get(i))
-                .map_or(target.mark, |e| {
-                    if e.key == name {
-                        e.key_mark
-                    } else {
-                        e.value.mark
-                    }
-                });
-            let key = target
-                .entries()
-                .and_then(|e| e.get(i))
-                .map(|e| e.key.clone())
-                .unwrap_or_default();
-            sink.error(mark, &join(base, &join(&at, &key)), message);
-            if let Some(Node {
-                kind: Kind::Map(entries),
-                ..
-            }) = node.at_mut(&steps)
-            {
-                entries.remove(i);
+        let variant = message.starts_with("unknown variant `");
+        let named = quoted(&message, "unknown field `")
+            .or_else(|| quoted(&message, "unknown variant `"))
+            .map(str::to_owned);
+        let named = named.as_deref();
+        if let Some((holder, i)) = named.and_then(|name| named_entry(&node, &steps, exact, name)) {
+            let Some(entry) = node.at(&holder).entries().and_then(|e| e.get(i)) else {
+                return None;
+            };
+            let mark = if named == Some(entry.key.as_str()) {
+                entry.key_mark
+            } else {
+                entry.value.mark
+            };
+            let key = join(&path_of(&node, &holder), &entry.key);
+            sink.error(mark, &join(base, &key), message);
+            if variant {
+                // An enum with an unknown variant is unusable as a whole.
+                removed.push(path_of(&node, &holder));
+                if !drop_node(&mut node, &holder) {
+                    return None;
+                }
+            } else {
+                if let Some(Node {
+                    kind: Kind::Map(entries),
+                    ..
+                }) = node.at_mut(&holder)
+                {
+                    entries.remove(i);
+                }
+                removed.push(key);
             }
-            removed.push(join(&at, &key));
             continue;
         }
         sink.error(node.at(&steps).mark, &join(base, &at), message);
         // Drop the bad value and look for more, unless it was the whole subtree.
-        let Some((&last, parent)) = steps.split_last().filter(|_| exact) else {
+        if !exact || !drop_node(&mut node, &steps) {
             return None;
-        };
-        match node.at_mut(parent) {
-            Some(Node {
-                kind: Kind::Map(entries),
-                ..
-            }) if last < entries.len() => {
-                entries.remove(last);
-            }
-            _ => return None,
         }
         removed.push(at);
     }
     None
 }
 
-/// The entry of a mapping keyed `name`, or holding the text `name` (an unknown `kind`).
-fn entry_named(node: &Node, name: &str) -> Option<usize> {
-    let entries = node.entries()?;
-    entries
-        .iter()
-        .position(|e| e.key == name)
-        .or_else(|| entries.iter().position(|e| e.value.as_str() == Some(name)))
+/// Removes the mapping entry `steps` lead to; false when they lead elsewhere (the root,
+/// a sequence item: removing one would shift the positions of the next).
+fn drop_node(node: &mut Node, steps: &[usize]) -> bool {
+    let Some((&last, parent)) = steps.split_last() else {
+        return false;
+    };
+    match node.at_mut(parent) {
+        Some(Node {
+            kind: Kind::Map(entries),
+            ..
+        }) if last < entries.len() => {
+            entries.remove(last);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Where an unknown field or variant `name` is: the mapping holding it (as steps) and
+/// the entry's index. Serde's path ends at that mapping, or (for a field of a plain
+/// struct) at the entry itself; an unknown `kind` is the entry holding that text.
+fn named_entry(
+    node: &Node,
+    steps: &[usize],
+    exact: bool,
+    name: &str,
+) -> Option<(Vec<usize>, usize)> {
+    if !exact {
+        return None;
+    }
+    let here = node.at(steps).entries().and_then(|entries| {
+        entries
+            .iter()
+            .position(|e| e.key == name)
+            .or_else(|| entries.iter().position(|e| e.value.as_str() == Some(name)))
+    });
+    if let Some(i) = here {
+        return Some((steps.to_vec(), i));
+    }
+    let (&last, parent) = steps.split_last()?;
+    let entry = node.at(parent).entries()?.get(last)?;
+    (entry.key == name).then(|| (parent.to_vec(), last))
+}
+
+/// The field path of the node reached by `steps`.
+fn path_of(node: &Node, steps: &[usize]) -> String {
+    let mut path = String::new();
+    let mut here = node;
+    for &i in steps {
+        match &here.kind {
+            Kind::Map(entries) => match entries.get(i) {
+                Some(e) => {
+                    path = join(&path, &e.key);
+                    here = &e.value;
+                }
+                None => break,
+            },
+            Kind::Seq(items) => match items.get(i) {
+                Some(item) => {
+                    path.push_str(&format!("[{i}]"));
+                    here = item;
+                }
+                None => break,
+            },
+            Kind::Scalar { .. } => break,
+        }
+    }
+    path
 }
 
 fn quoted<'m>(message: &'m str, prefix: &str) -> Option<&'m str> {

@@ -73,6 +73,29 @@ impl Node {
         }
     }
 
+    /// A tree for a JSON value, every node at `mark`.
+    pub(crate) fn from_json(value: &Value, mark: Mark) -> Node {
+        let kind = match value {
+            Value::Array(items) => {
+                Kind::Seq(items.iter().map(|v| Node::from_json(v, mark)).collect())
+            }
+            Value::Object(map) => Kind::Map(
+                map.iter()
+                    .map(|(k, v)| Entry {
+                        key: k.clone(),
+                        key_mark: mark,
+                        value: Node::from_json(v, mark),
+                    })
+                    .collect(),
+            ),
+            scalar => Kind::Scalar {
+                value: scalar.clone(),
+                text: None,
+            },
+        };
+        Node { mark, kind }
+    }
+
     /// The tree as JSON, for serde.
     pub(crate) fn to_json(&self) -> Value {
         match &self.kind {
