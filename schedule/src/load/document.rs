@@ -454,6 +454,11 @@ fn typed<T: DeserializeOwned>(
         {
             continue;
         }
+        // Dropping a value can break its holder (an enum left without its variant): an
+        // error there is a consequence of the one already reported.
+        if removed.iter().any(|r| holds(&at, r)) && !message.starts_with("missing field") {
+            return None;
+        }
         if let Some(field) = quoted(&message, "missing field `") {
             if !removed.contains(&join(&at, field)) {
                 sink.error(node.at(&steps).mark, &join(base, &at), message);
@@ -502,6 +507,14 @@ fn typed<T: DeserializeOwned>(
         removed.push(at);
     }
     None
+}
+
+/// Whether `inner` is a field path strictly inside `outer`.
+fn holds(outer: &str, inner: &str) -> bool {
+    outer.is_empty() && !inner.is_empty()
+        || inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.starts_with(['.', '[']))
 }
 
 /// Removes the mapping entry `steps` lead to; false when they lead elsewhere (the root,

@@ -213,6 +213,7 @@ pub(crate) fn parse_yaml(text: &str) -> (Option<Node>, Vec<Problem>) {
             }
         };
         let mark = start(&span);
+        let tag_mark = span.tag_start.as_ref().map_or(mark, marker);
         match event {
             Event::DocumentStart(..) => {
                 documents += 1;
@@ -229,7 +230,7 @@ pub(crate) fn parse_yaml(text: &str) -> (Option<Node>, Vec<Problem>) {
                         .map(str::to_owned)
                         .ok_or_else(|| t.original())
                 });
-                let node = builder.scalar(&text, style, tag, mark);
+                let node = builder.scalar(&text, style, tag, mark, tag_mark);
                 builder.finish(node, anchor);
             }
             Event::Alias(id) => match builder.anchors.get(&id) {
@@ -240,13 +241,13 @@ pub(crate) fn parse_yaml(text: &str) -> (Option<Node>, Vec<Problem>) {
                 None => builder.problems.push((mark, "unknown alias".into())),
             },
             Event::SequenceStart(_, anchor, tag) => {
-                builder.refuse_tag(tag.map(|t| t.original()), mark);
+                builder.refuse_tag(tag.map(|t| t.original()), tag_mark);
                 builder
                     .stack
                     .push(Frame::new(mark, anchor, Kind::Seq(Vec::new())));
             }
             Event::MappingStart(_, anchor, tag) => {
-                builder.refuse_tag(tag.map(|t| t.original()), mark);
+                builder.refuse_tag(tag.map(|t| t.original()), tag_mark);
                 builder
                     .stack
                     .push(Frame::new(mark, anchor, Kind::Map(Vec::new())));
@@ -306,12 +307,13 @@ impl Builder {
         style: ScalarStyle,
         tag: Option<Result<String, String>>,
         mark: Mark,
+        tag_mark: Mark,
     ) -> Node {
         let kind = match (tag, style) {
             (Some(Ok(core)), _) if core == "str" => string(text),
             (Some(Err(spelling)), _) => {
                 self.problems
-                    .push((mark, format!("tag {spelling} is not supported")));
+                    .push((tag_mark, format!("tag {spelling} is not supported")));
                 string(text)
             }
             (_, ScalarStyle::Plain) => match resolve_plain(text) {
