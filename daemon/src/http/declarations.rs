@@ -49,6 +49,24 @@ impl IntoResponse for PlanRefused {
     }
 }
 
+/// `409 conflict` naming the row (`"name"` beside code and message) that moved since
+/// the plan: nothing was written.
+struct Moved {
+    name: String,
+    message: String,
+}
+
+impl IntoResponse for Moved {
+    fn into_response(self) -> Response {
+        let body = json!({
+            "code": Code::Conflict.as_str(),
+            "message": self.message,
+            "name": self.name,
+        });
+        (Code::Conflict.status(), Json(body)).into_response()
+    }
+}
+
 fn parse(body: &str) -> Result<Request, Refused> {
     let de = &mut serde_json::Deserializer::from_str(body);
     serde_path_to_error::deserialize(de).map_err(|e| {
@@ -95,8 +113,8 @@ pub(crate) async fn apply(
 ) -> Result<Response, Refused> {
     let req = parse(&body)?;
     let (rows, plan) = planned(&state, &req).await?;
-    if let Some(why) = declare::stale_expected(&rows, &req.expected) {
-        return Err(ApiError::new(Code::Conflict, why).into());
+    if let Some((name, message)) = declare::stale_expected(&rows, &req.expected) {
+        return Ok(Moved { name, message }.into_response());
     }
     if plan.has_errors() {
         return Ok(PlanRefused(plan).into_response());
@@ -110,11 +128,8 @@ pub(crate) async fn apply(
             }
         }
         Err(PlanError::Conflict(name)) => {
-            return Err(ApiError::new(
-                Code::Conflict,
-                format!("{name} changed since the plan was made; nothing was written, plan again"),
-            )
-            .into());
+            let message = format!("{name} changed meanwhile; nothing was written, plan again");
+            return Ok(Moved { name, message }.into_response());
         }
         Err(PlanError::Store(e)) => return Err(e.into()),
     }

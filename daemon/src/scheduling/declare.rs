@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use studio_schedule::{
     Context, FieldError, ScheduleSpec, Validated, Zone,
@@ -13,7 +13,9 @@ use studio_schedule::{
     validate,
 };
 
+pub(crate) use super::compare::{FieldChange, stored_spec};
 use super::{
+    compare::{canonical, diff},
     define::{new_row, revised_row, toggled_row},
     model::{MANAGED_BY_DECLARATION, ScheduleRow},
     store::PlanWrite,
@@ -65,14 +67,6 @@ pub(crate) struct Env<'a> {
     pub default_zone: &'a Zone,
     pub allowlist: &'a [String],
     pub now_ms: i64,
-}
-
-/// One field-level difference, `path` dotted (`trigger.cron.expression`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct FieldChange {
-    pub path: String,
-    pub from: Value,
-    pub to: Value,
 }
 
 #[derive(Debug, Clone)]
@@ -230,88 +224,23 @@ fn change_view(c: &Change) -> Value {
     v
 }
 
-/// Why `expected` (name → revision from an earlier plan) no longer holds, if it does not.
+/// The first row of `expected` (name → revision from an earlier plan) that has moved
+/// since, and why: `(name, message)`.
 pub(crate) fn stale_expected(
     rows: &[ScheduleRow],
     expected: &BTreeMap<String, i64>,
-) -> Option<String> {
-    expected.iter().find_map(
-        |(name, revision)| match rows.iter().find(|r| &r.name == name) {
-            Some(r) if r.revision == *revision => None,
-            Some(r) => Some(format!(
-                "{name} is at revision {} now, not {revision}; plan again",
+) -> Option<(String, String)> {
+    expected.iter().find_map(|(name, revision)| {
+        let why = match rows.iter().find(|r| &r.name == name) {
+            Some(r) if r.revision == *revision => return None,
+            Some(r) => format!(
+                "{name} is at revision {} now, not {revision}; nothing was written, plan again",
                 r.revision
-            )),
-            None => Some(format!("{name} no longer exists; plan again")),
-        },
-    )
-}
-
-/// The authored spec of a row as compared and exported: canonical JSON with `enabled`
-/// spelled out (the row's flag is the truth).
-pub(crate) fn stored_spec(row: &ScheduleRow) -> Option<ScheduleSpec> {
-    let mut spec: ScheduleSpec = serde_json::from_str(&row.spec).ok()?;
-    spec.enabled = row.enabled;
-    Some(spec)
-}
-
-/// Defaults the spec's serialisation leaves out (`enabled`, `policies`) are spelled out,
-/// so a diff says `policies.deadline`, not the default policies appearing whole.
-fn canonical(spec: &ScheduleSpec) -> Value {
-    let mut v = serde_json::to_value(spec).unwrap_or(Value::Null);
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert("enabled".into(), Value::Bool(spec.enabled));
-        let policies = serde_json::to_value(&spec.policies).unwrap_or(Value::Null);
-        obj.insert("policies".into(), policies);
-    }
-    v
-}
-
-/// Field-level differences between two specs as JSON. A side that lacks an object the
-/// other has counts as empty, so a new policy shows as `policies.deadline`, not as the
-/// whole `policies`.
-pub(crate) fn diff(from: &Value, to: &Value) -> Vec<FieldChange> {
-    let mut out = Vec::new();
-    diff_at("", from, to, &mut out);
-    out
-}
-
-fn diff_at(path: &str, from: &Value, to: &Value, out: &mut Vec<FieldChange>) {
-    if from == to {
-        return;
-    }
-    let empty = Map::new();
-    let as_object = |v: &'_ Value, other: &Value| -> Option<Map<String, Value>> {
-        match (v, other) {
-            (Value::Object(m), _) => Some(m.clone()),
-            (Value::Null, Value::Object(_)) => Some(empty.clone()),
-            _ => None,
-        }
-    };
-    match (as_object(from, to), as_object(to, from)) {
-        (Some(a), Some(b)) => {
-            let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-            for key in keys {
-                let sub = if path.is_empty() {
-                    key.clone()
-                } else {
-                    format!("{path}.{key}")
-                };
-                let null = Value::Null;
-                diff_at(
-                    &sub,
-                    a.get(key).unwrap_or(&null),
-                    b.get(key).unwrap_or(&null),
-                    out,
-                );
-            }
-        }
-        _ => out.push(FieldChange {
-            path: path.to_owned(),
-            from: from.clone(),
-            to: to.clone(),
-        }),
-    }
+            ),
+            None => format!("{name} no longer exists; nothing was written, plan again"),
+        };
+        Some((name.clone(), why))
+    })
 }
 
 /// What one document adds to the plan, with the names and owners seen so far.

@@ -210,7 +210,7 @@ async fn absent_members_disable_or_prune() {
     assert!(!b.enabled && b.next_fire_at_ms.is_none());
     assert_eq!(b.revision, 2);
     // Already disabled and still absent: nothing to do, unless pruning.
-    let still = planned(&[b.clone()], &only_a, NOW);
+    let still = planned(std::slice::from_ref(&b), &only_a, NOW);
     assert_eq!(actions(&still)[1], ("demo/b".into(), "unchanged"));
     let mut prune = only_a.clone();
     prune.prune = true;
@@ -383,7 +383,10 @@ async fn a_row_moved_since_the_plan_rolls_everything_back() {
             &s.all_schedules().await.expect("rows"),
             &BTreeMap::from([("demo/a".into(), 1)])
         ),
-        Some("demo/a is at revision 2 now, not 1; plan again".into())
+        Some((
+            "demo/a".into(),
+            "demo/a is at revision 2 now, not 1; nothing was written, plan again".into()
+        ))
     );
 }
 

@@ -5,6 +5,7 @@
 //! Invariant: every status change is a compare-and-set in [`store`], committed with its
 //! transition and its event.
 
+pub(crate) mod compare;
 pub(crate) mod declare;
 pub(crate) mod define;
 pub(crate) mod engine;
