@@ -144,7 +144,6 @@ pub(crate) async fn apply(
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct ExportQuery {
     project: Option<String>,
 }

@@ -165,3 +165,114 @@ fn document(project: &str, group: Group<'_>) -> Exported {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, owner: Option<&str>) -> ScheduleRow {
+        ScheduleRow {
+            id: format!("id-{name}"),
+            name: name.into(),
+            spec: format!(
+                r#"{{"name":"{name}","trigger":{{"every":"1h"}},"action":{{"kind":"command","executable":"true"}}}}"#
+            ),
+            enabled: true,
+            trigger_kind: "every".into(),
+            timezone: None,
+            timezone_source: None,
+            anchor_ms: 0,
+            next_fire_at_ms: None,
+            last_fired_at_ms: None,
+            max_runs: None,
+            runs_counted: 0,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            revision: 1,
+            managed_by: owner.map(|_| "declaration".into()),
+            owner_key: owner.map(Into::into),
+            source: None,
+        }
+    }
+
+    fn names(e: &Export) -> Vec<(String, String, Vec<String>)> {
+        e.documents
+            .iter()
+            .map(|d| {
+                (
+                    d.project.clone(),
+                    d.document.metadata.name.clone(),
+                    d.document.schedules.keys().cloned().collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn groups_by_project_and_names_the_owner() {
+        let mut off = row("ops/backup", Some("ops/infra"));
+        off.enabled = false;
+        let rows = [
+            row("demo/a", Some("demo/nightly")),
+            row("demo/b", Some("demo/nightly")),
+            row("demo/hand", None),
+            row("mixed/x", Some("mixed/one")),
+            row("mixed/y", Some("mixed/two")),
+            row("solo", None),
+            off,
+        ];
+        let e = export(&rows, None);
+        assert_eq!(
+            names(&e),
+            [
+                ("default".into(), "export".into(), vec!["solo".into()]),
+                (
+                    "demo".into(),
+                    "nightly".into(),
+                    vec!["a".into(), "b".into(), "hand".into()]
+                ),
+                (
+                    "mixed".into(),
+                    "export".into(),
+                    vec!["x".into(), "y".into()]
+                ),
+                ("ops".into(), "infra".into(), vec!["backup".into()]),
+            ]
+        );
+        assert_eq!(
+            e.documents.iter().map(|d| d.adopt).collect::<Vec<_>>(),
+            [true, true, false, false]
+        );
+        let ops = &e.documents[3].document.schedules["backup"];
+        assert!(
+            ops.name.is_none() && !ops.enabled,
+            "name dropped, enabled: false kept"
+        );
+        assert!(e.blocked.is_empty());
+        assert_eq!(names(&export(&rows, Some("demo")))[0].2.len(), 3);
+        assert!(export(&rows, Some("nope")).documents.is_empty());
+    }
+
+    #[test]
+    fn what_cannot_be_a_member_is_blocked() {
+        let rows = [
+            row("a/b/c", None),
+            row("demo/.hidden", None),
+            row("default/m", Some("default/jobs")),
+            row("m", None),
+        ];
+        let e = export(&rows, None);
+        let blocked: Vec<&str> = e.blocked.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(blocked, ["a/b/c", "demo/.hidden", "m"]);
+        assert!(e.blocked[2].1.contains("default/m"), "{:?}", e.blocked[2]);
+        assert_eq!(
+            names(&e),
+            [("default".into(), "jobs".into(), vec!["m".into()])],
+            "the declared name keeps the member key; nothing half-written"
+        );
+        let view = e.view();
+        assert_eq!(view["documents"][0]["owner"], "default/jobs");
+        assert_eq!(view["documents"][0]["document"]["apiVersion"], "studio/v1");
+        assert_eq!(view["blocked"][0]["name"], "a/b/c");
+    }
+}
