@@ -471,9 +471,7 @@ fn typed<T: DeserializeOwned>(
             .map(str::to_owned);
         let named = named.as_deref();
         if let Some((holder, i)) = named.and_then(|name| named_entry(&node, &steps, exact, name)) {
-            let Some(entry) = node.at(&holder).entries().and_then(|e| e.get(i)) else {
-                return None;
-            };
+            let entry = node.at(&holder).entries().and_then(|e| e.get(i))?;
             let mark = if named == Some(entry.key.as_str()) {
                 entry.key_mark
             } else {
