@@ -1,6 +1,6 @@
 //! Schedules as code: ScheduleSet documents against the stored schedules become a plan
-//! (create, update, adopt, unchanged, disable, delete, error). Pure: no store, no clock,
-//! so every rule of `docs/DECLARATIONS.md` is unit-tested here; the HTTP layer reads
+//! (create, update, adopt, unchanged, disable, delete, error). Pure: no store, and "now"
+//! is passed in, so every rule of `docs/DECLARATIONS.md` is unit-tested here; the HTTP layer reads
 //! the rows, calls [`plan`] and hands [`Plan::writes`] to the store's one transaction.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -13,9 +13,8 @@ use studio_schedule::{
     validate,
 };
 
-pub(crate) use super::compare::{FieldChange, stored_spec};
 use super::{
-    compare::{canonical, diff},
+    compare::{FieldChange, canonical, diff, stored_spec},
     define::{new_row, revised_row, toggled_row},
     model::{MANAGED_BY_DECLARATION, ScheduleRow},
     store::PlanWrite,

@@ -10,10 +10,7 @@ use studio_schedule::{
     declaration::{API_VERSION, KIND, Metadata, ScheduleSet, valid_part},
 };
 
-use super::{
-    declare::{DEFAULT_PROJECT, stored_spec},
-    model::ScheduleRow,
-};
+use super::{compare::stored_spec, declare::DEFAULT_PROJECT, model::ScheduleRow};
 
 /// The document name of a project whose declared members do not share one owner.
 pub(crate) const EXPORT_NAME: &str = "export";
