@@ -36,6 +36,7 @@ const DAEMON_OWNED: &[&str] = &[
     "/api/approvals",
     "/api/admin",
     "/api/events",
+    "/api/declarations",
 ];
 
 /// Whether `path` is forwarded to studiod (`/api/studio/pair` is the app's own route).

@@ -236,6 +236,7 @@ fn daemon_owned_prefixes() {
         "/api/approvals",
         "/api/admin/checkpoint",
         "/api/events",
+        "/api/declarations/plan",
     ] {
         assert!(is_daemon_owned(owned), "{owned}");
     }
