@@ -152,8 +152,39 @@ fn render_plan(plan: &Value, style: Style) -> String {
     out
 }
 
-/// `plan: 1 to create, 2 to update` or `nothing to do`.
+/// `plan: 1 to create, 2 to update, 3 unchanged` or `nothing to do (3 unchanged)`.
 fn summary(plan: &Value) -> String {
+    tally(
+        plan,
+        [
+            "to create",
+            "to update",
+            "to disable",
+            "to delete",
+            "in error",
+        ],
+    )
+    .map_or_else(
+        |unchanged| format!("nothing to do ({unchanged} unchanged)"),
+        |parts| format!("plan: {parts}"),
+    )
+}
+
+/// `applied: 1 created, 2 updated, 3 unchanged` for an executed plan.
+fn applied(plan: &Value) -> String {
+    tally(
+        plan,
+        ["created", "updated", "disabled", "deleted", "in error"],
+    )
+    .map_or_else(
+        |unchanged| format!("applied: nothing changed ({unchanged} unchanged)"),
+        |parts| format!("applied: {parts}"),
+    )
+}
+
+/// The non-zero counts of create, update, disable, delete and error, worded by
+/// `words`, then the unchanged count; `Err(unchanged)` when nothing changes.
+fn tally(plan: &Value, words: [&str; 5]) -> Result<String, u64> {
     let count = |key: &str| -> u64 {
         plan["summary"][key].as_u64().unwrap_or_else(|| {
             plan["changes"].as_array().map_or(0, |c| {
@@ -161,27 +192,19 @@ fn summary(plan: &Value) -> String {
             })
         })
     };
-    let parts: Vec<String> = [
-        ("create", "to create"),
-        ("update", "to update"),
-        ("disable", "to disable"),
-        ("delete", "to delete"),
-        ("error", "in error"),
-    ]
-    .iter()
-    .filter_map(|(key, what)| {
-        let n = count(key);
-        (n > 0).then(|| format!("{n} {what}"))
-    })
-    .collect();
+    let parts: Vec<String> = ["create", "update", "disable", "delete", "error"]
+        .iter()
+        .zip(words)
+        .filter_map(|(key, what)| {
+            let n = count(key);
+            (n > 0).then(|| format!("{n} {what}"))
+        })
+        .collect();
+    let unchanged = count("unchanged");
     if parts.is_empty() {
-        format!("nothing to do ({} unchanged)", count("unchanged"))
+        Err(unchanged)
     } else {
-        format!(
-            "plan: {}, {} unchanged",
-            parts.join(", "),
-            count("unchanged")
-        )
+        Ok(format!("{}, {unchanged} unchanged", parts.join(", ")))
     }
 }
 
@@ -246,7 +269,7 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
                 format!("{name}: ")
             };
             return Err(Error::Failed(format!(
-                "conflict: {who}{} (changed since the plan; nothing applied): re-run `studio schedule plan`, then apply again",
+                "conflict: {who}{}; re-run `studio schedule plan` and apply again",
                 f.message
             )));
         }
@@ -265,10 +288,7 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
     if args.remote.json {
         print_json(&applied)?;
     } else {
-        println!(
-            "applied: {}",
-            summary(&applied).trim_start_matches("plan: ")
-        );
+        println!("{}", self::applied(&applied));
     }
     Ok(0)
 }

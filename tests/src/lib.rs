@@ -262,6 +262,18 @@ impl Studio {
             .expect("run studio")
     }
 
+    /// Runs `studio <args> --home <home>` with extra environment (and none of the
+    /// caller's STUDIO_TOKEN or STUDIO_DAEMON_URL unless `env` sets them), in `dir`.
+    pub fn cli_env(&self, args: &[&str], env: &[(&str, &str)], dir: Option<&Path>) -> Output {
+        let mut full: Vec<&str> = args.to_vec();
+        let home = self.home.path().to_string_lossy().into_owned();
+        full.extend(["--home", home.as_str()]);
+        studio_cmd(&full, env, dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run studio")
+    }
+
     /// `studio status --json`.
     pub fn status(&self) -> Value {
         let out = self.cli(&["status", "--json"]);
@@ -432,6 +444,23 @@ impl Drop for Studio {
         }
         self.kill_leftovers();
     }
+}
+
+/// A `studio <args>` command with extra environment, run in `dir`; the caller's
+/// STUDIO_TOKEN, STUDIO_DAEMON_URL and STUDIO_HOME are removed first.
+pub fn studio_cmd(args: &[&str], env: &[(&str, &str)], dir: Option<&Path>) -> Command {
+    let mut cmd = Command::new(&bins().studio);
+    cmd.args(args)
+        .env_remove("STUDIO_TOKEN")
+        .env_remove("STUDIO_DAEMON_URL")
+        .env_remove("STUDIO_HOME");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
+    cmd
 }
 
 /// The code in `…/#pair=<code>`.
