@@ -140,6 +140,10 @@ pub struct PlanArgs {
     /// Delete owned schedules that left the files (instead of disabling them).
     #[arg(long)]
     pub prune: bool,
+    /// Take over schedules the files name that were created by hand (never ones owned
+    /// by another document).
+    #[arg(long)]
+    pub adopt: bool,
     #[command(flatten)]
     pub remote: Remote,
 }

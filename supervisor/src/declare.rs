@@ -61,7 +61,7 @@ pub(crate) fn validate(files: &[PathBuf]) -> Result<u8, Error> {
 }
 
 /// The request body of plan and apply.
-fn body(loaded: &[Loaded], prune: bool) -> Result<Value, Error> {
+fn body(loaded: &[Loaded], prune: bool, adopt: bool) -> Result<Value, Error> {
     let documents = loaded
         .iter()
         .map(|l| {
@@ -70,7 +70,7 @@ fn body(loaded: &[Loaded], prune: bool) -> Result<Value, Error> {
             Ok(json!({ "source": l.file.display().to_string(), "document": document }))
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    Ok(json!({ "documents": documents, "prune": prune }))
+    Ok(json!({ "documents": documents, "prune": prune, "adopt": adopt }))
 }
 
 /// What a plan amounts to.
@@ -121,6 +121,7 @@ fn render_plan(plan: &Value, style: Style) -> String {
         let (mark, tone) = match action {
             "create" => ("+", Tone::Good),
             "update" => ("~", Tone::Warn),
+            "adopt" => ("*", Tone::Warn),
             "unchanged" => ("=", Tone::Dim),
             "disable" => ("-", Tone::Bad),
             "delete" => ("x", Tone::Bad),
@@ -159,6 +160,7 @@ fn summary(plan: &Value) -> String {
         [
             "to create",
             "to update",
+            "to adopt",
             "to disable",
             "to delete",
             "in error",
@@ -174,7 +176,9 @@ fn summary(plan: &Value) -> String {
 fn applied(plan: &Value) -> String {
     tally(
         plan,
-        ["created", "updated", "disabled", "deleted", "in error"],
+        [
+            "created", "updated", "adopted", "disabled", "deleted", "in error",
+        ],
     )
     .map_or_else(
         |unchanged| format!("applied: nothing changed ({unchanged} unchanged)"),
@@ -182,9 +186,9 @@ fn applied(plan: &Value) -> String {
     )
 }
 
-/// The non-zero counts of create, update, disable, delete and error, worded by
+/// The non-zero counts of create, update, adopt, disable, delete and error, worded by
 /// `words`, then the unchanged count; `Err(unchanged)` when nothing changes.
-fn tally(plan: &Value, words: [&str; 5]) -> Result<String, u64> {
+fn tally(plan: &Value, words: [&str; 6]) -> Result<String, u64> {
     let count = |key: &str| -> u64 {
         plan["summary"][key].as_u64().unwrap_or_else(|| {
             plan["changes"].as_array().map_or(0, |c| {
@@ -192,7 +196,7 @@ fn tally(plan: &Value, words: [&str; 5]) -> Result<String, u64> {
             })
         })
     };
-    let parts: Vec<String> = ["create", "update", "disable", "delete", "error"]
+    let parts: Vec<String> = ["create", "update", "adopt", "disable", "delete", "error"]
         .iter()
         .zip(words)
         .filter_map(|(key, what)| {
@@ -215,7 +219,10 @@ pub(crate) async fn plan(home: &Home, args: PlanArgs) -> Result<u8, Error> {
     };
     let client = client(home, &args.remote).await?;
     let plan = client
-        .post("/api/declarations/plan", &body(&loaded, args.prune)?)
+        .post(
+            "/api/declarations/plan",
+            &body(&loaded, args.prune, args.adopt)?,
+        )
         .await?;
     if args.remote.json {
         print_json(&plan)?;
@@ -231,7 +238,7 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
         return Ok(2);
     };
     let client = client(home, &args.remote).await?;
-    let request = body(&loaded, args.prune)?;
+    let request = body(&loaded, args.prune, args.adopt)?;
     let plan = client.post("/api/declarations/plan", &request).await?;
     let style = Style::detect();
     // With --json, stdout carries only the final JSON answer; the plan goes to stderr.
@@ -293,12 +300,14 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
     Ok(0)
 }
 
-/// `{name: revision}` of every update: apply refuses if any of them moved meanwhile.
+/// `{name: revision}` of every row the apply will write: it refuses if any moved meanwhile.
 fn expected(plan: &Value) -> Value {
     let mut map = Map::new();
     for c in plan["changes"].as_array().into_iter().flatten() {
-        if c["action"] == "update"
-            && let (Some(name), Some(rev)) = (c["name"].as_str(), c["revision"].as_i64())
+        if matches!(
+            c["action"].as_str(),
+            Some("update" | "adopt" | "disable" | "delete")
+        ) && let (Some(name), Some(rev)) = (c["name"].as_str(), c["revision"].as_i64())
         {
             map.insert(name.to_owned(), json!(rev));
         }
@@ -420,6 +429,23 @@ mod tests {
         );
         assert_eq!(Verdict::of(&plan()).exit_code(), 2);
         assert_eq!(expected(&plan()), json!({"demo/report": 7}));
+    }
+
+    #[test]
+    fn adoption_is_shown_counted_and_guarded() {
+        let plan = json!({"changes": [
+            {"name": "demo/legacy", "action": "adopt", "revision": 4, "fields": []},
+            {"name": "demo/old", "action": "disable", "revision": 3},
+            {"name": "demo/same", "action": "unchanged", "revision": 1}],
+            "summary": {"create": 0, "update": 0, "adopt": 1, "unchanged": 1, "disable": 1, "delete": 0, "error": 0}});
+        let text = render_plan(&plan, Style::plain());
+        assert!(text.contains("* adopt demo/legacy"), "{text}");
+        assert!(
+            text.contains("plan: 1 to adopt, 1 to disable, 1 unchanged"),
+            "{text}"
+        );
+        assert_eq!(expected(&plan), json!({"demo/legacy": 4, "demo/old": 3}));
+        assert_eq!(Verdict::of(&plan), Verdict::Changes);
     }
 
     #[test]
