@@ -288,24 +288,7 @@ fn schedule(
     stand_in::<Action>(&mut node, "action", action, path, format, sink);
     let spec: ScheduleSpec = typed(&node, path, format, sink)?;
     let broken = sink.error_count() > errors_before;
-    let ctx = Context {
-        default_zone: opts.default_zone,
-        allowlist: None,
-        now_ms: opts.now_ms,
-        require_name: false,
-    };
-    let mut spec = match validate(spec, &ctx) {
-        Ok(v) => v.spec,
-        Err(errors) => {
-            for e in errors {
-                sink.error(node.locate(&e.path), &join(path, &e.path), e.reason);
-            }
-            return None;
-        }
-    };
-    if broken {
-        return None;
-    }
+    // Every problem at once: allow-list warnings do not wait for the member to be valid.
     if let Some(list) = opts.allowlist {
         for (field, exe) in commands(&spec) {
             if !list.iter().any(|e| e == exe) {
@@ -319,6 +302,38 @@ fn schedule(
                 );
             }
         }
+    }
+    // A past `at` is the daemon's call (it keeps one already stored unchanged, so an
+    // exported one-shot re-applies), not a local error.
+    if let (Trigger::At(text), Some(now)) = (&spec.trigger, opts.now_ms)
+        && text
+            .parse::<jiff::Timestamp>()
+            .is_ok_and(|t| t.as_millisecond() <= now)
+    {
+        sink.push(
+            Severity::Warning,
+            node.locate("trigger.at"),
+            &join(path, "trigger.at"),
+            format!("{text} is in the past: the daemon accepts it only if it is already stored unchanged"),
+        );
+    }
+    let ctx = Context {
+        default_zone: opts.default_zone,
+        allowlist: None,
+        now_ms: None,
+        require_name: false,
+    };
+    let mut spec = match validate(spec, &ctx) {
+        Ok(v) => v.spec,
+        Err(errors) => {
+            for e in errors {
+                sink.error(node.locate(&e.path), &join(path, &e.path), e.reason);
+            }
+            return None;
+        }
+    };
+    if broken {
+        return None;
     }
     if let Some(cwd) = spec.cwd.take() {
         match absolute_cwd(&cwd, sink.file) {
@@ -388,7 +403,9 @@ fn commands(spec: &ScheduleSpec) -> Vec<(String, &str)> {
 }
 
 /// A relative `cwd` is relative to the document's directory, which must exist (the
-/// `cwd` itself need not, yet: the job may create it). `.` segments are dropped.
+/// `cwd` itself need not, yet: the job may create it). The directory is canonical; the
+/// relative part is normalised lexically (`.` dropped, `..` taken back), so the stored
+/// path is the same however the document was reached.
 fn absolute_cwd(cwd: &str, file: &Path) -> Result<String, String> {
     if Path::new(cwd).is_absolute() {
         return Ok(cwd.to_owned());
@@ -405,8 +422,12 @@ fn absolute_cwd(cwd: &str, file: &Path) -> Result<String, String> {
     })?;
     let mut abs = base;
     for c in Path::new(cwd).components() {
-        if c != Component::CurDir {
-            abs.push(c);
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                abs.pop();
+            }
+            other => abs.push(other),
         }
     }
     abs.into_os_string()
