@@ -13,6 +13,8 @@ use std::{
 
 use serde_json::Value;
 
+pub mod browser;
+
 /// The three binaries under test.
 #[derive(Debug)]
 pub struct Bins {

@@ -2,6 +2,7 @@
 //! homes, free ports, real sockets, and a real browser. One test binary, so it links once.
 
 mod browser;
+mod cockpit;
 mod declarations;
 mod frontdoor;
 mod lifecycle;
