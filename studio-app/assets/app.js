@@ -1,4 +1,4 @@
-// Studio's pairing page. The pairing code arrives in the URL fragment (never sent to a
+// Studio's pairing and connection banner (every page has it). The pairing code arrives in the URL fragment (never sent to a
 // server by the browser), is removed from the address bar at once, and is redeemed with
 // one JSON POST. The admission token comes back as an HttpOnly cookie this script cannot
 // read; the decision token is kept in sessionStorage only.
@@ -19,6 +19,7 @@
   const main = el("status");
   const disconnect = el("disconnect");
   let message = "";
+  let justPaired = false;
 
   function show(state, session) {
     main.dataset.state = state;
@@ -81,6 +82,7 @@
       const r = await api("POST", "/api/studio/pair", { code });
       if (r.ok && r.data && r.data.paired) {
         sessionStorage.setItem(DECISION_KEY, r.data.decision_token);
+        justPaired = true;
         return "";
       }
       return failure(r, "pairing");
@@ -133,6 +135,11 @@
 
   (async () => {
     message = await pairFromFragment();
+    // The server rendered this page before the cookie existed: render it again, paired.
+    if (justPaired && main.dataset.serverState !== "paired") {
+      window.location.reload();
+      return;
+    }
     await refresh();
     setInterval(refresh, POLL_MS);
   })();

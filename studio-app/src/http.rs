@@ -57,12 +57,12 @@ impl Deref for AppState {
 /// CORS → JSON → admission → route (also for the fallback, which proxies or 404s).
 pub(crate) fn router(state: AppState) -> Router {
     Router::new()
-        .route("/", get(page::index))
         .route("/app.js", get(page::script))
         .route("/app.css", get(page::style))
         .route("/health", get(status::health))
         .route("/api/app/session", get(status::session))
         .route("/api/studio/pair", post(pairing::pair))
+        .merge(crate::pages::routes())
         .fallback(proxy::route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(state.clone(), frontdoor::admission))

@@ -6,9 +6,11 @@
 
 mod config;
 mod cookie;
+mod daemon;
 mod frontdoor;
 mod http;
 mod page;
+mod pages;
 mod pairing;
 mod proxy;
 mod status;

@@ -1,10 +1,9 @@
-//! The pairing page: one embedded HTML document with its script and stylesheet (no build
-//! step), served with `no-store` and a CSP that allows nothing from elsewhere.
+//! The pairing script and stylesheet at their historic unhashed URLs (`/app.js`,
+//! `/app.css`), served with `no-store`; the pages use the hashed copies in `pages::assets`.
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, header};
 
-const INDEX: &str = include_str!("../assets/index.html");
 const SCRIPT: &str = include_str!("../assets/app.js");
 const STYLE: &str = include_str!("../assets/app.css");
 
@@ -35,10 +34,6 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     response
 }
 
-pub(crate) async fn index() -> Response {
-    asset("text/html; charset=utf-8", INDEX)
-}
-
 pub(crate) async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
 }
@@ -53,13 +48,6 @@ mod tests {
 
     #[test]
     fn the_page_is_self_contained() {
-        assert!(INDEX.contains(r#"<html lang="en">"#));
-        assert!(INDEX.contains(r#"id="status" data-state="#));
-        assert!(!INDEX.contains("http://") && !INDEX.contains("https://"));
-        assert!(
-            !INDEX.contains("<script>"),
-            "inline script would violate the CSP"
-        );
         assert!(SCRIPT.contains("history.replaceState"));
         assert!(SCRIPT.contains("sessionStorage"));
         assert!(!SCRIPT.contains("localStorage"));

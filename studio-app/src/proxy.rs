@@ -101,6 +101,11 @@ impl Proxy {
         }
     }
 
+    /// The upstream timeout, which also bounds a page's read of an answer body.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// The request studiod receives: same method, path, query and body; the credential
     /// and the signed origin in place of whatever the browser sent.
     pub(crate) fn rewrite(

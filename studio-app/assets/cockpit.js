@@ -1,0 +1,185 @@
+// Studio cockpit: the live parts of server-rendered pages. Every page works without this
+// file except the actions (they need a JSON request, which is the CSRF defence) and the
+// log view's live tail.
+const DECISION_KEY = "studio.decision_token";
+const CHUNK = 64 * 1024;
+const POLL_MS = 2000;
+
+// Times: the server prints UTC; show the viewer's zone, keep UTC in the title.
+function localizeTimes(root) {
+  const fmt = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "2-digit", day: "2-digit",
+    hour: "2-digit", minute: "2-digit", second: "2-digit",
+  });
+  for (const t of root.querySelectorAll("time[data-local]")) {
+    const d = new Date(t.getAttribute("datetime"));
+    if (!isNaN(d)) t.textContent = fmt.format(d);
+  }
+}
+
+async function call(method, url, body) {
+  const headers = { Accept: "application/json", "Content-Type": "application/json" };
+  const decision = sessionStorage.getItem(DECISION_KEY);
+  if (decision) headers["x-studio-decision-token"] = decision;
+  const res = await fetch(url, {
+    method, headers, credentials: "same-origin", cache: "no-store",
+    body: JSON.stringify(body === undefined ? {} : body),
+  });
+  let data = null;
+  try { data = await res.json(); } catch (_) { data = null; }
+  return { ok: res.ok, status: res.status, data };
+}
+
+// Buttons with data-action: a confirmed JSON request, then a reload or a new page.
+function wireActions() {
+  for (const b of document.querySelectorAll("button[data-action]")) {
+    b.addEventListener("click", async () => {
+      if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
+      const out = b.closest(".actions, main").querySelector(".action-result");
+      b.disabled = true;
+      try {
+        const r = await call(b.dataset.action, b.dataset.url);
+        if (!r.ok) {
+          if (out) out.textContent = (r.data && r.data.message) || "failed (HTTP " + r.status + ")";
+          return;
+        }
+        const then = b.dataset.then;
+        if (then === "run" && r.data && r.data.id) window.location.assign("/runs/" + encodeURIComponent(r.data.id));
+        else if (then && then.startsWith("/")) window.location.assign(then);
+        else window.location.reload();
+      } catch (_) {
+        if (out) out.textContent = "the app could not be reached";
+      } finally {
+        b.disabled = false;
+      }
+    });
+  }
+}
+
+// The log view: the last chunk first, "load earlier" for the rest, a tail while running.
+function wireLog() {
+  const view = document.getElementById("log");
+  if (!view) return;
+  const run = view.dataset.run;
+  const text = document.getElementById("log-text");
+  const earlier = document.getElementById("log-earlier");
+  const state = document.getElementById("log-state");
+  let active = view.dataset.active === "true";
+  let s = null;
+
+  async function range(stream, offset, limit) {
+    const url = "/api/runs/" + encodeURIComponent(run) + "/log?stream=" + stream +
+      "&offset=" + offset + "&limit=" + limit;
+    const res = await fetch(url, { credentials: "same-origin", cache: "no-store" });
+    if (!res.ok) throw new Error("HTTP " + res.status);
+    const size = Number(res.headers.get("x-studio-log-size") || "0");
+    return { bytes: new Uint8Array(await res.arrayBuffer()), size };
+  }
+
+  async function open(stream) {
+    for (const a of view.querySelectorAll("[data-stream]")) {
+      a.setAttribute("aria-pressed", String(a.dataset.stream === stream));
+    }
+    const known = Number(view.dataset[stream + "Bytes"] || "0");
+    const start = Math.max(0, known - CHUNK);
+    s = { stream, start, end: start, decoder: new TextDecoder() };
+    text.textContent = "";
+    await more(s);
+  }
+
+  async function more(cur) {
+    try {
+      const r = await range(cur.stream, cur.end, CHUNK * 4);
+      if (cur !== s) return;
+      text.textContent += cur.decoder.decode(r.bytes, { stream: active });
+      cur.end += r.bytes.length;
+      earlier.hidden = cur.start === 0;
+      state.textContent = (active ? "live · " : "") + cur.end + " of " + r.size + " bytes";
+      if (r.size > cur.end) return more(cur);
+    } catch (e) {
+      state.textContent = "log unavailable: " + e.message;
+    }
+  }
+
+  earlier.addEventListener("click", async () => {
+    const cur = s;
+    const from = Math.max(0, cur.start - CHUNK);
+    const r = await range(cur.stream, from, cur.start - from);
+    text.textContent = new TextDecoder().decode(r.bytes) + text.textContent;
+    cur.start = from;
+    earlier.hidden = from === 0;
+  });
+  for (const a of view.querySelectorAll("[data-stream]")) {
+    a.addEventListener("click", (ev) => { ev.preventDefault(); open(a.dataset.stream); });
+  }
+  open("stdout");
+
+  if (!active) return;
+  const timer = setInterval(() => { if (s) more(s); }, POLL_MS);
+  // Status over server-sent events: when the run ends, read the rest and reload once.
+  const events = new EventSource("/api/events");
+  events.addEventListener("run", async (ev) => {
+    let d;
+    try { d = JSON.parse(ev.data); } catch (_) { return; }
+    const id = d.id || (d.run && d.run.id);
+    const status = d.status || (d.run && d.run.status);
+    if (id !== run || !status) return;
+    document.getElementById("run-status").textContent = status;
+    if (status !== "queued" && status !== "running") {
+      active = false;
+      clearInterval(timer);
+      events.close();
+      await more(s);
+      window.location.reload();
+    }
+  });
+}
+
+// The attention queue, rendered from /api/app/attention.
+async function wireAttention() {
+  const box = document.getElementById("attention");
+  if (!box) return;
+  try {
+    const res = await fetch("/api/app/attention", { credentials: "same-origin", cache: "no-store" });
+    const data = await res.json();
+    if (!res.ok) throw new Error((data && data.message) || "HTTP " + res.status);
+    box.textContent = "";
+    const items = data.items || [];
+    if (items.length === 0) {
+      const p = document.createElement("p");
+      p.className = "empty";
+      p.dataset.testid = "attention-empty";
+      p.textContent = "Nothing needs attention.";
+      box.append(p);
+    }
+    const list = document.createElement("ul");
+    list.className = "attention";
+    for (const it of items) {
+      const li = document.createElement("li");
+      li.dataset.testid = "attention-item";
+      li.dataset.id = it.id;
+      const title = document.createElement("strong");
+      title.textContent = it.title;
+      const detail = document.createElement("p");
+      detail.textContent = (it.kind ? it.kind + " · " : "") + (it.detail || "");
+      li.append(title, detail);
+      if (it.disposition) {
+        const d = document.createElement("p");
+        d.className = "muted";
+        d.textContent = it.disposition.state + (it.disposition.reason ? ": " + it.disposition.reason : "");
+        li.append(d);
+      }
+      list.append(li);
+    }
+    box.append(list);
+    box.dataset.state = "loaded";
+  } catch (e) {
+    box.dataset.state = "failed";
+    box.textContent = "Could not load the attention queue: " + e.message;
+  }
+}
+
+localizeTimes(document);
+wireActions();
+wireLog();
+wireAttention();

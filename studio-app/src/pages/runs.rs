@@ -1,0 +1,219 @@
+//! Runs: the list filtered by schedule, status and time (the API's cursor pages it) and
+//! the detail page — transitions, outcome, and a log view that `cockpit.js` fills from
+//! the ranged log endpoint (live tail while running, "load earlier" for big logs).
+
+use askama::Template;
+use axum::{
+    extract::{Path, Query, State},
+    response::Response,
+};
+use http::HeaderMap;
+use serde::Deserialize;
+
+use super::{Ctx, Nav, render, resolve, words};
+use crate::{
+    daemon::{Run, encode, with_query},
+    http::AppState,
+};
+
+const PAGE: &str = "50";
+
+/// The statuses a run can have, for the filter.
+pub(crate) const STATUSES: &[&str] = &[
+    "queued",
+    "running",
+    "completed",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "skipped",
+];
+
+#[derive(Debug, Clone)]
+pub(crate) struct TransitionRow {
+    pub(crate) from: String,
+    pub(crate) to: String,
+    pub(crate) reason: String,
+    pub(crate) at: Option<words::Stamp>,
+}
+
+/// One run, ready to print.
+#[derive(Debug, Clone)]
+pub(crate) struct RunRow {
+    pub(crate) id: String,
+    pub(crate) schedule_id: Option<String>,
+    pub(crate) kind: String,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+    pub(crate) created: Option<words::Stamp>,
+    pub(crate) finished: Option<words::Stamp>,
+    pub(crate) outcome: String,
+    pub(crate) duration: String,
+    pub(crate) cost: String,
+    pub(crate) active: bool,
+    pub(crate) stdout_bytes: u64,
+    pub(crate) stderr_bytes: u64,
+    pub(crate) transitions: Vec<TransitionRow>,
+}
+
+impl RunRow {
+    pub(crate) fn new(r: &Run, ctx: &Ctx) -> Self {
+        let outcome = match (r.exit_code, r.signal) {
+            (_, Some(sig)) => format!("signal {sig}"),
+            (Some(code), None) => format!("exit {code}"),
+            (None, None) => "—".into(),
+        };
+        Self {
+            id: r.id.clone(),
+            schedule_id: r.schedule_id.clone(),
+            kind: r.kind.clone(),
+            status: r.status.clone(),
+            reason: r.reason.clone().unwrap_or_default(),
+            created: words::Stamp::parse(
+                r.created_at.as_deref().or(r.scheduled_at.as_deref()),
+                ctx.now,
+            ),
+            finished: words::Stamp::parse(r.finished_at.as_deref(), ctx.now),
+            outcome,
+            duration: words::duration_ms(r.duration_ms),
+            cost: words::money(r.cost_usd),
+            active: r.active(),
+            stdout_bytes: r.stdout_bytes.unwrap_or(0),
+            stderr_bytes: r.stderr_bytes.unwrap_or(0),
+            transitions: r
+                .transitions
+                .iter()
+                .map(|t| TransitionRow {
+                    from: t.from.clone().unwrap_or_else(|| "—".into()),
+                    to: t.to.clone(),
+                    reason: t.reason.clone().unwrap_or_default(),
+                    at: words::Stamp::parse(t.at.as_deref(), ctx.now),
+                })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn href(&self) -> String {
+        format!("/runs/{}", encode(&self.id))
+    }
+
+    pub(crate) fn schedule_href(&self) -> Option<String> {
+        self.schedule_id
+            .as_deref()
+            .map(|id| format!("/schedules/{}", encode(id)))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ListQuery {
+    #[serde(default)]
+    pub(crate) schedule: String,
+    #[serde(default)]
+    pub(crate) status: String,
+    #[serde(default)]
+    pub(crate) since: String,
+    #[serde(default)]
+    pub(crate) until: String,
+    #[serde(default)]
+    pub(crate) cursor: String,
+}
+
+#[derive(Template)]
+#[template(path = "runs.html")]
+pub(crate) struct ListPage {
+    pub(crate) ctx: Ctx,
+    pub(crate) query: ListQuery,
+    pub(crate) rows: Vec<RunRow>,
+    pub(crate) next: Option<String>,
+}
+
+impl ListPage {
+    pub(crate) fn statuses(&self) -> &'static [&'static str] {
+        STATUSES
+    }
+
+    pub(crate) fn status_is(&self, s: &str) -> bool {
+        self.query.status == s
+    }
+
+    pub(crate) fn next_href(&self) -> Option<String> {
+        let cursor = self.next.as_deref()?;
+        let q = &self.query;
+        Some(with_query(
+            "/runs",
+            &[
+                ("schedule", &q.schedule),
+                ("status", &q.status),
+                ("since", &q.since),
+                ("until", &q.until),
+                ("cursor", cursor),
+            ],
+        ))
+    }
+}
+
+#[tracing::instrument(skip_all)]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    let (mut ctx, paired) = resolve(&state, &headers, "/api/runs", Nav::Runs).await;
+    let mut page = ListPage {
+        ctx: ctx.clone(),
+        query,
+        rows: Vec::new(),
+        next: None,
+    };
+    if let Some(p) = paired {
+        let q = &page.query;
+        let answer = p
+            .daemon(&state)
+            .runs(&[
+                ("schedule", &q.schedule),
+                ("status", &q.status),
+                ("since", &q.since),
+                ("until", &q.until),
+                ("cursor", &q.cursor),
+                ("limit", PAGE),
+            ])
+            .await;
+        match answer {
+            Ok(list) => {
+                page.rows = list.runs.iter().map(|r| RunRow::new(r, &ctx)).collect();
+                page.next = list.next_cursor;
+            }
+            Err(e) => ctx.fail(&e),
+        }
+        page.ctx = ctx;
+    }
+    render(&page)
+}
+
+#[derive(Template)]
+#[template(path = "run.html")]
+pub(crate) struct DetailPage {
+    pub(crate) ctx: Ctx,
+    pub(crate) run: Option<RunRow>,
+}
+
+#[tracing::instrument(skip_all)]
+pub(crate) async fn detail(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let (mut ctx, paired) = resolve(&state, &headers, "/api/runs", Nav::Runs).await;
+    let mut page = DetailPage {
+        ctx: ctx.clone(),
+        run: None,
+    };
+    if let Some(p) = paired {
+        match p.daemon(&state).run(&id).await {
+            Ok(r) => page.run = Some(RunRow::new(&r, &ctx)),
+            Err(e) => ctx.fail(&e),
+        }
+        page.ctx = ctx;
+    }
+    render(&page)
+}

@@ -1,0 +1,183 @@
+//! Schedules: the filtered, cursor-paginated list (one API call: the list view already
+//! carries health and last outcome) and the detail page with its recent runs.
+
+use askama::Template;
+use axum::{
+    extract::{Path, Query, State},
+    response::Response,
+};
+use http::HeaderMap;
+use serde::Deserialize;
+
+use super::{Ctx, Nav, render, resolve, runs::RunRow, words};
+use crate::{
+    daemon::{Schedule, with_query},
+    http::AppState,
+};
+
+/// Rows per page; the API caps `limit` itself.
+const PAGE: &str = "50";
+
+/// One schedule, ready to print.
+#[derive(Debug, Clone)]
+pub(crate) struct ScheduleRow {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) enabled: bool,
+    pub(crate) trigger: String,
+    pub(crate) next: Option<words::Stamp>,
+    pub(crate) last_fired: Option<words::Stamp>,
+    pub(crate) last_outcome: String,
+    pub(crate) health: String,
+    pub(crate) runs_counted: i64,
+    pub(crate) spend: String,
+    pub(crate) managed_by: Option<String>,
+    pub(crate) spec_json: String,
+}
+
+impl ScheduleRow {
+    pub(crate) fn new(s: &Schedule, ctx: &Ctx) -> Self {
+        Self {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            enabled: s.enabled,
+            trigger: words::trigger(&s.spec["trigger"], s.timezone.as_deref()),
+            next: words::Stamp::parse(s.next_fire_at.as_deref(), ctx.now),
+            last_fired: words::Stamp::parse(s.last_fired_at.as_deref(), ctx.now),
+            last_outcome: s.last_outcome.clone().unwrap_or_else(|| "—".into()),
+            health: if s.health.is_empty() {
+                "unknown".into()
+            } else {
+                s.health.clone()
+            },
+            runs_counted: s.runs_counted,
+            spend: words::money(s.spend_usd),
+            managed_by: s.managed_by.clone(),
+            spec_json: serde_json::to_string_pretty(&s.spec).unwrap_or_default(),
+        }
+    }
+
+    pub(crate) fn href(&self) -> String {
+        format!("/schedules/{}", crate::daemon::encode(&self.id))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ListQuery {
+    #[serde(default)]
+    pub(crate) q: String,
+    #[serde(default)]
+    pub(crate) enabled: String,
+    #[serde(default)]
+    pub(crate) cursor: String,
+}
+
+#[derive(Template)]
+#[template(path = "schedules.html")]
+pub(crate) struct ListPage {
+    pub(crate) ctx: Ctx,
+    pub(crate) query: ListQuery,
+    pub(crate) rows: Vec<ScheduleRow>,
+    pub(crate) next: Option<String>,
+}
+
+impl ListPage {
+    /// The link to the next page keeps the filters (the cursor is opaque to us).
+    pub(crate) fn next_href(&self) -> Option<String> {
+        let cursor = self.next.as_deref()?;
+        Some(with_query(
+            "/schedules",
+            &[
+                ("q", &self.query.q),
+                ("enabled", &self.query.enabled),
+                ("cursor", cursor),
+            ],
+        ))
+    }
+
+    pub(crate) fn enabled_is(&self, v: &str) -> bool {
+        self.query.enabled == v
+    }
+}
+
+#[tracing::instrument(skip_all)]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<ListQuery>,
+) -> Response {
+    let (mut ctx, paired) = resolve(&state, &headers, "/api/schedules", Nav::Schedules).await;
+    let mut page = ListPage {
+        ctx: ctx.clone(),
+        query,
+        rows: Vec::new(),
+        next: None,
+    };
+    if let Some(p) = paired {
+        let q = &page.query;
+        let enabled = match q.enabled.as_str() {
+            "true" | "false" => q.enabled.as_str(),
+            _ => "",
+        };
+        let answer = p
+            .daemon(&state)
+            .schedules(&[
+                ("q", &q.q),
+                ("enabled", enabled),
+                ("cursor", &q.cursor),
+                ("limit", PAGE),
+            ])
+            .await;
+        match answer {
+            Ok(list) => {
+                page.rows = list
+                    .schedules
+                    .iter()
+                    .map(|s| ScheduleRow::new(s, &ctx))
+                    .collect();
+                page.next = list.next_cursor;
+            }
+            Err(e) => ctx.fail(&e),
+        }
+        page.ctx = ctx;
+    }
+    render(&page)
+}
+
+#[derive(Template)]
+#[template(path = "schedule.html")]
+pub(crate) struct DetailPage {
+    pub(crate) ctx: Ctx,
+    pub(crate) schedule: Option<ScheduleRow>,
+    pub(crate) runs: Vec<RunRow>,
+}
+
+#[tracing::instrument(skip_all)]
+pub(crate) async fn detail(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let (mut ctx, paired) = resolve(&state, &headers, "/api/schedules", Nav::Schedules).await;
+    let mut page = DetailPage {
+        ctx: ctx.clone(),
+        schedule: None,
+        runs: Vec::new(),
+    };
+    if let Some(p) = paired {
+        let daemon = p.daemon(&state);
+        // Two calls, concurrently: the schedule and its latest runs.
+        let run_query = [("schedule", id.as_str()), ("limit", "20")];
+        let (schedule, runs) = tokio::join!(daemon.schedule(&id), daemon.runs(&run_query));
+        match schedule {
+            Ok(s) => page.schedule = Some(ScheduleRow::new(&s, &ctx)),
+            Err(e) => ctx.fail(&e),
+        }
+        match runs {
+            Ok(r) => page.runs = r.runs.iter().map(|r| RunRow::new(r, &ctx)).collect(),
+            Err(e) => ctx.fail(&e),
+        }
+        page.ctx = ctx;
+    }
+    render(&page)
+}

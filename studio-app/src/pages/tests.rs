@@ -1,0 +1,216 @@
+//! Templates rendered to strings with sample data: the key content, the state banner
+//! contract the browser tests rely on, and the data-testids.
+
+use askama::Template;
+use jiff::Timestamp;
+
+use super::{Ctx, Nav, overview, runs, schedules};
+use crate::daemon::{DaemonError, PageState, Run, Schedule, Session};
+
+fn now() -> Timestamp {
+    "2026-01-01T12:00:00Z".parse().expect("ts")
+}
+
+fn paired(nav: Nav) -> Ctx {
+    let mut ctx = Ctx::new(PageState::Paired, nav);
+    ctx.now = now();
+    ctx.epoch = Some("ep_123".into());
+    ctx.principal = Some("ses_1".into());
+    ctx
+}
+
+fn schedule() -> Schedule {
+    serde_json::from_value(serde_json::json!({
+        "id": "sch_1", "name": "nightly <backup>", "enabled": true, "timezone": "Europe/Berlin",
+        "spec": {"trigger": {"cron": {"expression": "0 2 * * *"}}, "action": {"kind": "command", "executable": "backup"}},
+        "next_fire_at": "2026-01-02T01:00:00Z", "last_fired_at": "2026-01-01T01:00:00Z",
+        "health": "failing", "last_outcome": "failed", "runs_counted": 4, "spend_usd": 0.0, "revision": 3
+    }))
+    .expect("schedule")
+}
+
+fn run(status: &str) -> Run {
+    serde_json::from_value(serde_json::json!({
+        "id": "run_1", "schedule_id": "sch_1", "kind": "scheduled", "status": status,
+        "created_at": "2026-01-01T11:00:00Z", "exit_code": 3, "duration_ms": 1200,
+        "stdout_bytes": 10, "stderr_bytes": 0, "cost_usd": 0.25,
+        "transitions": [{"from": null, "to": "queued", "reason": "fired", "at": "2026-01-01T11:00:00Z"},
+                        {"from": "queued", "to": status, "reason": "dispatched", "at": "2026-01-01T11:00:01Z"}]
+    }))
+    .expect("run")
+}
+
+#[test]
+fn schedules_list_renders_rows_filters_and_the_next_page() {
+    let ctx = paired(Nav::Schedules);
+    let page = schedules::ListPage {
+        rows: vec![schedules::ScheduleRow::new(&schedule(), &ctx)],
+        ctx,
+        query: schedules::ListQuery {
+            q: "night".into(),
+            enabled: "true".into(),
+            cursor: String::new(),
+        },
+        next: Some("c/2".into()),
+    };
+    let html = page.render().expect("renders");
+    assert!(html.contains(r#"data-state="paired""#));
+    assert!(html.contains(r#"data-testid="schedule-row" data-id="sch_1""#));
+    assert!(
+        html.contains("nightly &#60;backup&#62;") || html.contains("nightly &lt;backup&gt;"),
+        "escaped"
+    );
+    assert!(html.contains("every day at 02:00 Europe/Berlin"));
+    assert!(
+        html.contains(r#"<time datetime="2026-01-02T01:00:00Z" title="2026-01-02 01:00:00 UTC""#)
+    );
+    assert!(html.contains(r#"data-testid="health-badge">failing"#));
+    assert!(html.contains(r#"value="true" selected"#));
+    assert!(
+        html.contains("/schedules?q=night&amp;enabled=true&amp;cursor=c%2F2")
+            || html.contains("cursor=c%2F2"),
+        "{html}"
+    );
+    assert!(html.contains(r#"aria-current="page" data-testid="nav-schedules""#));
+}
+
+#[test]
+fn schedule_detail_has_actions_spec_and_runs() {
+    let ctx = paired(Nav::Schedules);
+    let page = schedules::DetailPage {
+        schedule: Some(schedules::ScheduleRow::new(&schedule(), &ctx)),
+        runs: vec![runs::RunRow::new(&run("failed"), &ctx)],
+        ctx,
+    };
+    let html = page.render().expect("renders");
+    for id in [
+        "schedule-disable",
+        "schedule-trigger",
+        "schedule-delete",
+        "schedule-spec",
+        "run-row",
+    ] {
+        assert!(html.contains(&format!(r#"data-testid="{id}""#)), "{id}");
+    }
+    assert!(html.contains("data-confirm="));
+    assert!(html.contains("&quot;expression&quot;") || html.contains("&#34;expression&#34;"));
+}
+
+#[test]
+fn run_detail_has_transitions_outcome_and_log_view() {
+    let ctx = paired(Nav::Runs);
+    let page = runs::DetailPage {
+        run: Some(runs::RunRow::new(&run("running"), &ctx)),
+        ctx,
+    };
+    let html = page.render().expect("renders");
+    assert!(html.contains(r#"data-testid="log-view" data-run="run_1" data-active="true""#));
+    assert!(html.contains(r#"data-testid="run-cancel""#));
+    assert!(html.contains("exit 3"));
+    assert!(html.contains("1.2 s"));
+    assert!(html.contains("$0.2500"));
+    assert_eq!(html.matches(r#"data-testid="transition""#).count(), 2);
+    let ended = runs::DetailPage {
+        run: Some(runs::RunRow::new(&run("completed"), &paired(Nav::Runs))),
+        ctx: paired(Nav::Runs),
+    };
+    assert!(!ended.render().expect("renders").contains("run-cancel"));
+}
+
+#[test]
+fn runs_list_keeps_filters_in_the_next_link() {
+    let ctx = paired(Nav::Runs);
+    let page = runs::ListPage {
+        rows: vec![runs::RunRow::new(&run("failed"), &ctx)],
+        ctx,
+        query: runs::ListQuery {
+            status: "failed".into(),
+            ..Default::default()
+        },
+        next: Some("abc".into()),
+    };
+    let html = page.render().expect("renders");
+    assert!(html.contains(r#"<option value="failed" selected>"#));
+    assert!(
+        html.contains("/runs?status=failed&amp;cursor=abc")
+            || html.contains("/runs?status=failed&#38;cursor=abc"),
+        "{html}"
+    );
+    assert!(html.contains(r#"data-testid="run-status">failed"#));
+}
+
+#[test]
+fn other_states_show_what_to_do_and_no_data() {
+    for (state, words) in [
+        (PageState::NotPaired, "studio pair"),
+        (PageState::EpochEnded, "studio pair"),
+        (PageState::Unavailable, "unavailable"),
+    ] {
+        let page = schedules::ListPage {
+            ctx: Ctx::new(state, Nav::Schedules),
+            query: schedules::ListQuery::default(),
+            rows: vec![],
+            next: None,
+        };
+        let html = page.render().expect("renders");
+        assert!(html.contains(&format!(r#"data-state="{}""#, state.as_str())));
+        assert!(html.contains(words), "{state:?}");
+        assert!(
+            !html.contains("schedule-filters"),
+            "no content unless paired"
+        );
+    }
+    let mut ctx = paired(Nav::Runs);
+    ctx.fail(&DaemonError::NotFound);
+    assert_eq!(ctx.problem.as_deref(), Some("not found"));
+    ctx.fail(&DaemonError::Unavailable);
+    assert_eq!(ctx.state, PageState::Unavailable);
+}
+
+#[test]
+fn overview_attention_and_devices_render() {
+    let ctx = paired(Nav::Overview);
+    let runs = vec![run("failed"), run("completed")];
+    let page = overview::OverviewPage {
+        version: "0.1.0".into(),
+        health: vec![("failing".into(), 1)],
+        schedules_more: false,
+        runs_by_status: vec![("failed".into(), 1), ("completed".into(), 1)],
+        runs_total: 2,
+        bars: overview::hourly(&runs, ctx.now),
+        ctx,
+    };
+    let html = page.render().expect("renders");
+    assert!(html.contains(r#"data-testid="daemon-version">0.1.0"#));
+    assert!(html.contains(r#"data-testid="runs-chart""#));
+    assert!(html.contains("ep_123"));
+    assert!(html.contains(r#"href="/attention""#));
+    let att = overview::AttentionPage {
+        ctx: paired(Nav::Attention),
+    }
+    .render()
+    .expect("renders");
+    assert!(att.contains(r#"data-testid="attention-list""#));
+    let session: Session = serde_json::from_value(serde_json::json!({
+        "id": "ses_1", "origin": "http://127.0.0.1:1", "created_at": "2026-01-01T10:00:00Z", "current": true
+    }))
+    .expect("session");
+    let dev = overview::DevicesPage {
+        devices: vec![overview::DeviceRow::new(&session, now())],
+        ctx: paired(Nav::Devices),
+    }
+    .render()
+    .expect("renders");
+    assert!(dev.contains(r#"data-testid="device-disconnect""#));
+    assert!(dev.contains(r#"data-testid="device-row" data-id="ses_1""#));
+}
+
+#[test]
+fn the_chart_buckets_the_last_day_by_hour() {
+    let bars = overview::hourly(&[run("failed"), run("completed")], now());
+    assert_eq!(bars.len(), 24);
+    // Both runs were created one hour ago: the second-to-last bar, full height, half failed.
+    assert_eq!(bars[22].height, 60);
+    assert_eq!(bars[22].failed_height, 30);
+    assert_eq!(bars[23].height, 0);
+}
