@@ -33,6 +33,8 @@ pub(crate) struct Shared {
     pub(crate) door: FrontDoor,
     pub(crate) verifier: Verifier,
     pub(crate) proxy: Proxy,
+    /// `app.db`: the attention queue's dispositions and their history.
+    pub(crate) attention: crate::attention::Store,
     /// `Secure` on the admission cookie (the browser reaches us over HTTPS).
     pub(crate) secure_cookies: bool,
 }
@@ -62,6 +64,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/health", get(status::health))
         .route("/api/app/session", get(status::session))
         .route("/api/studio/pair", post(pairing::pair))
+        .merge(crate::attention::routes())
         .merge(crate::pages::routes())
         .fallback(proxy::route)
         .method_not_allowed_fallback(method_not_allowed)

@@ -4,6 +4,7 @@
 //! Invariant: never depends on `studio-daemon`; holds no secret beyond the request in
 //! flight; when the daemon cannot answer, it refuses (`503 daemon_unavailable`).
 
+mod attention;
 mod config;
 mod cookie;
 mod daemon;
@@ -45,6 +46,8 @@ pub enum StartError {
     },
     #[error("verifier client: {0}")]
     Verifier(String),
+    #[error("cannot open app.db: {0}")]
+    AppDb(String),
 }
 
 /// A bound, not yet serving app: `build` reports the address before anything is served.
@@ -81,6 +84,9 @@ impl Application {
             .public_origin
             .clone()
             .unwrap_or_else(|| format!("{}://{local_addr}", config.scheme()));
+        let attention = attention::Store::open(&config.home.app_db())
+            .await
+            .map_err(|e| StartError::AppDb(e.chain()))?;
         let state = http::AppState::new(http::Shared {
             door: frontdoor::FrontDoor::new(&config, local_addr),
             verifier,
@@ -90,6 +96,7 @@ impl Application {
                 config.upstream_timeout,
             ),
             secure_cookies: tls.is_some() || origin.starts_with("https://"),
+            attention,
         });
         Ok(Self {
             listener,
@@ -126,6 +133,7 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let watch_task = self.state.verifier.spawn_watch();
+        let attention = self.state.attention.clone();
         let router = http::router(self.state);
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut server = tokio::spawn(match self.tls {
@@ -161,6 +169,7 @@ impl Application {
             }
         };
         watch_task.abort();
+        attention.close().await;
         result.map_err(std::io::Error::other)?
     }
 }

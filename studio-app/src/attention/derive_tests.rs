@@ -1,0 +1,185 @@
+//! Derivation as a pure function: inputs in, items out, inputs untouched.
+
+use super::*;
+
+const MIN: i64 = 60_000;
+
+fn run(id: &str, schedule: Option<&str>, status: &str, finished: i64) -> RunFact {
+    RunFact {
+        id: id.into(),
+        schedule_id: schedule.map(Into::into),
+        status: status.into(),
+        reason: Some("exit_nonzero".into()),
+        exit_code: Some(1),
+        created_at_ms: finished - 1_000,
+        finished_at_ms: Some(finished),
+    }
+}
+
+fn schedule(id: &str, health: &str, last_fired: Option<i64>) -> ScheduleFact {
+    ScheduleFact {
+        id: id.into(),
+        name: format!("job-{id}"),
+        health: health.into(),
+        last_outcome: Some("failed".into()),
+        last_fired_at_ms: last_fired,
+    }
+}
+
+fn decided(state: State, covers_ms: i64, until_ms: Option<i64>) -> Disposition {
+    Disposition {
+        state,
+        reason: "known".into(),
+        until_ms,
+        covers_ms,
+        revision: 1,
+        principal_id: "p1".into(),
+        at_ms: covers_ms + 1,
+    }
+}
+
+fn visible(items: &[Item]) -> Vec<&str> {
+    items
+        .iter()
+        .filter(|i| !i.hidden)
+        .map(|i| i.id.as_str())
+        .collect()
+}
+
+#[test]
+fn failed_and_timed_out_runs_and_failing_or_overdue_schedules_are_items() {
+    let runs = vec![
+        run("r1", Some("s1"), "failed", 10 * MIN),
+        run("r2", None, "timed_out", 11 * MIN),
+        run("r3", Some("s1"), "completed", 12 * MIN),
+        run("r4", Some("s1"), "cancelled", 12 * MIN),
+        RunFact {
+            reason: Some("never_dispatched".into()),
+            ..run("r5", Some("s1"), "failed", 9 * MIN)
+        },
+    ];
+    let schedules = vec![
+        schedule("s1", "failing", Some(9 * MIN)),
+        schedule("s2", "overdue", Some(2 * MIN)),
+        schedule("s3", "healthy", Some(2 * MIN)),
+        schedule("s4", "disabled", None),
+        schedule("s5", "never-fired", None),
+    ];
+    let items = derive(&runs, &schedules, &HashMap::new(), 20 * MIN);
+    assert_eq!(
+        visible(&items),
+        vec!["run:r2", "run:r1", "sched:s1", "sched:s2"]
+    );
+
+    let r1 = &items[1];
+    assert_eq!(r1.kind, Kind::Run);
+    assert_eq!(r1.title, "job-s1: run failed");
+    assert_eq!(r1.detail, "reason exit_nonzero, exit code 1");
+    assert_eq!(r1.since_ms, 10 * MIN);
+    assert_eq!(r1.link, "/api/runs/r1");
+    assert_eq!(items[0].title, "run timed out");
+
+    let s1 = &items[2];
+    assert_eq!(s1.kind, Kind::Sched);
+    assert_eq!(s1.title, "job-s1 is failing");
+    assert_eq!(s1.detail, "last outcome failed");
+    assert_eq!((s1.since_ms, s1.evidence_ms), (10 * MIN, 10 * MIN));
+    assert_eq!(s1.link, "/api/schedules/s1");
+    let s2 = &items[3];
+    assert_eq!(s2.title, "job-s2 is overdue");
+    assert_eq!(s2.since_ms, 2 * MIN);
+    assert!(items.iter().all(|i| i.disposition.is_none()));
+}
+
+#[test]
+fn an_acknowledged_schedule_comes_back_after_a_newer_failure() {
+    let schedules = vec![schedule("s1", "failing", Some(10 * MIN))];
+    let mut runs = vec![run("r1", Some("s1"), "failed", 10 * MIN)];
+    for state in [State::Acknowledged, State::Expected, State::Resolved] {
+        let decisions = HashMap::from([
+            ("sched:s1".to_owned(), decided(state, 10 * MIN, None)),
+            ("run:r1".to_owned(), decided(state, 10 * MIN, None)),
+        ]);
+        let items = derive(&runs, &schedules, &decisions, 30 * MIN);
+        assert!(visible(&items).is_empty(), "{state:?} hides both");
+        assert!(items.iter().all(|i| i.disposition.is_some()));
+
+        runs.push(run("r2", Some("s1"), "failed", 20 * MIN));
+        let items = derive(&runs, &schedules, &decisions, 30 * MIN);
+        assert_eq!(
+            visible(&items),
+            vec!["run:r2", "sched:s1"],
+            "{state:?}: the new failure and its schedule; r1 stays decided"
+        );
+        let s1 = items.iter().find(|i| i.id == "sched:s1").expect("s1");
+        assert_eq!(s1.evidence_ms, 20 * MIN);
+        assert_eq!(
+            s1.disposition.as_ref().map(|d| d.state),
+            Some(state),
+            "a lapsed disposition is still shown, as not effective"
+        );
+        runs.pop();
+    }
+}
+
+#[test]
+fn a_snooze_hides_until_its_until_whatever_happens_meanwhile() {
+    let schedules = vec![schedule("s1", "failing", Some(10 * MIN))];
+    let runs = vec![
+        run("r1", Some("s1"), "failed", 10 * MIN),
+        run("r2", Some("s1"), "failed", 15 * MIN),
+    ];
+    let decisions = HashMap::from([(
+        "sched:s1".to_owned(),
+        decided(State::Snoozed, 10 * MIN, Some(20 * MIN)),
+    )]);
+    let before = derive(&runs, &schedules, &decisions, 19 * MIN);
+    assert_eq!(visible(&before), vec!["run:r2", "run:r1"]);
+    assert_eq!(before.iter().filter(|i| i.hidden).count(), 1);
+    let at = derive(&runs, &schedules, &decisions, 20 * MIN);
+    assert_eq!(visible(&at), vec!["run:r2", "sched:s1", "run:r1"]);
+}
+
+#[test]
+fn an_overdue_schedule_that_fires_again_is_a_new_episode() {
+    let decisions = HashMap::from([(
+        "sched:s2".to_owned(),
+        decided(State::Resolved, 2 * MIN, None),
+    )]);
+    let quiet = vec![schedule("s2", "overdue", Some(2 * MIN))];
+    assert!(visible(&derive(&[], &quiet, &decisions, 60 * MIN)).is_empty());
+    let fired_again = vec![schedule("s2", "overdue", Some(30 * MIN))];
+    assert_eq!(
+        visible(&derive(&[], &fired_again, &decisions, 200 * MIN)),
+        vec!["sched:s2"]
+    );
+}
+
+#[test]
+fn deriving_never_changes_its_inputs() {
+    let runs = vec![run("r1", Some("s1"), "failed", 10 * MIN)];
+    let schedules = vec![schedule("s1", "failing", Some(10 * MIN))];
+    let decisions = HashMap::from([(
+        "run:r1".to_owned(),
+        decided(State::Acknowledged, 10 * MIN, None),
+    )]);
+    let (r, s, d) = (runs.clone(), schedules.clone(), decisions.clone());
+    let first = derive(&runs, &schedules, &decisions, 30 * MIN);
+    let second = derive(&runs, &schedules, &decisions, 30 * MIN);
+    assert_eq!(first, second, "same inputs, same queue");
+    assert_eq!((runs, schedules, decisions), (r, s, d));
+}
+
+#[test]
+fn item_ids_name_a_kind_and_a_plausible_id() {
+    assert_eq!(
+        parse_item_id("run:0193-ab_c.d"),
+        Some((Kind::Run, "0193-ab_c.d"))
+    );
+    assert_eq!(parse_item_id("sched:s1"), Some((Kind::Sched, "s1")));
+    for bad in ["run:", "inv:1", "run", "sched:a/b", "run:a b", ":x"] {
+        assert_eq!(parse_item_id(bad), None, "{bad}");
+    }
+    assert_eq!(State::parse("snoozed"), Some(State::Snoozed));
+    assert_eq!(State::parse("Snoozed"), None);
+}

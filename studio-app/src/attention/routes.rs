@@ -1,0 +1,387 @@
+//! `/api/app/attention`: the derived queue, an operator's disposition of one item (set,
+//! clear) and the item's history. These routes sit behind the front door like every other
+//! `/api` route; the admission verdict names who decided.
+
+use std::collections::HashMap;
+
+use axum::{
+    Extension, Json, Router,
+    body::Bytes,
+    extract::{Path, RawQuery, State},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use studio_contract::{
+    error::{ApiError, Code},
+    time::{now_ms, rfc3339},
+};
+
+use super::{
+    derive::{Disposition, Item, Kind, State as Decision, derive, parse_item_id},
+    source::{self, Caller},
+    store::{DispositionRow, LedgerEntry, Put, PutError, StoreError},
+};
+use crate::{frontdoor::Admitted, http::AppState};
+
+/// The longest reason kept (a sentence or two, not a document).
+const MAX_REASON_CHARS: usize = 2000;
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/app/attention", get(list))
+        .route(
+            "/api/app/attention/{id}",
+            axum::routing::put(set).delete(clear),
+        )
+        .route("/api/app/attention/{id}/history", get(history))
+}
+
+/// A refusal: an API error, or `400 validation_failed` naming each bad field.
+pub(crate) enum Refused {
+    Api(ApiError),
+    Invalid(Vec<(&'static str, String)>),
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Api(e) => e.into_response(),
+            Self::Invalid(errors) => {
+                let message = errors
+                    .iter()
+                    .map(|(path, reason)| format!("{path}: {reason}"))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let errors: Vec<Value> = errors
+                    .iter()
+                    .map(|(path, reason)| json!({"path": path, "reason": reason}))
+                    .collect();
+                let body = json!({
+                    "code": Code::ValidationFailed.as_str(),
+                    "message": message,
+                    "errors": errors,
+                });
+                (StatusCode::BAD_REQUEST, Json(body)).into_response()
+            }
+        }
+    }
+}
+
+impl From<ApiError> for Refused {
+    fn from(e: ApiError) -> Self {
+        Self::Api(e)
+    }
+}
+
+impl From<StoreError> for Refused {
+    fn from(e: StoreError) -> Self {
+        Self::Api(store_error(&e))
+    }
+}
+
+fn store_error(e: &StoreError) -> ApiError {
+    tracing::error!(error = %e.chain(), "app.db failure");
+    ApiError::new(Code::Internal, "internal error")
+}
+
+/// The admitted caller; the admission layer runs before these routes, so a missing verdict
+/// means a wiring mistake, and it fails closed.
+fn admitted(verdict: Option<Extension<Admitted>>) -> Result<Admitted, ApiError> {
+    verdict
+        .map(|Extension(a)| a)
+        .ok_or_else(|| ApiError::new(Code::Unauthorized, "not admitted"))
+}
+
+fn caller<'a>(admitted: &'a Admitted, headers: &'a HeaderMap) -> Caller<'a> {
+    Caller {
+        bearer: &admitted.bearer,
+        origin: headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()),
+    }
+}
+
+fn item_id(id: &str) -> Result<(Kind, &str), ApiError> {
+    parse_item_id(id).ok_or_else(|| {
+        ApiError::new(
+            Code::NotFound,
+            "no such attention item (ids are run:<id> or sched:<id>)",
+        )
+    })
+}
+
+/// `?all=true` also lists the items a disposition hides.
+fn wants_all(query: Option<&str>) -> Result<bool, ApiError> {
+    let mut all = false;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("all", "true" | "1") => all = true,
+            ("all", "false" | "0") => all = false,
+            ("all", _) => return Err(ApiError::new(Code::BadRequest, "all must be true or false")),
+            _ => {}
+        }
+    }
+    Ok(all)
+}
+
+fn disposition_view(d: &Disposition, effective: bool) -> Value {
+    json!({
+        "state": d.state.as_str(),
+        "reason": d.reason,
+        "revision": d.revision,
+        "until": d.until_ms.map(rfc3339),
+        "at": rfc3339(d.at_ms),
+        "by": d.principal_id,
+        "covers": rfc3339(d.covers_ms),
+        "effective": effective,
+    })
+}
+
+fn item_view(item: &Item, revision: Option<i64>) -> Value {
+    json!({
+        "id": item.id,
+        "kind": item.kind.as_str(),
+        "title": item.title,
+        "detail": item.detail,
+        "since": rfc3339(item.since_ms),
+        "link": item.link,
+        "disposition": item.disposition.as_ref().map(|d| disposition_view(d, item.hidden)),
+        "hidden": item.hidden,
+        "revision": revision,
+    })
+}
+
+fn row_view(row: &DispositionRow) -> Value {
+    json!({
+        "id": row.item_id,
+        "state": row.state.map(Decision::as_str),
+        "reason": row.reason,
+        "until": row.until_ms.map(rfc3339),
+        "covers": rfc3339(row.covers_ms),
+        "revision": row.revision,
+        "by": row.principal_id,
+        "at": rfc3339(row.at_ms),
+    })
+}
+
+fn ledger_view(e: &LedgerEntry) -> Value {
+    json!({
+        "op": e.op,
+        "state": e.state,
+        "reason": e.reason,
+        "until": e.until_ms.map(rfc3339),
+        "covers": e.covers_ms.map(rfc3339),
+        "revision": e.revision,
+        "by": e.principal_id,
+        "at": rfc3339(e.at_ms),
+    })
+}
+
+#[tracing::instrument(skip_all)]
+async fn list(
+    State(state): State<AppState>,
+    verdict: Option<Extension<Admitted>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Value>, Refused> {
+    let admitted = admitted(verdict)?;
+    let all = wants_all(query.as_deref())?;
+    let caller = caller(&admitted, &headers);
+    let runs = source::failing_runs(&state.proxy, &caller).await?;
+    let schedules = source::schedules(&state.proxy, &caller).await?;
+    let rows = state.attention.rows().await?;
+    let revisions: HashMap<&str, i64> = rows
+        .iter()
+        .map(|r| (r.item_id.as_str(), r.revision))
+        .collect();
+    let active: HashMap<String, Disposition> = rows
+        .iter()
+        .filter_map(|r| Some((r.item_id.clone(), r.active()?)))
+        .collect();
+    let items = derive(&runs, &schedules, &active, now_ms());
+    let hidden = items.iter().filter(|i| i.hidden).count();
+    let shown: Vec<Value> = items
+        .iter()
+        .filter(|i| all || !i.hidden)
+        .map(|i| item_view(i, revisions.get(i.id.as_str()).copied()))
+        .collect();
+    Ok(Json(json!({ "items": shown, "hidden": hidden })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PutBody {
+    state: Option<String>,
+    reason: Option<String>,
+    until: Option<String>,
+    revision: Option<i64>,
+}
+
+/// A PUT body, checked: every bad field is reported at once.
+struct Checked {
+    state: Decision,
+    reason: String,
+    until_ms: Option<i64>,
+    revision: Option<i64>,
+}
+
+fn check(body: PutBody, now_ms: i64) -> Result<Checked, Refused> {
+    let mut errors: Vec<(&'static str, String)> = Vec::new();
+    let state = match body.state.as_deref() {
+        None => {
+            errors.push(("state", "required".into()));
+            None
+        }
+        Some(s) => Decision::parse(s).or_else(|| {
+            errors.push((
+                "state",
+                format!("unknown state {s:?} (acknowledged, resolved, expected, snoozed)"),
+            ));
+            None
+        }),
+    };
+    let reason = body.reason.unwrap_or_default().trim().to_owned();
+    if reason.is_empty() {
+        errors.push(("reason", "required: say why".into()));
+    } else if reason.chars().count() > MAX_REASON_CHARS {
+        errors.push(("reason", format!("at most {MAX_REASON_CHARS} characters")));
+    }
+    let until_ms = match body.until.as_deref().map(str::parse::<jiff::Timestamp>) {
+        None => None,
+        Some(Ok(t)) => Some(t.as_millisecond()),
+        Some(Err(_)) => {
+            errors.push(("until", "must be an RFC 3339 instant with an offset".into()));
+            None
+        }
+    };
+    match (state, until_ms, body.until.is_some()) {
+        (Some(Decision::Snoozed), None, false) => {
+            errors.push(("until", "required for a snooze".into()));
+        }
+        (Some(Decision::Snoozed), Some(u), _) if u <= now_ms => {
+            errors.push(("until", "must be in the future".into()));
+        }
+        (Some(s), _, true) if s != Decision::Snoozed => {
+            errors.push(("until", "only a snooze has an until".into()));
+        }
+        _ => {}
+    }
+    if body.revision.is_some_and(|r| r < 0) {
+        errors.push(("revision", "must not be negative".into()));
+    }
+    match state {
+        Some(state) if errors.is_empty() => Ok(Checked {
+            state,
+            reason,
+            until_ms,
+            revision: body.revision,
+        }),
+        _ => Err(Refused::Invalid(errors)),
+    }
+}
+
+#[tracing::instrument(skip_all, fields(item = %id))]
+async fn set(
+    State(state): State<AppState>,
+    verdict: Option<Extension<Admitted>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, Refused> {
+    let admitted = admitted(verdict)?;
+    let (kind, subject) = item_id(&id)?;
+    let body: PutBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new(Code::BadRequest, format!("invalid body: {e}")))?;
+    let now = now_ms();
+    let checked = check(body, now)?;
+    // What the decision covers: the item's newest evidence as the daemon reports it now;
+    // when the daemon cannot say, everything up to this instant.
+    let covers_ms = source::evidence(
+        &state.proxy,
+        &caller(&admitted, &headers),
+        kind,
+        subject,
+        now,
+    )
+    .await
+    .unwrap_or(now);
+    let put = Put {
+        item_id: &id,
+        state: checked.state,
+        reason: &checked.reason,
+        until_ms: checked.until_ms,
+        covers_ms,
+        revision: checked.revision,
+        principal_id: &admitted.principal.id,
+        now_ms: now,
+    };
+    match state.attention.put(&put).await {
+        Ok(row) => Ok(Json(row_view(&row))),
+        Err(PutError::Stale { tombstone }) => Err(ApiError::new(
+            Code::Conflict,
+            format!(
+                "the disposition was deleted at revision {tombstone}; \
+                 send revision {tombstone} or later to set it again"
+            ),
+        )
+        .into()),
+        Err(PutError::Store(e)) => Err(e.into()),
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct DeleteBody {
+    reason: Option<String>,
+}
+
+#[tracing::instrument(skip_all, fields(item = %id))]
+async fn clear(
+    State(state): State<AppState>,
+    verdict: Option<Extension<Admitted>>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, Refused> {
+    let admitted = admitted(verdict)?;
+    item_id(&id)?;
+    // The body is optional: a bare DELETE is an undo without a stated reason.
+    let body: DeleteBody = if body.iter().all(u8::is_ascii_whitespace) {
+        DeleteBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::new(Code::BadRequest, format!("invalid body: {e}")))?
+    };
+    let reason = body.reason.unwrap_or_default().trim().to_owned();
+    if reason.chars().count() > MAX_REASON_CHARS {
+        return Err(Refused::Invalid(vec![(
+            "reason",
+            format!("at most {MAX_REASON_CHARS} characters"),
+        )]));
+    }
+    let row = state
+        .attention
+        .delete(&id, &reason, &admitted.principal.id, now_ms())
+        .await?
+        .ok_or_else(|| ApiError::new(Code::NotFound, "the item has no disposition"))?;
+    Ok(Json(
+        json!({ "deleted": true, "id": row.item_id, "revision": row.revision }),
+    ))
+}
+
+#[tracing::instrument(skip_all, fields(item = %id))]
+async fn history(
+    State(state): State<AppState>,
+    verdict: Option<Extension<Admitted>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, Refused> {
+    admitted(verdict)?;
+    item_id(&id)?;
+    let entries = state.attention.history(&id).await?;
+    let history: Vec<Value> = entries.iter().map(ledger_view).collect();
+    Ok(Json(json!({ "id": id, "history": history })))
+}
+
+#[cfg(test)]
+#[path = "routes_tests.rs"]
+mod tests;
