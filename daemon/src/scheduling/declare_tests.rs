@@ -404,3 +404,169 @@ fn a_past_at_already_stored_stays_valid() {
     let fresh = planned(&[], &req, NOW + 7_200_000);
     assert_eq!(errors(&fresh)[0].0, "schedules.once.trigger.at");
 }
+
+mod round_trip {
+    //! Export, then re-apply, is a no-op — as a property over generated documents, and
+    //! through the YAML the CLI writes and reads.
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::scheduling::export::export;
+
+    fn trigger() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            (
+                prop::sample::select(vec![
+                    "0 2 * * *",
+                    "*/15 * * * *",
+                    "30 1 * * MON-FRI",
+                    "0 0 L * *",
+                    "0 12 * * FRI#2",
+                    "@daily",
+                    "*/10 * * * * *",
+                ]),
+                prop::option::of(prop::sample::select(vec![
+                    "Europe/Berlin",
+                    "America/New_York",
+                    "UTC",
+                ])),
+            )
+                .prop_map(|(e, tz)| match tz {
+                    Some(tz) => json!({"cron": {"expression": e, "timezone": tz}}),
+                    None => json!({"cron": {"expression": e}}),
+                }),
+            prop::sample::select(vec!["90s", "15m", "6h", "2d", "1h30m"])
+                .prop_map(|e| json!({"every": e})),
+            (1i64..400)
+                .prop_map(|d| json!({"at": studio_contract::time::rfc3339(NOW + d * 86_400_000)})),
+        ]
+    }
+
+    fn action() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            (
+                prop::sample::select(vec!["reindex", "report"]),
+                prop::collection::vec("[a-z0-9=-]{1,8}", 0..3),
+            )
+                .prop_map(|(e, args)| json!({"kind": "command", "executable": e, "args": args})),
+            (
+                "[a-z ]{1,20}",
+                prop::option::of(prop::sample::select(vec!["small", "large"]))
+            )
+                .prop_map(
+                    |(p, m)| json!({"kind": "agent", "prompt": format!("do {p}"), "model": m})
+                ),
+        ]
+    }
+
+    fn policies() -> impl Strategy<Value = Value> {
+        (
+            prop::sample::select(vec!["skip", "run_once"]),
+            prop::sample::select(vec!["skip", "allow", "replace"]),
+            prop::option::of(1u64..100),
+            prop::option::of(1u64..86_400),
+            prop::option::of(prop::sample::select(vec![0.5, 2.25, 10.0, 0.1])),
+        )
+            .prop_map(|(m, o, runs, deadline, budget)| {
+                json!({"missed_fire": m, "overlap": o, "max_runs": runs, "deadline": deadline, "budget_usd": budget})
+            })
+    }
+
+    fn member() -> impl Strategy<Value = Value> {
+        (
+            trigger(),
+            action(),
+            policies(),
+            any::<bool>(),
+            prop::collection::btree_map("[A-Z][A-Z0-9_]{0,6}", "[a-z0-9 ]{0,8}", 0..3),
+            prop::option::of(action()),
+            prop::option::of("[a-z ]{1,16}"),
+        )
+            .prop_map(|(t, a, p, enabled, env, follow, description)| {
+                let mut m = json!({"trigger": t, "action": a, "policies": p, "enabled": enabled, "env": env, "cwd": "/srv/jobs"});
+                if let Some(f) = follow {
+                    m["on_fail"] = json!({"action": f});
+                }
+                if let Some(d) = description {
+                    m["description"] = json!(d);
+                }
+                strip_nulls(&mut m);
+                m
+            })
+    }
+
+    /// Absent is how a document says "not set".
+    fn strip_nulls(v: &mut Value) {
+        if let Value::Object(map) = v {
+            map.retain(|_, x| !x.is_null());
+            map.values_mut().for_each(strip_nulls);
+        }
+    }
+
+    fn unchanged_only(plan: &Plan) -> bool {
+        plan.changes.iter().all(|c| c.action.kind() == "unchanged")
+            && plan
+                .writes()
+                .iter()
+                .all(|w| matches!(w, crate::scheduling::store::PlanWrite::Check { .. }))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        #[test]
+        fn an_export_reapplies_as_a_no_op(
+            members in prop::collection::btree_map("[a-z][a-z0-9-]{0,8}", member(), 1..5)
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            runtime.block_on(async {
+                let dir = TempDir::new("decl-prop");
+                let s = store(&dir).await;
+                let members = Value::Object(members.into_iter().collect());
+                apply(&s, &request(vec![document("demo", "generated", members)]), NOW).await;
+
+                let rows = s.all_schedules().await.expect("rows");
+                let exported = export(&rows, None);
+                assert!(exported.blocked.is_empty(), "{:?}", exported.blocked);
+                let docs: Vec<SourcedDocument> = exported
+                    .documents
+                    .iter()
+                    .map(|d| SourcedDocument {
+                        source: "export.json".into(),
+                        document: serde_json::to_value(&d.document).expect("json"),
+                    })
+                    .collect();
+                let again = planned(&rows, &request(docs), NOW + 60_000);
+                assert!(unchanged_only(&again), "{}", again.view());
+                // Applied for real, it leaves every row exactly as it was.
+                s.apply_plan(&again.writes(), NOW + 60_000).await.expect("re-apply");
+                assert_eq!(s.all_schedules().await.expect("rows"), rows, "re-applying an export wrote");
+
+                // The same through the YAML `studio schedule export` writes and `apply` reads.
+                let zone = Zone::utc();
+                let opts = studio_schedule::load::LoadOptions { default_zone: &zone, allowlist: None, now_ms: Some(NOW) };
+                let docs: Vec<SourcedDocument> = exported
+                    .documents
+                    .iter()
+                    .map(|d| {
+                        let yaml = studio_schedule::load::render_yaml(&d.document);
+                        let (set, diagnostics) = studio_schedule::load::parse_str(
+                            &yaml,
+                            studio_schedule::load::Format::Yaml,
+                            std::path::Path::new("/exports/demo.yaml"),
+                            &opts,
+                        );
+                        assert!(diagnostics.is_empty(), "{diagnostics:?}\n{yaml}");
+                        SourcedDocument {
+                            source: "demo.yaml".into(),
+                            document: serde_json::to_value(set.expect("parses back")).expect("json"),
+                        }
+                    })
+                    .collect();
+                let via_yaml = planned(&rows, &request(docs), NOW + 60_000);
+                assert!(unchanged_only(&via_yaml), "{}", via_yaml.view());
+            });
+        }
+    }
+}
