@@ -115,7 +115,16 @@ function wireLog() {
   open("stdout");
 
   if (!active) return;
-  const timer = setInterval(() => { if (s) more(s); }, POLL_MS);
+  // The tail polls the log; the status polls too, in case the end came before the
+  // event stream connected.
+  const timer = setInterval(async () => {
+    if (s) await more(s);
+    try {
+      const res = await fetch("/api/runs/" + encodeURIComponent(run), { credentials: "same-origin", cache: "no-store" });
+      const d = await res.json();
+      if (res.ok && d.status) finish(d.status);
+    } catch (_) { /* the banner reports an unreachable app */ }
+  }, POLL_MS);
   // Status over server-sent events: when the run ends, read the rest and reload once.
   const events = new EventSource("/api/events");
   events.addEventListener("run", async (ev) => {
@@ -123,14 +132,164 @@ function wireLog() {
     try { d = JSON.parse(ev.data); } catch (_) { return; }
     const id = d.id || (d.run && d.run.id);
     const status = d.status || (d.run && d.run.status);
-    if (id !== run || !status) return;
+    if (id === run && status) finish(status);
+  });
+  let ended = false;
+  async function finish(status) {
     document.getElementById("run-status").textContent = status;
-    if (status !== "queued" && status !== "running") {
-      active = false;
-      clearInterval(timer);
-      events.close();
-      await more(s);
-      window.location.reload();
+    if (ended || status === "queued" || status === "running") return;
+    ended = true;
+    active = false;
+    clearInterval(timer);
+    events.close();
+    await more(s);
+    window.location.reload();
+  }
+}
+
+// The schedule form: JSON out, field errors next to their fields, a live preview.
+const FIELD_OF = [
+  [/^name/, "name"], [/^description/, "description"],
+  [/^trigger\.cron\.timezone/, "timezone"], [/^trigger\.cron/, "cron"],
+  [/^trigger\.every/, "every"], [/^trigger\.at/, "at"], [/^trigger/, "trigger"],
+  [/^action\.executable/, "executable"], [/^action\.args/, "args"],
+  [/^action\.prompt/, "prompt"], [/^action/, "action"], [/^cwd/, "cwd"], [/^enabled/, "enabled"],
+];
+
+function fieldOf(path) {
+  const hit = FIELD_OF.find(([re]) => re.test(path || ""));
+  return hit ? hit[1] : "form";
+}
+
+function wireForm() {
+  const form = document.getElementById("schedule-form");
+  if (!form) return;
+  const v = (name) => (form.elements[name] ? form.elements[name].value.trim() : "");
+
+  function trigger() {
+    const kind = v("trigger_kind");
+    if (kind === "every") return { every: v("every") };
+    if (kind === "at") return { at: v("at") };
+    const cron = { expression: v("cron") };
+    if (v("timezone")) cron.timezone = v("timezone");
+    return { cron };
+  }
+
+  function action() {
+    if (v("action_kind") === "agent") return { kind: "agent", prompt: v("prompt") };
+    const args = form.elements.args.value.split("\n").map((a) => a.trim()).filter((a) => a !== "");
+    return { kind: "command", executable: v("executable"), args };
+  }
+
+  // Only the chosen trigger's and action's fields are shown.
+  function showKinds() {
+    for (const el of form.querySelectorAll("[data-kind]")) el.hidden = el.dataset.kind !== v("trigger_kind");
+    for (const el of form.querySelectorAll("[data-action-kind]")) el.hidden = el.dataset.actionKind !== v("action_kind");
+  }
+
+  function clearErrors(scope) {
+    for (const el of form.querySelectorAll(".field-error" + (scope ? "[data-scope=" + scope + "]" : ""))) {
+      const input = el.closest(".field") && el.closest(".field").querySelector("input, select, textarea");
+      if (input) input.removeAttribute("aria-invalid");
+      el.remove();
+    }
+    const general = form.querySelector('[data-error-for="form"]');
+    if (!scope) { general.hidden = true; general.textContent = ""; }
+  }
+
+  function showErrors(errors, scope) {
+    for (const e of errors) {
+      const field = fieldOf(e.path);
+      const box = form.querySelector('.field[data-field="' + field + '"]');
+      if (!box || field === "form") {
+        const general = form.querySelector('[data-error-for="form"]');
+        general.hidden = false;
+        general.textContent += (e.path ? e.path + ": " : "") + e.reason + " ";
+        continue;
+      }
+      const p = document.createElement("p");
+      p.className = "field-error";
+      p.id = "error-" + field;
+      p.dataset.testid = "error-" + field;
+      p.dataset.scope = scope;
+      p.setAttribute("role", "alert");
+      p.textContent = e.reason;
+      box.append(p);
+      const input = box.querySelector("input, select, textarea");
+      if (input) {
+        input.setAttribute("aria-invalid", "true");
+        input.setAttribute("aria-describedby", ((input.getAttribute("aria-describedby") || "") + " " + p.id).trim());
+      }
+    }
+  }
+
+  let previewTimer = null;
+  async function preview() {
+    const list = document.getElementById("preview-list");
+    clearErrors("preview");
+    try {
+      const r = await call("POST", "/api/schedules/preview", { trigger: trigger(), count: 5 });
+      list.textContent = "";
+      if (!r.ok) {
+        if (r.data && r.data.errors) showErrors(r.data.errors, "preview");
+        return;
+      }
+      for (const f of r.data.fires || []) {
+        const li = document.createElement("li");
+        const t = document.createElement("time");
+        t.setAttribute("datetime", f);
+        t.dataset.local = "";
+        t.title = new Date(f).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+        t.textContent = f;
+        li.append(t);
+        list.append(li);
+      }
+      if ((r.data.fires || []).length === 0) list.textContent = "No future fires.";
+      localizeTimes(list);
+    } catch (_) {
+      list.textContent = "Preview unavailable.";
+    }
+  }
+  function schedulePreview() {
+    clearTimeout(previewTimer);
+    previewTimer = setTimeout(preview, 300);
+  }
+  for (const name of ["trigger_kind", "cron", "timezone", "every", "at"]) {
+    form.elements[name].addEventListener("input", schedulePreview);
+    form.elements[name].addEventListener("change", schedulePreview);
+  }
+  form.elements.trigger_kind.addEventListener("change", showKinds);
+  form.elements.action_kind.addEventListener("change", showKinds);
+  showKinds();
+  preview();
+
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors();
+    const submit = form.querySelector('[type="submit"]');
+    const body = { name: v("name"), description: v("description"), trigger: trigger(), action: action() };
+    if (form.dataset.method === "POST") {
+      body.enabled = form.elements.enabled ? form.elements.enabled.checked : true;
+      if (v("cwd")) body.cwd = v("cwd");
+    } else {
+      body.cwd = v("cwd") || null;
+    }
+    submit.disabled = true;
+    try {
+      const r = await call(form.dataset.method, form.dataset.url, body);
+      if (r.ok && r.data && r.data.id) {
+        window.location.assign("/schedules/" + encodeURIComponent(r.data.id));
+        return;
+      }
+      const errors = (r.data && r.data.errors) ||
+        [{ path: r.data && r.data.code === "name_taken" ? "name" : "", reason: (r.data && r.data.message) || "failed (HTTP " + r.status + ")" }];
+      showErrors(errors, "submit");
+      const first = form.querySelector("[aria-invalid=true]");
+      if (first) first.focus();
+    } catch (_) {
+      showErrors([{ path: "", reason: "the app could not be reached" }], "submit");
+    } finally {
+      submit.disabled = false;
     }
   });
 }
@@ -183,3 +342,4 @@ localizeTimes(document);
 wireActions();
 wireLog();
 wireAttention();
+wireForm();

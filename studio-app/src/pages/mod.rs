@@ -6,6 +6,7 @@
 //! renders the layout's banner with the next step instead.
 
 mod assets;
+mod forms;
 mod overview;
 mod runs;
 mod schedules;
@@ -44,7 +45,9 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/attention", get(overview::attention))
         .route("/devices", get(overview::devices))
         .route("/schedules", get(schedules::list))
+        .route("/schedules/new", get(forms::new))
         .route("/schedules/{id}", get(schedules::detail))
+        .route("/schedules/{id}/edit", get(forms::edit))
         .route("/runs", get(runs::list))
         .route("/runs/{id}", get(runs::detail))
         .route("/assets/{file}", get(asset))
