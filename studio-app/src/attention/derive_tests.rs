@@ -76,7 +76,7 @@ fn failed_and_timed_out_runs_and_failing_or_overdue_schedules_are_items() {
     assert_eq!(r1.title, "job-s1: run failed");
     assert_eq!(r1.detail, "reason exit_nonzero, exit code 1");
     assert_eq!(r1.since_ms, 10 * MIN);
-    assert_eq!(r1.link, "/api/runs/r1");
+    assert_eq!(r1.link, "/runs/r1");
     assert_eq!(items[0].title, "run timed out");
 
     let s1 = &items[2];
@@ -84,7 +84,7 @@ fn failed_and_timed_out_runs_and_failing_or_overdue_schedules_are_items() {
     assert_eq!(s1.title, "job-s1 is failing");
     assert_eq!(s1.detail, "last outcome failed");
     assert_eq!((s1.since_ms, s1.evidence_ms), (10 * MIN, 10 * MIN));
-    assert_eq!(s1.link, "/api/schedules/s1");
+    assert_eq!(s1.link, "/schedules/s1");
     let s2 = &items[3];
     assert_eq!(s2.title, "job-s2 is overdue");
     assert_eq!(s2.since_ms, 2 * MIN);
