@@ -34,6 +34,7 @@ pub(crate) async fn stream(
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(-1);
     let scheduler = state.scheduler.clone();
+    let mut stop = scheduler.stop.clone();
     // Subscribed before the backlog is read, so nothing falls between the two.
     let mut live = scheduler.subscribe();
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(64);
@@ -59,7 +60,14 @@ pub(crate) async fn stream(
                 }
             }
             loop {
-                match live.recv().await {
+                // A stream ends when its client goes away or the daemon stops, not only at
+                // the next event: an idle open stream must not hold up a graceful stop.
+                let next = tokio::select! {
+                    next = live.recv() => next,
+                    () = tx.closed() => return,
+                    () = crate::stop_requested(&mut stop) => return,
+                };
+                match next {
                     Ok(e) if e.seq <= last => {}
                     Ok(e) => {
                         if tx.send(Ok(to_sse(&e))).await.is_err() {

@@ -188,3 +188,24 @@ async fn scheduler_events_stream_runs_and_resumes_after_last_event_id() {
     let first_ids: Vec<u64> = first.iter().map(|e| e.id).collect();
     assert!(first_ids.windows(2).all(|w| w[0] < w[1]), "{first_ids:?}");
 }
+
+/// An open event stream must not hold up a graceful stop: the daemon ends it and exits
+/// well inside its own 5 s grace (and the supervisor's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_an_open_event_stream_does_not_delay_a_stop() {
+    let studio = start(&[]);
+    let (reader, _events) = events(&studio, None).await;
+    let daemon = studio.child_pid("daemon");
+    let stopping = std::time::Instant::now();
+    studio_tests::signal(daemon, rustix::process::Signal::TERM);
+    let gone = studio_tests::wait_for(Duration::from_secs(10), || {
+        (!studio_tests::alive(daemon)).then_some(())
+    });
+    let took = stopping.elapsed();
+    reader.abort();
+    assert!(gone.is_some(), "the daemon did not exit");
+    assert!(
+        took < Duration::from_secs(2),
+        "stopping took {took:?} with a stream open"
+    );
+}
