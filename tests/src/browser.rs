@@ -125,6 +125,8 @@ impl Browser {
         let caps = json!({
             "browserName": "chrome",
             "pageLoadStrategy": "normal",
+            // A confirm() stays open until a test answers it (see `accept_dialog`).
+            "unhandledPromptBehavior": "ignore",
             "timeouts": { "implicit": 0, "pageLoad": PAGE_LOAD.as_millis() as u64, "script": 10_000 },
             "goog:chromeOptions": {
                 "binary": chromium().display().to_string(),
@@ -375,6 +377,23 @@ impl Browser {
         if let Err(err) = done {
             self.fail(&format!("fill [data-testid={testid:?}]: {err}"))
                 .await;
+        }
+    }
+
+    /// Waits up to `timeout` for a dialog (`confirm`, `alert`), accepts it and returns
+    /// its text.
+    pub async fn accept_dialog(&self, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(text) = self.client.get_alert_text().await
+                && self.client.accept_alert().await.is_ok()
+            {
+                return text;
+            }
+            if Instant::now() >= deadline {
+                panic!("no dialog to accept within {timeout:?}");
+            }
+            tokio::time::sleep(POLL).await;
         }
     }
 

@@ -1,20 +1,502 @@
-//! The web cockpit in a real browser (chromedriver + headless Chromium).
+//! The web cockpit in a real browser (chromedriver + headless Chromium, see
+//! `studio_tests::browser`): pairing through the link, the schedule form, a live run log,
+//! cancelling, the attention queue, and recovery when the app or the daemon goes away.
+//! Data is set up through studiod's API with the daemon token; everything asserted is
+//! what the page shows.
 
 use std::time::Duration;
 
-use studio_tests::{Studio, browser::Browser};
+use reqwest::Method;
+use rustix::process::Signal;
+use serde_json::{Value, json};
+use studio_tests::{
+    Studio,
+    browser::{Browser, screenshot_dir},
+    signal,
+};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pairing_through_the_link_ends_paired() {
-    let studio = Studio::start();
+/// Executables the cockpit's schedules run.
+const ALLOW: &str = "sh,true,false,sleep";
+/// The bound on anything the page should show within seconds.
+const WAIT: Duration = Duration::from_secs(30);
+
+fn start() -> Studio {
+    Studio::start_with(&[
+        ("STUDIO_COMMAND_ALLOWLIST", ALLOW),
+        ("STUDIO_SCHEDULER_TZ", "UTC"),
+    ])
+}
+
+/// studiod's API with the daemon token, for setting up what the pages then show.
+struct Api {
+    client: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    fn new(studio: &Studio) -> Self {
+        Self {
+            client: studio_tests::http(),
+            base: studio.daemon_url(""),
+            token: studio.token(),
+        }
+    }
+
+    async fn send(&self, method: Method, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let mut req = self
+            .client
+            .request(method.clone(), format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if method != Method::GET {
+            req = req
+                .header("content-type", "application/json")
+                .body(body.unwrap_or(&json!({})).to_string());
+        }
+        let resp = req
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        let value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        (status, value)
+    }
+
+    async fn create(&self, spec: &Value) -> String {
+        let (status, body) = self.send(Method::POST, "/api/schedules", Some(spec)).await;
+        assert_eq!(status, 201, "create schedule: {body}");
+        body["id"].as_str().expect("schedule id").to_owned()
+    }
+
+    async fn trigger(&self, schedule: &str) -> String {
+        let path = format!("/api/schedules/{schedule}/trigger");
+        let (status, body) = self.send(Method::POST, &path, None).await;
+        assert_eq!(status, 202, "trigger: {body}");
+        body["id"].as_str().expect("run id").to_owned()
+    }
+
+    async fn run(&self, id: &str) -> Value {
+        let (status, body) = self
+            .send(Method::GET, &format!("/api/runs/{id}"), None)
+            .await;
+        assert_eq!(status, 200, "run {id}: {body}");
+        body
+    }
+
+    async fn schedules(&self) -> Vec<Value> {
+        let (status, body) = self.send(Method::GET, "/api/schedules", None).await;
+        assert_eq!(status, 200, "{body}");
+        body["schedules"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+/// A `sh -c <script>` schedule that only runs when triggered (a yearly cron).
+fn sh(name: &str, script: &str) -> Value {
+    json!({
+        "name": name,
+        "trigger": {"cron": {"expression": "0 0 1 1 *"}},
+        "action": {"kind": "command", "executable": "sh", "args": ["-c", script]},
+    })
+}
+
+/// A browser paired through `studio up`'s link, on the server-rendered paired overview.
+async fn paired_browser(studio: &Studio) -> Browser {
     let browser = Browser::start().await;
     browser.goto(&studio.pair_url).await;
-    let el = browser
-        .wait_for_css(r#"[data-state="paired"]"#, Duration::from_secs(15))
-        .await;
-    assert!(el.text().await.expect("text").contains("Paired"));
     browser
-        .screenshot(std::path::Path::new("/tmp/smoke/pair.png"))
+        .wait_for_attr("state-banner", "data-state", &["paired"], WAIT)
         .await;
+    // The page reloads itself once paired, so the server renders the paired page too.
+    browser
+        .wait_for_attr("state-banner", "data-server-state", &["paired"], WAIT)
+        .await;
+    browser
+}
+
+/// Opens `path` on the app and waits for its paired, server-rendered content.
+async fn open(browser: &Browser, studio: &Studio, path: &str, testid: &str) {
+    browser.goto(&studio.app_url(path)).await;
+    browser.wait_for_testid(testid, WAIT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pairing_link_pairs_the_browser() {
+    let studio = start();
+    let browser = paired_browser(&studio).await;
+    let epoch = studio.child("daemon")["epoch"]
+        .as_str()
+        .expect("daemon epoch")
+        .to_owned();
+    browser.wait_for_text("epoch", &epoch, WAIT).await;
+    browser.wait_for_testid("daemon-facts", WAIT).await;
+    assert!(
+        !browser.current_url().await.contains("pair="),
+        "the code leaves the address bar"
+    );
+
+    // The same link in a second browser is spent: not paired, with the next step.
+    let other = Browser::start().await;
+    other.goto(&studio.pair_url).await;
+    other
+        .wait_for_attr("state-banner", "data-state", &["not-paired"], WAIT)
+        .await;
+    other
+        .wait_for_text("state-advice", "studio pair", WAIT)
+        .await;
+    assert!(other.try_find("daemon-facts").await.is_none());
+    other.close().await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_is_created_through_the_form() {
+    let studio = start();
+    let api = Api::new(&studio);
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, "/schedules", "schedules-empty").await;
+    browser.click("schedule-new").await;
+    browser.wait_for_testid("schedule-form", WAIT).await;
+    browser.fill("field-name", "nightly-report").await;
+    browser.fill("field-trigger-kind", "cron").await;
+    browser.fill("field-cron", "61 * * * *").await;
+    browser.fill("field-executable", "true").await;
+    browser.click("schedule-submit").await;
+    // Refused: the daemon's message sits inside the cron field's box, and nothing exists.
+    let error = browser.wait_for_testid("error-cron", WAIT).await;
+    let message = error.text().await.expect("error text");
+    assert!(!message.trim().is_empty());
+    let beside = browser
+        .execute(
+            r#"const e = document.querySelector('[data-testid="error-cron"]');
+               return !!e && !!e.closest('.field').querySelector('[data-testid="field-cron"]');"#,
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        beside,
+        json!(true),
+        "the error is shown next to the cron field"
+    );
+    assert!(api.schedules().await.is_empty());
+
+    browser.fill("field-cron", "30 2 * * *").await;
+    // The preview follows the valid expression: five fires.
+    browser
+        .wait_until(WAIT, "five previewed fires", || async {
+            browser
+                .find_all_css(r#"[data-testid="preview-list"] li"#)
+                .await
+                .len()
+                == 5
+        })
+        .await;
+    browser.click("schedule-submit").await;
+    browser
+        .wait_for_text("schedule-name", "nightly-report", WAIT)
+        .await;
+    let all = api.schedules().await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(
+        all[0]["spec"]["trigger"]["cron"]["expression"],
+        "30 2 * * *"
+    );
+    assert_eq!(all[0]["spec"]["action"]["executable"], "true");
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_triggered_run_appears_and_its_log_streams_live() {
+    let studio = start();
+    let api = Api::new(&studio);
+    let gate = studio.home_path().join("go");
+    let script = format!(
+        "echo first line; while [ ! -e '{}' ]; do sleep 0.1; done; echo second line",
+        gate.display()
+    );
+    let schedule = api.create(&sh("live-log", &script)).await;
+    let browser = paired_browser(&studio).await;
+
+    // Trigger from the schedule's page: the browser lands on the new run.
+    open(
+        &browser,
+        &studio,
+        &format!("/schedules/{schedule}"),
+        "schedule-trigger",
+    )
+    .await;
+    browser.click("schedule-trigger").await;
+    browser.wait_for_testid("log-view", WAIT).await;
+    let url = browser.current_url().await;
+    let run = url
+        .rsplit_once("/runs/")
+        .map(|(_, id)| id.trim_end_matches('/').to_owned())
+        .unwrap_or_else(|| panic!("not on a run page: {url}"));
+    browser.wait_for_text("log-text", "first line", WAIT).await;
+    browser.wait_for_text("run-status", "running", WAIT).await;
+    let text = browser.text_of("log-text").await.unwrap_or_default();
+    assert!(!text.contains("second line"), "{text}");
+
+    // More output arrives while the page stays open, then the run's end.
+    std::fs::write(&gate, b"").expect("open the gate");
+    browser.wait_for_text("log-text", "second line", WAIT).await;
+    browser.wait_for_text("run-status", "completed", WAIT).await;
+    assert_eq!(api.run(&run).await["status"], "completed");
+
+    // The runs list shows it.
+    open(&browser, &studio, "/runs", "runs-table").await;
+    let row = browser
+        .wait_for_css(
+            &format!(r#"[data-testid="run-row"][data-id="{run}"]"#),
+            WAIT,
+        )
+        .await;
+    assert!(row.text().await.expect("row text").contains("completed"));
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_is_cancelled_from_its_page() {
+    let studio = start();
+    let api = Api::new(&studio);
+    let schedule = api.create(&sh("long", "echo started; sleep 120")).await;
+    let run = api.trigger(&schedule).await;
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, &format!("/runs/{run}"), "log-view").await;
+    browser.wait_for_text("log-text", "started", WAIT).await;
+
+    browser.click("run-cancel").await;
+    let asked = browser.accept_dialog(WAIT).await;
+    assert!(asked.to_lowercase().contains("cancel"), "{asked}");
+    browser.wait_for_text("run-status", "cancelled", WAIT).await;
+    assert_eq!(api.run(&run).await["status"], "cancelled");
+    // A finished run offers no cancel button.
+    browser.refresh().await;
+    browser.wait_for_text("run-status", "cancelled", WAIT).await;
+    assert!(browser.try_find("run-cancel").await.is_none());
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "page not built yet: the attention page's acknowledge control (cockpit.js) is not committed"]
+async fn an_acknowledged_item_leaves_the_queue_and_returns_on_a_new_failure() {
+    let studio = start();
+    let api = Api::new(&studio);
+    let schedule = api.create(&sh("flaky", "echo broken >&2; exit 3")).await;
+    let first = api.trigger(&schedule).await;
+    wait_terminal(&api, &first).await;
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, "/attention", "attention-item").await;
+    let sched_item = format!(r#"[data-testid="attention-item"][data-id="sched:{schedule}"]"#);
+    browser.wait_for_css(&sched_item, WAIT).await;
+
+    // Acknowledge everything the failure raised (the run and its failing schedule).
+    loop {
+        let left = browser.find_all("attention-item").await.len();
+        if left == 0 {
+            break;
+        }
+        browser.click("attention-ack").await;
+        browser
+            .wait_until(WAIT, "the acknowledged item to leave", || async {
+                browser.find_all("attention-item").await.len() < left
+            })
+            .await;
+    }
+    browser.wait_for_testid("attention-empty", WAIT).await;
+    // Gone for good, not just from this copy of the page.
+    browser.refresh().await;
+    browser
+        .wait_for_attr("attention-list", "data-state", &["loaded"], WAIT)
+        .await;
+    browser.wait_for_testid("attention-empty", WAIT).await;
+
+    // A newer failure brings the schedule back, showing the earlier acknowledgement.
+    let second = api.trigger(&schedule).await;
+    wait_terminal(&api, &second).await;
+    browser.refresh().await;
+    let item = browser.wait_for_css(&sched_item, WAIT).await;
+    let text = item.text().await.expect("item text");
+    assert!(text.contains("acknowledged"), "{text}");
+    browser
+        .wait_for_css(
+            &format!(r#"[data-testid="attention-item"][data-id="run:{second}"]"#),
+            WAIT,
+        )
+        .await;
+    browser.close().await;
+}
+
+async fn wait_terminal(api: &Api, run: &str) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let r = api.run(run).await;
+        if !matches!(r["status"].as_str(), Some("queued" | "running")) {
+            return r;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run {run} still active: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_recovers_from_an_app_kill_without_pairing_again() {
+    let studio = start();
+    let api = Api::new(&studio);
+    api.create(&sh("survivor", "true")).await;
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, "/schedules", "schedules-table").await;
+
+    let app = studio.child_pid("app");
+    signal(app, Signal::KILL);
+    studio.wait_running("app", Some(app), WAIT);
+    // The open page's banner keeps polling; it finds the new app and the same cookie.
+    browser
+        .wait_for_attr("state-banner", "data-state", &["paired"], WAIT)
+        .await;
+    browser.refresh().await;
+    browser.wait_for_testid("schedules-table", WAIT).await;
+    assert_eq!(
+        browser
+            .attr("state-banner", "data-server-state")
+            .await
+            .as_deref(),
+        Some("paired")
+    );
+    browser
+        .wait_for_text("schedules-table", "survivor", WAIT)
+        .await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_daemon_shows_unavailable_then_recovers() {
+    let studio = start();
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, "/schedules", "schedules-empty").await;
+
+    let daemon = studio.child_pid("daemon");
+    signal(daemon, Signal::STOP);
+    // The open page notices on its own…
+    browser
+        .wait_for_attr("state-banner", "data-state", &["daemon-unavailable"], WAIT)
+        .await;
+    // …and a fresh load says so too, with what to do, and shows no data.
+    browser.goto(&studio.app_url("/schedules")).await;
+    let server = browser
+        .attr("state-banner", "data-server-state")
+        .await
+        .unwrap_or_default();
+    signal(daemon, Signal::CONT);
+    assert_eq!(server, "daemon-unavailable");
+    assert!(browser.try_find("schedules-empty").await.is_none());
+
+    browser
+        .wait_for_attr("state-banner", "data-state", &["paired"], WAIT)
+        .await;
+    browser.refresh().await;
+    browser.wait_for_testid("schedules-empty", WAIT).await;
+
+    // A daemon restart begins a new epoch: the page says the pairing ended and how to
+    // pair again, and a fresh link brings it back.
+    let out = studio.cli(&["restart", "daemon"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    studio.wait_running("daemon", Some(daemon), WAIT);
+    browser
+        .wait_for_attr("state-banner", "data-state", &["epoch-ended"], WAIT)
+        .await;
+    browser.refresh().await;
+    browser
+        .wait_for_text("state-advice", "studio pair", WAIT)
+        .await;
+    assert!(browser.try_find("schedules-empty").await.is_none());
+    let link = String::from_utf8_lossy(&studio.cli(&["pair"]).stdout).into_owned();
+    let link = link
+        .split_whitespace()
+        .find(|w| w.contains("#pair="))
+        .unwrap_or_else(|| panic!("no link in {link:?}"))
+        .to_owned();
+    browser.goto(&link).await;
+    browser
+        .wait_for_attr("state-banner", "data-server-state", &["paired"], WAIT)
+        .await;
+    browser.close().await;
+}
+
+/// Captures every page into `STUDIO_SCREENSHOTS` (e.g. `docs/screenshots`), else into a
+/// temporary folder: `STUDIO_SCREENSHOTS=docs/screenshots cargo test -p studio-tests
+/// --test e2e cockpit::screenshots`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn screenshots_of_every_page() {
+    let (dir, _tmp) = screenshot_dir();
+    let studio = start();
+    let api = Api::new(&studio);
+    let nightly = api
+        .create(&sh(
+            "nightly-report",
+            "echo collecting; echo 3 files written; echo done",
+        ))
+        .await;
+    let backup = api
+        .create(&json!({
+            "name": "backup-home",
+            "trigger": {"every": "6h"},
+            "action": {"kind": "command", "executable": "true", "args": []},
+        }))
+        .await;
+    let broken = api
+        .create(&sh("sync-mirror", "echo 'mirror unreachable' >&2; exit 2"))
+        .await;
+    let _ = backup;
+    let ok = api.trigger(&nightly).await;
+    wait_terminal(&api, &ok).await;
+    let failed = api.trigger(&broken).await;
+    wait_terminal(&api, &failed).await;
+
+    let browser = paired_browser(&studio).await;
+    let shots: [(&str, &str, &str); 7] = [
+        ("overview", "/", "daemon-facts"),
+        ("schedules", "/schedules", "schedules-table"),
+        (
+            "schedule",
+            &format!("/schedules/{nightly}"),
+            "schedule-spec",
+        ),
+        ("runs", "/runs", "runs-table"),
+        ("run", &format!("/runs/{ok}"), "log-view"),
+        ("attention", "/attention", "attention-list"),
+        ("devices", "/devices", "devices-table"),
+    ];
+    for (name, path, testid) in shots {
+        open(&browser, &studio, path, testid).await;
+        if name == "run" {
+            browser.wait_for_text("log-text", "done", WAIT).await;
+        }
+        if name == "attention" {
+            browser
+                .wait_for_attr("attention-list", "data-state", &["loaded"], WAIT)
+                .await;
+        }
+        browser.screenshot(&dir.join(format!("{name}.png"))).await;
+    }
+    for name in [
+        "overview",
+        "schedules",
+        "schedule",
+        "runs",
+        "run",
+        "attention",
+        "devices",
+    ] {
+        let png = std::fs::read(dir.join(format!("{name}.png"))).expect("screenshot written");
+        assert!(png.starts_with(b"\x89PNG"), "{name}.png is a PNG");
+    }
     browser.close().await;
 }
