@@ -39,7 +39,7 @@ fn failed_run(id: &str, finished: &str) -> Value {
 }
 
 fn schedule_s1() -> Value {
-    json!({"id": "s1", "name": "nightly", "health": "failing", "last_outcome": "failed",
+    json!({"id": "s1", "name": "nightly", "enabled": true, "health": "failing", "last_outcome": "failed",
            "last_fired_at": "2026-11-29T09:59:59.000Z"})
 }
 

@@ -1,31 +1,28 @@
 //! Reads the facts the queue is derived from — failed and timed-out runs, schedules and
-//! their health — from studiod's HTTP API, as the caller: their bearer and their Origin,
-//! signed like any proxied request, so studiod decides what this caller may read.
+//! their health — from studiod's HTTP API through the app's typed client, as the caller:
+//! their bearer and their Origin, signed like any proxied request, so studiod decides
+//! what this caller may read.
 //!
 //! Invariant: the app never opens `state.db`; it knows runs and schedules only through
 //! the daemon's API.
 
 use std::collections::HashMap;
 
-use axum::body::Body;
-use http::{HeaderValue, Method, Request, StatusCode, header};
-use http_body_util::{BodyExt, Limited};
-use serde::Deserialize;
-use serde_json::Value;
-use studio_contract::{
-    error::{ApiError, Code},
-    time::now_ms,
-};
+use studio_contract::error::{ApiError, Code};
 
 use super::derive::{Kind, RunFact, ScheduleFact, derive};
-use crate::proxy::Proxy;
+use crate::{
+    daemon::{Daemon, DaemonError, Run, Schedule},
+    proxy::Proxy,
+};
 
-/// The newest runs of each failing status that can become items (one page each).
+/// Runs per page: a run view carries up to 128 KiB of log tails, and the typed client
+/// reads at most 4 MiB per answer.
+const RUN_PAGE: usize = 25;
+/// The newest runs of each failing status that can become items.
 pub(crate) const RUNS_PER_STATUS: usize = 200;
 /// Schedule pages followed at most (500 each): the queue reads at most this many × 500.
 const SCHEDULE_PAGES: usize = 20;
-/// A daemon answer larger than this is refused rather than buffered.
-const BODY_LIMIT: usize = 32 * 1024 * 1024;
 
 /// Who is asking, as the daemon will see them.
 pub(crate) struct Caller<'a> {
@@ -33,108 +30,94 @@ pub(crate) struct Caller<'a> {
     pub(crate) origin: Option<&'a str>,
 }
 
-#[derive(Deserialize)]
-struct RunView {
-    id: String,
-    schedule_id: Option<String>,
-    status: String,
-    reason: Option<String>,
-    exit_code: Option<i64>,
-    created_at: String,
-    finished_at: Option<String>,
+impl Caller<'_> {
+    fn daemon<'a>(&'a self, proxy: &'a Proxy) -> Daemon<'a> {
+        Daemon::new(proxy, self.bearer, self.origin.unwrap_or(""))
+    }
 }
 
-#[derive(Deserialize)]
-struct ScheduleView {
-    id: String,
-    name: String,
-    health: String,
-    last_outcome: Option<String>,
-    last_fired_at: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct RunPage {
-    runs: Vec<RunView>,
-}
-
-#[derive(Deserialize)]
-struct SchedulePage {
-    schedules: Vec<ScheduleView>,
-    next_cursor: Option<String>,
+/// The daemon's refusal is the caller's answer too; anything else it cannot answer is
+/// `503 daemon_unavailable`.
+fn api_error(e: DaemonError) -> ApiError {
+    match e {
+        DaemonError::Refused { code, message } => {
+            ApiError::new(Code::parse(&code).unwrap_or(Code::Unauthorized), message)
+        }
+        DaemonError::Unavailable => {
+            ApiError::new(Code::DaemonUnavailable, "the daemon is unavailable")
+        }
+        other => {
+            tracing::warn!(error = %other, "unexpected daemon answer");
+            ApiError::new(
+                Code::DaemonUnavailable,
+                "the daemon gave an unexpected answer",
+            )
+        }
+    }
 }
 
 fn instant(text: &str) -> Result<i64, ApiError> {
     text.parse::<jiff::Timestamp>()
         .map(|t| t.as_millisecond())
-        .map_err(|_| bad_answer(&format!("instant {text:?}")))
-}
-
-fn bad_answer(what: &str) -> ApiError {
-    tracing::warn!(what, "unexpected daemon answer");
-    ApiError::new(
-        Code::DaemonUnavailable,
-        "the daemon gave an unexpected answer",
-    )
-}
-
-impl RunView {
-    fn fact(self) -> Result<RunFact, ApiError> {
-        Ok(RunFact {
-            created_at_ms: instant(&self.created_at)?,
-            finished_at_ms: self.finished_at.as_deref().map(instant).transpose()?,
-            id: self.id,
-            schedule_id: self.schedule_id,
-            status: self.status,
-            reason: self.reason,
-            exit_code: self.exit_code,
+        .map_err(|_| {
+            tracing::warn!(text, "unexpected instant from the daemon");
+            ApiError::new(
+                Code::DaemonUnavailable,
+                "the daemon gave an unexpected answer",
+            )
         })
-    }
 }
 
-impl ScheduleView {
-    fn fact(self) -> Result<ScheduleFact, ApiError> {
-        Ok(ScheduleFact {
-            last_fired_at_ms: self.last_fired_at.as_deref().map(instant).transpose()?,
-            id: self.id,
-            name: self.name,
-            health: self.health,
-            last_outcome: self.last_outcome,
-        })
-    }
+fn run_fact(run: Run) -> Result<RunFact, ApiError> {
+    let finished_at_ms = run.finished_at.as_deref().map(instant).transpose()?;
+    let created_at_ms = match run.created_at.as_deref() {
+        Some(t) => instant(t)?,
+        None => finished_at_ms.unwrap_or(0),
+    };
+    Ok(RunFact {
+        id: run.id,
+        schedule_id: run.schedule_id,
+        status: run.status,
+        reason: run.reason,
+        exit_code: run.exit_code,
+        created_at_ms,
+        finished_at_ms,
+    })
 }
 
-/// `GET path_and_query` on studiod as the caller; a daemon error is passed on as is.
-async fn get(proxy: &Proxy, caller: &Caller<'_>, path_and_query: &str) -> Result<Value, ApiError> {
-    let mut req = Request::builder()
-        .method(Method::GET)
-        .uri(path_and_query)
-        .body(Body::empty())
-        .map_err(|_| ApiError::new(Code::Internal, "invalid daemon request"))?;
-    if let Some(origin) = caller.origin {
-        let value = HeaderValue::from_str(origin)
-            .map_err(|_| ApiError::new(Code::OriginNotAllowed, "origin not allowed"))?;
-        req.headers_mut().insert(header::ORIGIN, value);
+fn schedule_fact(s: Schedule) -> Result<ScheduleFact, ApiError> {
+    Ok(ScheduleFact {
+        last_fired_at_ms: s.last_fired_at.as_deref().map(instant).transpose()?,
+        id: s.id,
+        name: s.name,
+        health: s.health,
+        last_outcome: s.last_outcome,
+    })
+}
+
+/// Up to `max` runs matching `filter`, newest first, following the cursor.
+async fn runs(
+    daemon: &Daemon<'_>,
+    filter: &[(&str, &str)],
+    max: usize,
+) -> Result<Vec<RunFact>, ApiError> {
+    let mut facts = Vec::new();
+    let mut cursor = String::new();
+    let limit = RUN_PAGE.min(max).to_string();
+    while facts.len() < max {
+        let mut query = filter.to_vec();
+        query.push(("limit", &limit));
+        query.push(("cursor", &cursor));
+        let page = daemon.runs(&query).await.map_err(api_error)?;
+        for run in page.runs {
+            facts.push(run_fact(run)?);
+        }
+        match page.next_cursor {
+            Some(next) => cursor = next,
+            None => break,
+        }
     }
-    let upstream = proxy.rewrite(req, caller.bearer, now_ms())?;
-    let response = proxy.send(upstream).await?;
-    let status = response.status();
-    let bytes = Limited::new(response.into_body(), BODY_LIMIT)
-        .collect()
-        .await
-        .map_err(|_| bad_answer("body"))?
-        .to_bytes();
-    let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad_answer("json"))?;
-    if status != StatusCode::OK {
-        // The daemon's refusal (e.g. a revoked bearer) is the caller's answer too.
-        let code = value["code"].as_str().and_then(Code::parse);
-        let message = value["message"].as_str().unwrap_or("daemon refused");
-        return Err(match code {
-            Some(code) => ApiError::new(code, message),
-            None => bad_answer("status"),
-        });
-    }
-    Ok(value)
+    Ok(facts)
 }
 
 /// The newest failed and timed-out runs.
@@ -142,15 +125,9 @@ pub(crate) async fn failing_runs(
     proxy: &Proxy,
     caller: &Caller<'_>,
 ) -> Result<Vec<RunFact>, ApiError> {
-    let mut facts = Vec::new();
-    for status in ["failed", "timed_out"] {
-        let path = format!("/api/runs?status={status}&limit={RUNS_PER_STATUS}");
-        let page: RunPage = serde_json::from_value(get(proxy, caller, &path).await?)
-            .map_err(|_| bad_answer("runs"))?;
-        for run in page.runs {
-            facts.push(run.fact()?);
-        }
-    }
+    let daemon = caller.daemon(proxy);
+    let mut facts = runs(&daemon, &[("status", "failed")], RUNS_PER_STATUS).await?;
+    facts.extend(runs(&daemon, &[("status", "timed_out")], RUNS_PER_STATUS).await?);
     Ok(facts)
 }
 
@@ -159,37 +136,23 @@ pub(crate) async fn schedules(
     proxy: &Proxy,
     caller: &Caller<'_>,
 ) -> Result<Vec<ScheduleFact>, ApiError> {
+    let daemon = caller.daemon(proxy);
     let mut facts = Vec::new();
-    let mut cursor: Option<String> = None;
+    let mut cursor = String::new();
     for _ in 0..SCHEDULE_PAGES {
-        let path = match &cursor {
-            Some(c) => format!("/api/schedules?limit=500&cursor={}", encode(c)),
-            None => String::from("/api/schedules?limit=500"),
-        };
-        let page: SchedulePage = serde_json::from_value(get(proxy, caller, &path).await?)
-            .map_err(|_| bad_answer("schedules"))?;
+        let page = daemon
+            .schedules(&[("limit", "500"), ("cursor", &cursor)])
+            .await
+            .map_err(api_error)?;
         for s in page.schedules {
-            facts.push(s.fact()?);
+            facts.push(schedule_fact(s)?);
         }
         match page.next_cursor {
-            Some(next) => cursor = Some(next),
+            Some(next) => cursor = next,
             None => break,
         }
     }
     Ok(facts)
-}
-
-/// Percent-encodes an opaque cursor for a query string.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 /// The newest evidence behind one item as studiod reports it now, for the instant a
@@ -202,32 +165,21 @@ pub(crate) async fn evidence(
     id: &str,
     now_ms: i64,
 ) -> Option<i64> {
-    let (runs, schedules) = match kind {
-        Kind::Run => {
-            let run: RunView =
-                serde_json::from_value(get(proxy, caller, &format!("/api/runs/{id}")).await.ok()?)
-                    .ok()?;
-            (vec![run.fact().ok()?], Vec::new())
-        }
+    let daemon = caller.daemon(proxy);
+    let (runs_seen, schedules) = match kind {
+        Kind::Run => (vec![run_fact(daemon.run(id).await.ok()?).ok()?], Vec::new()),
         Kind::Sched => {
-            let value = get(proxy, caller, &format!("/api/schedules/{id}"))
-                .await
-                .ok()?;
-            let schedule: ScheduleView = serde_json::from_value(value).ok()?;
-            let mut runs = Vec::new();
+            let schedule = schedule_fact(daemon.schedule(id).await.ok()?).ok()?;
+            let mut seen = Vec::new();
             for status in ["failed", "timed_out"] {
-                let path = format!("/api/runs?schedule={}&status={status}&limit=5", encode(id));
-                let page: RunPage =
-                    serde_json::from_value(get(proxy, caller, &path).await.ok()?).ok()?;
-                for run in page.runs {
-                    runs.push(run.fact().ok()?);
-                }
+                let filter = [("schedule", id), ("status", status)];
+                seen.extend(runs(&daemon, &filter, 5).await.ok()?);
             }
-            (runs, vec![schedule.fact().ok()?])
+            (seen, vec![schedule])
         }
     };
     let item_id = format!("{}:{id}", kind.as_str());
-    derive(&runs, &schedules, &HashMap::new(), now_ms)
+    derive(&runs_seen, &schedules, &HashMap::new(), now_ms)
         .into_iter()
         .find(|item| item.id == item_id)
         .map(|item| item.evidence_ms)
