@@ -125,9 +125,33 @@ pub(crate) struct ListPage {
     pub(crate) query: ListQuery,
     pub(crate) rows: Vec<RunRow>,
     pub(crate) next: Option<String>,
+    /// `(id, name)` of schedules for the filter and the rows (one page of them).
+    pub(crate) schedules: Vec<(String, String)>,
 }
 
 impl ListPage {
+    pub(crate) fn schedule_is(&self, id: &str) -> bool {
+        self.query.schedule == id
+    }
+
+    /// The schedule's name when it is among those listed, else its id.
+    pub(crate) fn schedule_name(&self, row: &RunRow) -> String {
+        let id = row.schedule_id.as_deref().unwrap_or("");
+        self.schedules
+            .iter()
+            .find(|(sid, _)| sid == id)
+            .map_or_else(|| id.to_owned(), |(_, name)| name.clone())
+    }
+
+    /// Whether the filtered schedule is missing from the select (then it is kept as is).
+    pub(crate) fn schedule_unlisted(&self) -> bool {
+        !self.query.schedule.is_empty()
+            && !self
+                .schedules
+                .iter()
+                .any(|(id, _)| *id == self.query.schedule)
+    }
+
     pub(crate) fn statuses(&self) -> &'static [&'static str] {
         STATUSES
     }
@@ -164,20 +188,26 @@ pub(crate) async fn list(
         query,
         rows: Vec::new(),
         next: None,
+        schedules: Vec::new(),
     };
     if let Some(p) = paired {
         let q = &page.query;
-        let answer = p
-            .daemon(&state)
-            .runs(&[
-                ("schedule", &q.schedule),
-                ("status", &q.status),
-                ("since", &q.since),
-                ("until", &q.until),
-                ("cursor", &q.cursor),
-                ("limit", PAGE),
-            ])
-            .await;
+        let daemon = p.daemon(&state);
+        let run_query = [
+            ("schedule", q.schedule.as_str()),
+            ("status", q.status.as_str()),
+            ("since", q.since.as_str()),
+            ("until", q.until.as_str()),
+            ("cursor", q.cursor.as_str()),
+            ("limit", PAGE),
+        ];
+        let schedule_query = [("limit", "500")];
+        // Two calls: the runs, and schedule names for the filter and the rows.
+        let (answer, schedules) =
+            tokio::join!(daemon.runs(&run_query), daemon.schedules(&schedule_query));
+        if let Ok(list) = schedules {
+            page.schedules = list.schedules.into_iter().map(|s| (s.id, s.name)).collect();
+        }
         match answer {
             Ok(list) => {
                 page.rows = list.runs.iter().map(|r| RunRow::new(r, &ctx)).collect();

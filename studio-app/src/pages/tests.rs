@@ -128,6 +128,7 @@ fn runs_list_keeps_filters_in_the_next_link() {
             ..Default::default()
         },
         next: Some("abc".into()),
+        schedules: vec![("sch_1".into(), "nightly".into())],
     };
     let html = page.render().expect("renders");
     assert!(html.contains(r#"<option value="failed" selected>"#));
@@ -137,6 +138,8 @@ fn runs_list_keeps_filters_in_the_next_link() {
         "{html}"
     );
     assert!(html.contains(r#"data-testid="run-status">failed"#));
+    assert!(html.contains(r#"<a href="/schedules/sch_1">nightly</a>"#));
+    assert!(html.contains(r#"<option value="sch_1">nightly</option>"#));
 }
 
 #[test]
