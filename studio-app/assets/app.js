@@ -7,6 +7,7 @@
 (function () {
   const DECISION_KEY = "studio.decision_token";
   const POLL_MS = 5000;
+  const RELOAD_KEY = "studio.reloaded_at";
   const TEXT = {
     loading: "Checking…",
     paired: "Paired",
@@ -102,6 +103,13 @@
     const s = r.data || {};
     if (s.paired) {
       show("paired", s);
+      // The daemon came back: render the page's data. At most once a minute, in case the
+      // server keeps seeing it differently.
+      const last = Number(sessionStorage.getItem(RELOAD_KEY) || "0");
+      if (main.dataset.serverState && main.dataset.serverState !== "paired" && Date.now() - last > 60000) {
+        sessionStorage.setItem(RELOAD_KEY, String(Date.now()));
+        window.location.reload();
+      }
     } else if (s.daemon !== "ok" || s.reason === "daemon_unavailable") {
       show("daemon-unavailable", s);
     } else if (s.reason === "epoch_ended") {

@@ -107,7 +107,8 @@ impl Ctx {
     /// What to do next, in the state's own words.
     pub(crate) fn advice(&self) -> &'static str {
         match self.state {
-            PageState::Paired => "",
+            // Hidden while paired; app.js shows it if the pairing ends while the page is open.
+            PageState::Paired => "Run `studio pair` to open a new link.",
             PageState::NotPaired => {
                 "This browser is not paired. Run `studio pair` to open a new link."
             }

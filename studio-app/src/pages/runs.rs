@@ -110,6 +110,9 @@ pub(crate) struct ListQuery {
     pub(crate) schedule: String,
     #[serde(default)]
     pub(crate) status: String,
+    /// A preset time window (`1h`, `24h`, `7d`), used when `since` is empty.
+    #[serde(default)]
+    pub(crate) window: String,
     #[serde(default)]
     pub(crate) since: String,
     #[serde(default)]
@@ -156,6 +159,10 @@ impl ListPage {
         STATUSES
     }
 
+    pub(crate) fn window_is(&self, w: &str) -> bool {
+        self.query.window == w
+    }
+
     pub(crate) fn status_is(&self, s: &str) -> bool {
         self.query.status == s
     }
@@ -168,6 +175,7 @@ impl ListPage {
             &[
                 ("schedule", &q.schedule),
                 ("status", &q.status),
+                ("window", &q.window),
                 ("since", &q.since),
                 ("until", &q.until),
                 ("cursor", cursor),
@@ -193,10 +201,11 @@ pub(crate) async fn list(
     if let Some(p) = paired {
         let q = &page.query;
         let daemon = p.daemon(&state);
+        let since = since(q, ctx.now);
         let run_query = [
             ("schedule", q.schedule.as_str()),
             ("status", q.status.as_str()),
-            ("since", q.since.as_str()),
+            ("since", since.as_str()),
             ("until", q.until.as_str()),
             ("cursor", q.cursor.as_str()),
             ("limit", PAGE),
@@ -218,6 +227,20 @@ pub(crate) async fn list(
         page.ctx = ctx;
     }
     render(&page)
+}
+
+/// The `since` sent to the API: typed in, else the preset window back from `now`.
+pub(crate) fn since(q: &ListQuery, now: jiff::Timestamp) -> String {
+    if !q.since.is_empty() {
+        return q.since.clone();
+    }
+    let hours = match q.window.as_str() {
+        "1h" => 1,
+        "24h" => 24,
+        "7d" => 24 * 7,
+        _ => return String::new(),
+    };
+    (now - jiff::SignedDuration::from_hours(hours)).to_string()
 }
 
 #[derive(Template)]

@@ -143,6 +143,19 @@ fn runs_list_keeps_filters_in_the_next_link() {
 }
 
 #[test]
+fn a_preset_window_becomes_since_unless_one_is_typed() {
+    let mut q = runs::ListQuery {
+        window: "24h".into(),
+        ..Default::default()
+    };
+    assert_eq!(runs::since(&q, now()), "2025-12-31T12:00:00Z");
+    q.since = "2026-01-01T00:00:00Z".into();
+    assert_eq!(runs::since(&q, now()), "2026-01-01T00:00:00Z");
+    q = runs::ListQuery::default();
+    assert_eq!(runs::since(&q, now()), "");
+}
+
+#[test]
 fn other_states_show_what_to_do_and_no_data() {
     for (state, words) in [
         (PageState::NotPaired, "studio pair"),
