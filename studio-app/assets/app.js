@@ -7,7 +7,6 @@
 (function () {
   const DECISION_KEY = "studio.decision_token";
   const POLL_MS = 5000;
-  const RELOAD_KEY = "studio.reloaded_at";
   const TEXT = {
     loading: "Checking…",
     paired: "Paired",
@@ -24,6 +23,7 @@
 
   function show(state, session) {
     main.dataset.state = state;
+    if (state !== "paired" && el("stale")) el("stale").hidden = true;
     el("state-text").textContent = TEXT[state];
     const paired = state === "paired";
     const epoch = session && session.epoch;
@@ -103,13 +103,10 @@
     const s = r.data || {};
     if (s.paired) {
       show("paired", s);
-      // The daemon came back: render the page's data. At most once a minute, in case the
-      // server keeps seeing it differently.
-      const last = Number(sessionStorage.getItem(RELOAD_KEY) || "0");
-      if (main.dataset.serverState && main.dataset.serverState !== "paired" && Date.now() - last > 60000) {
-        sessionStorage.setItem(RELOAD_KEY, String(Date.now()));
-        window.location.reload();
-      }
+      // Back after the page was rendered without data: offer a reload rather than
+      // reloading under the user's hands (a half-filled form would be lost).
+      const stale = el("stale");
+      if (stale) stale.hidden = !main.dataset.serverState || main.dataset.serverState === "paired";
     } else if (s.daemon !== "ok" || s.reason === "daemon_unavailable") {
       show("daemon-unavailable", s);
     } else if (s.reason === "epoch_ended") {
