@@ -91,6 +91,21 @@ pub(crate) fn money(usd: Option<f64>) -> String {
     }
 }
 
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
 const DAYS: [&str; 7] = [
     "Sunday",
     "Monday",
@@ -161,6 +176,12 @@ fn cron(expr: &str, zone: &str) -> String {
             Some(d) => format!("every {} {at}", DAYS[(d % 7) as usize]),
             None => fallback(),
         },
+        (d, m, "*") if m != "*" => match (num(d, 31), num(m, 12)) {
+            (Some(d @ 1..), Some(m @ 1..)) => {
+                format!("every year on {d} {} {at}", MONTHS[(m - 1) as usize])
+            }
+            _ => fallback(),
+        },
         (d, "*", "*") => match num(d, 31).filter(|d| *d >= 1) {
             Some(d) => format!("on day {d} of every month {at}"),
             None => fallback(),
@@ -206,6 +227,10 @@ mod tests {
         assert_eq!(
             t(json!({"cron": {"expression": "0 2 * 1 *"}})),
             "cron “0 2 * 1 *” (Europe/Berlin)"
+        );
+        assert_eq!(
+            t(json!({"cron": {"expression": "0 0 1 1 *", "timezone": "UTC"}})),
+            "every year on 1 January at 00:00 UTC"
         );
         assert_eq!(t(json!({"every": "15m"})), "every 15m");
         assert_eq!(
