@@ -335,6 +335,8 @@ function attentionItem(it, box) {
   for (const [state, label, testid] of DISPOSE) {
     const b = el("button", { type: "button" }, label);
     b.dataset.testid = testid;
+    // Every item has the same three buttons: name the item for screen readers.
+    b.setAttribute("aria-label", label + ": " + it.title);
     b.addEventListener("click", async () => {
       b.disabled = true;
       const body = { state, reason: reason.value.trim() || state + " in the cockpit" };
