@@ -278,7 +278,6 @@ async fn a_running_job_is_cancelled_from_its_page() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "page not built yet: the attention page's acknowledge control (cockpit.js) is not committed"]
 async fn an_acknowledged_item_leaves_the_queue_and_returns_on_a_new_failure() {
     let studio = start();
     let api = Api::new(&studio);
@@ -486,10 +485,21 @@ async fn screenshots_of_every_page() {
         }
         browser.screenshot(&dir.join(format!("{name}.png"))).await;
     }
+    // The form, refusing an impossible cron expression next to the field.
+    open(&browser, &studio, "/schedules/new", "schedule-form").await;
+    browser.fill("field-name", "weekly-digest").await;
+    browser.fill("field-cron", "0 25 * * 1").await;
+    browser.fill("field-executable", "sh").await;
+    browser.fill("field-args", "-c\necho digest").await;
+    browser.click("schedule-submit").await;
+    browser.wait_for_testid("error-cron", WAIT).await;
+    browser.screenshot(&dir.join("schedule-new.png")).await;
+
     for name in [
         "overview",
         "schedules",
         "schedule",
+        "schedule-new",
         "runs",
         "run",
         "attention",
