@@ -1,40 +1,17 @@
 //! A real browser (headless Chromium) opens the pairing link and ends up paired.
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{process::Command, time::Duration};
 
-use studio_tests::{Studio, TempDir};
-
-/// Chromium from `STUDIO_CHROMIUM` or the usual places; `.ci/run` installs it.
-fn chromium() -> PathBuf {
-    if let Some(p) = std::env::var_os("STUDIO_CHROMIUM") {
-        return p.into();
-    }
-    [
-        "/usr/bin/chromium",
-        "/usr/bin/chromium-browser",
-        "/usr/bin/google-chrome",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .find(|p| p.exists())
-    .expect("Chromium is needed for the browser test: run .ci/run, or apt-get install chromium")
-}
+use studio_tests::{
+    Studio, TempDir,
+    browser::{CHROMIUM_FLAGS, chromium},
+};
 
 /// Loads `url` headless, lets its scripts run, and returns the resulting DOM.
 fn dump_dom(profile: &TempDir, url: &str) -> String {
     let out = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--virtual-time-budget=15000",
-            "--dump-dom",
-        ])
+        .args(CHROMIUM_FLAGS)
+        .args(["--virtual-time-budget=15000", "--dump-dom"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(url)
         .output()
