@@ -153,7 +153,7 @@ const FIELD_OF = [
   [/^trigger\.cron\.timezone/, "timezone"], [/^trigger\.cron/, "cron"],
   [/^trigger\.every/, "every"], [/^trigger\.at/, "at"], [/^trigger/, "trigger"],
   [/^action\.executable/, "executable"], [/^action\.args/, "args"],
-  [/^action\.prompt/, "prompt"], [/^action/, "action"], [/^cwd/, "cwd"], [/^enabled/, "enabled"],
+  [/^action\.prompt/, "prompt"], [/^action\.model/, "model"], [/^action\.profile/, "profile"], [/^action/, "action"], [/^cwd/, "cwd"], [/^enabled/, "enabled"],
 ];
 
 function fieldOf(path) {
@@ -176,7 +176,13 @@ function wireForm() {
   }
 
   function action() {
-    if (v("action_kind") === "agent") return { kind: "agent", prompt: v("prompt") };
+    if (v("action_kind") === "agent") {
+      // The whole action is replaced on save, so model and profile travel with it.
+      const agent = { kind: "agent", prompt: v("prompt") };
+      if (v("model")) agent.model = v("model");
+      if (v("profile")) agent.profile = v("profile");
+      return agent;
+    }
     const args = form.elements.args.value.split("\n").map((a) => a.trim()).filter((a) => a !== "");
     return { kind: "command", executable: v("executable"), args };
   }

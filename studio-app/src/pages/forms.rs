@@ -31,6 +31,9 @@ pub(crate) struct Fields {
     /// One argument per line.
     pub(crate) args: String,
     pub(crate) prompt: String,
+    /// An agent's model and profile (empty: the runner's default).
+    pub(crate) model: String,
+    pub(crate) profile: String,
     pub(crate) cwd: String,
     pub(crate) enabled: bool,
 }
@@ -70,6 +73,8 @@ impl Fields {
             executable: text(&action["executable"]),
             args: args.join("\n"),
             prompt: text(&action["prompt"]),
+            model: text(&action["model"]),
+            profile: text(&action["profile"]),
             cwd: text(&spec["cwd"]),
             enabled: s.enabled,
         }
@@ -166,5 +171,28 @@ mod tests {
         }
         assert!(html.contains(r#"data-method="PATCH""#));
         assert!(html.contains("0 2 * * *"));
+    }
+
+    #[test]
+    fn an_agent_keeps_its_model_and_profile_through_the_form() {
+        let s: Schedule = serde_json::from_value(serde_json::json!({
+            "id": "s", "name": "n", "enabled": true,
+            "spec": {"trigger": {"every": "1h"},
+                     "action": {"kind": "agent", "prompt": "summarise", "model": "large", "profile": "ops"}}
+        }))
+        .expect("schedule");
+        let f = Fields::from_schedule(&s);
+        assert_eq!(
+            (f.action_kind.as_str(), f.model.as_str(), f.profile.as_str()),
+            ("agent", "large", "ops")
+        );
+        let page = FormPage {
+            ctx: Ctx::new(crate::daemon::PageState::Paired, Nav::Schedules),
+            id: Some("s".into()),
+            fields: f,
+        };
+        let html = page.render().expect("renders");
+        assert!(html.contains(r#"data-testid="field-model""#) && html.contains(r#"value="large""#));
+        assert!(html.contains(r#"data-testid="field-profile""#) && html.contains(r#"value="ops""#));
     }
 }
