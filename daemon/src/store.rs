@@ -2,20 +2,17 @@
 //! daemon runs. Nothing outside this module writes SQL, so a PostgreSQL store can later
 //! stand beside this one behind the same methods.
 
-use std::{borrow::Cow, path::Path, time::Duration};
+use std::path::Path;
 
 use sqlx::{
-    Row, SqlSafeStr,
-    migrate::{MigrateError, Migration, MigrationType, Migrator},
-    sqlite::{
-        SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-        SqliteSynchronous,
-    },
+    Row,
+    migrate::MigrateError,
+    sqlite::{SqlitePool, SqliteRow},
 };
 use studio_contract::secret::Digest;
 
 /// The daemon's migrations, embedded so the binary carries its schema.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
+const MIGRATIONS: studio_store::Migrations = &[
     (
         1,
         "epochs principals admin events",
@@ -39,6 +36,15 @@ pub enum StoreError {
     Sqlx(#[from] sqlx::Error),
     #[error("migration failed")]
     Migrate(#[from] MigrateError),
+}
+
+impl From<studio_store::OpenError> for StoreError {
+    fn from(e: studio_store::OpenError) -> Self {
+        match e {
+            studio_store::OpenError::Sqlx(e) => Self::Sqlx(e),
+            studio_store::OpenError::Migrate(e) => Self::Migrate(e),
+        }
+    }
 }
 
 /// A principal as recorded (no secret, only what classifies and lists it).
@@ -93,26 +99,7 @@ fn principal_from(row: &SqliteRow) -> Result<PrincipalRow, sqlx::Error> {
     })
 }
 
-fn migrator() -> Migrator {
-    Migrator::with_migrations(
-        MIGRATIONS
-            .iter()
-            .map(|(version, description, sql)| {
-                Migration::new(
-                    *version,
-                    Cow::Borrowed(*description),
-                    MigrationType::Simple,
-                    sql.into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    )
-}
-
-/// Two pools on one file: readers, and a single writer. SQLite admits one writer at a
-/// time; queueing writes here (asynchronously, in order) instead of letting connections
-/// collide keeps SQLite's busy handler, which sleeps in millisecond steps, off the path.
+/// Readers and the one writer (see `studio_store` for why there is exactly one).
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
     pool: SqlitePool,
@@ -123,23 +110,12 @@ impl Store {
     /// Opens (creating if missing) the database in WAL mode and applies pending migrations.
     #[tracing::instrument(skip_all, fields(path = %path.display()))]
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(5))
-            .foreign_keys(true);
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options.clone())
-            .await?;
-        migrator().run(&writer).await?;
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options.read_only(true))
-            .await?;
-        Ok(Self { pool, writer })
+        let studio_store::Pools { readers, writer } =
+            studio_store::open(path, MIGRATIONS, true).await?;
+        Ok(Self {
+            pool: readers,
+            writer,
+        })
     }
 
     /// The reader pool, for the scheduler's own store module.

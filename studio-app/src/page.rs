@@ -16,11 +16,18 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     let mut response = body.into_response();
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    // The page reflects live pairing state; a cached copy would show a stale one.
+    harden(h, CSP);
+    response
+}
+
+/// The headers every page carries: never cached (a page reflects live pairing state, a
+/// cached copy would show a stale one), its content security policy, no sniffing, no
+/// referrer, no framing.
+pub(crate) fn harden(h: &mut http::HeaderMap, csp: &'static str) {
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
+        HeaderValue::from_static(csp),
     );
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -31,7 +38,6 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         HeaderValue::from_static("no-referrer"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    response
 }
 
 pub(crate) async fn script() -> Response {

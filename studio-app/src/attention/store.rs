@@ -3,21 +3,18 @@
 //!
 //! Invariant: only studio-app opens `app.db`, and nothing outside this module writes SQL.
 
-use std::{borrow::Cow, path::Path, time::Duration};
+use std::path::Path;
 
 use sqlx::{
-    Row, SqlSafeStr,
-    migrate::{MigrateError, Migration, MigrationType, Migrator},
-    sqlite::{
-        SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-        SqliteSynchronous,
-    },
+    Row,
+    migrate::MigrateError,
+    sqlite::{SqlitePool, SqliteRow},
 };
 
 use super::derive::{Disposition, State};
 
 /// The app's migrations, embedded so the binary carries its schema.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
+const MIGRATIONS: studio_store::Migrations = &[(
     1,
     "attention",
     include_str!("../../../migrations/app/0001_attention.sql"),
@@ -31,6 +28,15 @@ pub(crate) enum StoreError {
     Migrate(#[from] MigrateError),
     #[error("cannot create the directory of app.db")]
     Dir(#[from] std::io::Error),
+}
+
+impl From<studio_store::OpenError> for StoreError {
+    fn from(e: studio_store::OpenError) -> Self {
+        match e {
+            studio_store::OpenError::Sqlx(e) => Self::Sqlx(e),
+            studio_store::OpenError::Migrate(e) => Self::Migrate(e),
+        }
+    }
 }
 
 impl StoreError {
@@ -142,25 +148,7 @@ fn row_from(row: &SqliteRow) -> Result<DispositionRow, sqlx::Error> {
     })
 }
 
-fn migrator() -> Migrator {
-    Migrator::with_migrations(
-        MIGRATIONS
-            .iter()
-            .map(|(version, description, sql)| {
-                Migration::new(
-                    *version,
-                    Cow::Borrowed(*description),
-                    MigrationType::Simple,
-                    sql.into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    )
-}
-
-/// Readers, and one writer: SQLite admits one writer at a time, so writes queue here in
-/// order rather than colliding in SQLite's busy handler.
+/// Readers and the one writer (see `studio_store` for why there is exactly one).
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
     pool: SqlitePool,
@@ -175,22 +163,12 @@ impl Store {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(5));
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options.clone())
-            .await?;
-        migrator().run(&writer).await?;
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options.read_only(true))
-            .await?;
-        Ok(Self { pool, writer })
+        let studio_store::Pools { readers, writer } =
+            studio_store::open(path, MIGRATIONS, false).await?;
+        Ok(Self {
+            pool: readers,
+            writer,
+        })
     }
 
     pub(crate) async fn close(&self) {

@@ -21,7 +21,7 @@ use axum::{
     response::{Html, IntoResponse, Response},
     routing::get,
 };
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http::{HeaderMap, StatusCode, header};
 use jiff::Timestamp;
 
 use crate::{
@@ -217,21 +217,7 @@ pub(crate) fn render<T: Template>(page: &T) -> Response {
     match page.render() {
         Ok(html) => {
             let mut response = Html(html).into_response();
-            let h = response.headers_mut();
-            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            h.insert(
-                header::CONTENT_SECURITY_POLICY,
-                HeaderValue::from_static(CSP),
-            );
-            h.insert(
-                header::X_CONTENT_TYPE_OPTIONS,
-                HeaderValue::from_static("nosniff"),
-            );
-            h.insert(
-                header::REFERRER_POLICY,
-                HeaderValue::from_static("no-referrer"),
-            );
-            h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+            crate::page::harden(response.headers_mut(), CSP);
             response
         }
         Err(e) => {
