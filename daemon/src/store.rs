@@ -102,35 +102,30 @@ fn principal_from(row: &SqliteRow) -> Result<PrincipalRow, sqlx::Error> {
 /// Readers and the one writer (see `studio_store` for why there is exactly one).
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
-    pool: SqlitePool,
-    writer: SqlitePool,
+    pools: studio_store::Pools,
 }
 
 impl Store {
     /// Opens (creating if missing) the database in WAL mode and applies pending migrations.
     #[tracing::instrument(skip_all, fields(path = %path.display()))]
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
-        let studio_store::Pools { readers, writer } =
-            studio_store::open(path, MIGRATIONS, true).await?;
         Ok(Self {
-            pool: readers,
-            writer,
+            pools: studio_store::open(path, MIGRATIONS, true).await?,
         })
     }
 
     /// The reader pool, for the scheduler's own store module.
     pub(crate) fn pool(&self) -> &SqlitePool {
-        &self.pool
+        &self.pools.readers
     }
 
     /// The one writer connection.
     pub(crate) fn writer(&self) -> &SqlitePool {
-        &self.writer
+        &self.pools.writer
     }
 
     pub async fn close(&self) {
-        self.pool.close().await;
-        self.writer.close().await;
+        self.pools.close().await;
     }
 
     #[tracing::instrument(skip_all)]
@@ -139,7 +134,7 @@ impl Store {
             .bind(epoch)
             .bind(i64::from(pid))
             .bind(now_ms)
-            .execute(&self.writer)
+            .execute(&self.pools.writer)
             .await?;
         Ok(())
     }
@@ -151,7 +146,7 @@ impl Store {
         )
         .bind(now_ms)
         .bind(epoch)
-        .execute(&self.writer)
+        .execute(&self.pools.writer)
         .await?;
         Ok(())
     }
@@ -161,7 +156,7 @@ impl Store {
     pub async fn past_epochs(&self, current: &str) -> Result<Vec<String>, StoreError> {
         let rows = sqlx::query("SELECT epoch FROM epochs WHERE epoch <> ? ORDER BY started_at_ms")
             .bind(current)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.pools.readers)
             .await?;
         rows.iter()
             .map(|r| r.try_get("epoch").map_err(StoreError::from))
@@ -184,7 +179,7 @@ impl Store {
         .bind(p.decision_expires_at_ms)
         .bind(p.now_ms)
         .bind(p.now_ms)
-        .execute(&self.writer)
+        .execute(&self.pools.writer)
         .await?;
         Ok(())
     }
@@ -197,7 +192,7 @@ impl Store {
         let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE token_digest = ?");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(&digest[..])
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.pools.readers)
             .await?;
         Ok(row.as_ref().map(principal_from).transpose()?)
     }
@@ -210,7 +205,7 @@ impl Store {
         let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE decision_digest = ?");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(&digest[..])
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.pools.readers)
             .await?;
         Ok(row.as_ref().map(principal_from).transpose()?)
     }
@@ -220,7 +215,7 @@ impl Store {
         let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE id = ?");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.pools.readers)
             .await?;
         Ok(row.as_ref().map(principal_from).transpose()?)
     }
@@ -233,7 +228,7 @@ impl Store {
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(epoch)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.pools.readers)
             .await?;
         Ok(rows.iter().map(principal_from).collect::<Result<_, _>>()?)
     }
@@ -253,7 +248,7 @@ impl Store {
         .bind(now_ms)
         .bind(reason)
         .bind(id)
-        .execute(&self.writer)
+        .execute(&self.pools.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -266,7 +261,7 @@ impl Store {
         .bind(now_ms)
         .bind(id)
         .bind(now_ms)
-        .execute(&self.writer)
+        .execute(&self.pools.writer)
         .await?;
         Ok(())
     }
@@ -289,7 +284,7 @@ impl Store {
         .bind(epoch)
         .bind(principal_id)
         .bind(detail)
-        .execute(&self.writer)
+        .execute(&self.pools.writer)
         .await?;
         Ok(())
     }
@@ -303,7 +298,7 @@ impl Store {
              WHERE epoch = ? ORDER BY id",
         )
         .bind(epoch)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.pools.readers)
         .await?;
         rows.iter()
             .map(|r| {
@@ -321,7 +316,7 @@ impl Store {
     #[cfg(test)]
     pub(crate) async fn raw_delete_event_is_refused(&self) -> bool {
         sqlx::query("DELETE FROM admin_events")
-            .execute(&self.writer)
+            .execute(&self.pools.writer)
             .await
             .is_err()
     }
@@ -330,7 +325,7 @@ impl Store {
     pub(crate) async fn epoch_stopped_at(&self, epoch: &str) -> Result<Option<i64>, StoreError> {
         let row = sqlx::query("SELECT stopped_at_ms FROM epochs WHERE epoch = ?")
             .bind(epoch)
-            .fetch_one(&self.pool)
+            .fetch_one(&self.pools.readers)
             .await?;
         Ok(row.try_get("stopped_at_ms")?)
     }

@@ -5,11 +5,7 @@
 
 use std::path::Path;
 
-use sqlx::{
-    Row,
-    migrate::MigrateError,
-    sqlite::{SqlitePool, SqliteRow},
-};
+use sqlx::{Row, migrate::MigrateError, sqlite::SqliteRow};
 
 use super::derive::{Disposition, State};
 
@@ -151,8 +147,7 @@ fn row_from(row: &SqliteRow) -> Result<DispositionRow, sqlx::Error> {
 /// Readers and the one writer (see `studio_store` for why there is exactly one).
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
-    pool: SqlitePool,
-    writer: SqlitePool,
+    pools: studio_store::Pools,
 }
 
 impl Store {
@@ -163,17 +158,13 @@ impl Store {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let studio_store::Pools { readers, writer } =
-            studio_store::open(path, MIGRATIONS, false).await?;
         Ok(Self {
-            pool: readers,
-            writer,
+            pools: studio_store::open(path, MIGRATIONS, false).await?,
         })
     }
 
     pub(crate) async fn close(&self) {
-        self.pool.close().await;
-        self.writer.close().await;
+        self.pools.close().await;
     }
 
     /// Every row, tombstones included (derivation uses the active ones; tombstones give
@@ -182,7 +173,7 @@ impl Store {
     pub(crate) async fn rows(&self) -> Result<Vec<DispositionRow>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM dispositions ORDER BY item_id");
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.pools.readers)
             .await?;
         Ok(rows.iter().map(row_from).collect::<Result<_, _>>()?)
     }
@@ -192,7 +183,7 @@ impl Store {
         let sql = format!("SELECT {COLUMNS} FROM dispositions WHERE item_id = ?");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(item_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.pools.readers)
             .await?;
         Ok(row.as_ref().map(row_from).transpose()?)
     }
@@ -202,7 +193,7 @@ impl Store {
     /// only overwritten by a caller that has seen the delete (revision ≥ the tombstone's).
     #[tracing::instrument(skip_all, fields(item = put.item_id))]
     pub(crate) async fn put(&self, put: &Put<'_>) -> Result<DispositionRow, PutError> {
-        let mut tx = self.writer.begin().await?;
+        let mut tx = self.pools.writer.begin().await?;
         let sql = format!("SELECT {COLUMNS} FROM dispositions WHERE item_id = ?");
         let current = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(put.item_id)
@@ -282,7 +273,7 @@ impl Store {
         principal_id: &str,
         now_ms: i64,
     ) -> Result<Option<DispositionRow>, StoreError> {
-        let mut tx = self.writer.begin().await?;
+        let mut tx = self.pools.writer.begin().await?;
         let sql = format!("SELECT {COLUMNS} FROM dispositions WHERE item_id = ?");
         let current = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(item_id)
@@ -344,7 +335,7 @@ impl Store {
              FROM disposition_history WHERE item_id = ? ORDER BY id",
         )
         .bind(item_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.pools.readers)
         .await?;
         rows.iter()
             .map(|r| {
@@ -366,10 +357,10 @@ impl Store {
     #[cfg(test)]
     pub(crate) async fn ledger_refuses_changes(&self) -> bool {
         let update = sqlx::query("UPDATE disposition_history SET reason = 'x'")
-            .execute(&self.writer)
+            .execute(&self.pools.writer)
             .await;
         let delete = sqlx::query("DELETE FROM disposition_history")
-            .execute(&self.writer)
+            .execute(&self.pools.writer)
             .await;
         update.is_err() && delete.is_err()
     }
