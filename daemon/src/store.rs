@@ -28,6 +28,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "declarations",
         include_str!("../../migrations/daemon/0003_declarations.sql"),
     ),
+    (
+        4,
+        "run rollups",
+        include_str!("../../migrations/daemon/0004_run_rollups.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -352,6 +357,75 @@ mod tests {
             decision_expires_at_ms: 5_000,
             now_ms: 1_000,
         }
+    }
+
+    /// Rows stored before the rollups existed are summed into them by the migration.
+    #[tokio::test]
+    async fn the_rollup_migration_backfills_stored_runs() {
+        let dir = TempDir::new("backfill");
+        let path = dir.path().join("state.db");
+        let before = studio_store::open(&path, &MIGRATIONS[..3], true)
+            .await
+            .expect("open at 0003");
+        sqlx::query(
+            "INSERT INTO schedules (id, name, spec, enabled, trigger_kind, anchor_ms, \
+             created_at_ms, updated_at_ms) VALUES ('s', 's', '{}', 1, 'every', 0, 0, 0), \
+             ('idle', 'idle', '{}', 1, 'every', 0, 0, 0)",
+        )
+        .execute(&before.writer)
+        .await
+        .expect("schedules");
+        sqlx::query(
+            "INSERT INTO runs (id, schedule_id, kind, status, action, created_at_ms, \
+             finished_at_ms, cost_usd) VALUES \
+             ('r1', 's', 'scheduled', 'failed', '{}', 3600000, 3600010, 0.5), \
+             ('r2', 's', 'manual', 'completed', '{}', 3600020, 3600030, NULL), \
+             ('r3', 's', 'chain', 'failed', '{}', 7200000, 7200040, 0.25), \
+             ('r4', 's', 'scheduled', 'running', '{}', 7200050, NULL, NULL)",
+        )
+        .execute(&before.writer)
+        .await
+        .expect("runs");
+        before.close().await;
+
+        let after = studio_store::open(&path, MIGRATIONS, true)
+            .await
+            .expect("migrate to 0004");
+        type Stats = (String, i64, Option<String>, Option<i64>, f64);
+        let stats: Vec<Stats> = sqlx::query_as(
+            "SELECT id, has_runs, last_outcome, last_outcome_at_ms, spend_usd FROM schedules ORDER BY id",
+        )
+        .fetch_all(&after.readers)
+        .await
+        .expect("stats");
+        assert_eq!(
+            stats,
+            [
+                ("idle".into(), 0, None, None, 0.0),
+                (
+                    "s".into(),
+                    1,
+                    Some("completed".into()),
+                    Some(3_600_030),
+                    0.75
+                ),
+            ]
+        );
+        let hours: Vec<(i64, String, i64)> =
+            sqlx::query_as("SELECT hour_ms, status, runs FROM run_counts_hourly ORDER BY 1, 2")
+                .fetch_all(&after.readers)
+                .await
+                .expect("hours");
+        assert_eq!(
+            hours,
+            [
+                (3_600_000, "completed".into(), 1),
+                (3_600_000, "failed".into(), 1),
+                (7_200_000, "failed".into(), 1),
+                (7_200_000, "running".into(), 1),
+            ]
+        );
+        after.close().await;
     }
 
     #[tokio::test]

@@ -32,6 +32,7 @@ const DAEMON_OWNED: &[&str] = &[
     "/api/studio",
     "/api/schedules",
     "/api/runs",
+    "/api/summary",
     "/api/tasks",
     "/api/approvals",
     "/api/admin",

@@ -7,6 +7,7 @@ mod front;
 mod routes;
 mod runs;
 mod schedules;
+mod summary;
 
 #[cfg(test)]
 mod tests;
@@ -58,6 +59,7 @@ pub(crate) fn router(state: ApiState) -> Router {
         .route("/api/schedules/{id}/disable", post(schedules::disable))
         .route("/api/schedules/{id}/trigger", post(schedules::trigger))
         .route("/api/schedules/{id}/runs", get(runs::list_for_schedule))
+        .route("/api/summary", get(summary::summary))
         .route("/api/runs", get(runs::list))
         .route("/api/runs/{id}", get(runs::get_one))
         .route("/api/runs/{id}/log", get(runs::log))

@@ -30,6 +30,8 @@ fn run_not_found() -> ApiError {
 #[derive(Deserialize)]
 pub(crate) struct ListQuery {
     schedule: Option<String>,
+    /// The schedule by its name (an unknown name is `404 schedule_not_found`).
+    schedule_name: Option<String>,
     status: Option<String>,
     since: Option<String>,
     until: Option<String>,
@@ -98,21 +100,32 @@ async fn list_filtered(
         }
         None => None,
     };
+    let store = &state.scheduler.store;
+    let named = match q.schedule_name.as_deref().filter(|n| !n.is_empty()) {
+        Some(name) => Some(
+            store
+                .schedule_id_named(name)
+                .await
+                .map_err(store_error)?
+                .ok_or_else(|| {
+                    ApiError::new(
+                        Code::ScheduleNotFound,
+                        format!("no schedule named {name:?}"),
+                    )
+                })?,
+        ),
+        None => None,
+    };
     let limit = q.limit.unwrap_or(50).clamp(1, 500);
     let filter = RunFilter {
-        schedule_id: schedule.or(q.schedule),
+        schedule_id: schedule.or(named).or(q.schedule),
         status,
         since_ms: instant("since", q.since.as_deref())?,
         until_ms: instant("until", q.until.as_deref())?,
         before,
         limit: limit + 1,
     };
-    let rows = state
-        .scheduler
-        .store
-        .list_runs(&filter)
-        .await
-        .map_err(store_error)?;
+    let rows = store.list_runs(&filter).await.map_err(store_error)?;
     let keep = rows.len().min(usize::try_from(limit).unwrap_or(usize::MAX));
     let next = (rows.len() > keep)
         .then(|| {
@@ -120,7 +133,28 @@ async fn list_filtered(
                 .map(|r| encode_cursor(&format!("{}:{}", r.created_at_ms, r.id)))
         })
         .flatten();
-    let runs: Vec<Value> = rows[..keep].iter().map(|r| r.view()).collect();
+    let rows = &rows[..keep];
+    let mut ids: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r.schedule_id.as_deref())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let names = store.schedule_names(&ids).await.map_err(store_error)?;
+    // A list carries no log tails (up to 128 KiB a run): `GET /api/runs/{id}` has them.
+    let runs: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = r.view();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("stdout_tail");
+                o.remove("stderr_tail");
+                let name = r.schedule_id.as_deref().and_then(|id| names.get(id));
+                o.insert("schedule_name".into(), json!(name));
+            }
+            v
+        })
+        .collect();
     Ok(Json(json!({ "runs": runs, "next_cursor": next })))
 }
 

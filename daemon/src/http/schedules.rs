@@ -22,9 +22,9 @@ use crate::scheduling::{
     Scheduler,
     define::{new_row, revised_row, toggled_row},
     engine::{EngineError, arm},
-    health::health,
+    health::{HEALTHS, health, needs_cadence},
     model::ScheduleRow,
-    store::WriteError,
+    store::{ScheduleFilter, WriteError},
 };
 
 /// `400 validation_failed` with every problem and its field path.
@@ -117,14 +117,29 @@ fn parse(text: &str) -> Result<ScheduleSpec, Refused> {
     studio_schedule::parse_json(text).map_err(|e| Refused::Invalid(Invalid(vec![e])))
 }
 
-/// The API's view of a schedule, with its derived health and spend.
-pub(crate) async fn view(state: &ApiState, row: &ScheduleRow) -> Result<Value, ApiError> {
-    let s = scheduler(state);
+/// A schedule's health now; its trigger is armed only when the answer depends on its
+/// cadence (an armed schedule with old evidence).
+pub(crate) fn health_of(state: &ApiState, row: &ScheduleRow, now: i64) -> &'static str {
+    let armed = needs_cadence(row, now)
+        .then(|| {
+            arm(row, &scheduler(state).default_zone)
+                .ok()
+                .map(|(_, a)| a)
+        })
+        .flatten();
+    health(row, armed.as_ref(), now)
+}
+
+/// The API's view of a schedule, with its derived health and its runs' rollups; reads
+/// nothing beyond the row.
+pub(crate) fn view(state: &ApiState, row: &ScheduleRow, now: i64) -> Value {
+    view_with(row, health_of(state, row, now))
+}
+
+fn view_with(row: &ScheduleRow, health: &str) -> Value {
     let spec: Value = serde_json::from_str(&row.spec).unwrap_or(Value::Null);
-    let armed = arm(row, &s.default_zone).ok().map(|(_, a)| a);
-    let (any_run, last) = s.store.last_outcome(&row.id).await.map_err(store_error)?;
-    let spend = s.store.spend(&row.id).await.map_err(store_error)?;
-    Ok(json!({
+    let last = row.stats.last_outcome.as_ref();
+    json!({
         "id": row.id,
         "name": row.name,
         "spec": spec,
@@ -134,18 +149,19 @@ pub(crate) async fn view(state: &ApiState, row: &ScheduleRow) -> Result<Value, A
         "timezone_source": row.timezone_source,
         "next_fire_at": row.next_fire_at_ms.map(rfc3339),
         "last_fired_at": row.last_fired_at_ms.map(rfc3339),
-        "health": health(row, armed.as_ref(), any_run, last.as_ref(), now_ms()),
-        "last_outcome": last.as_ref().map(|r| r.status.clone()),
+        "health": health,
+        "last_outcome": last.map(|o| o.status.as_str()),
+        "last_outcome_at": last.map(|o| rfc3339(o.at_ms)),
         "max_runs": row.max_runs,
         "runs_counted": row.runs_counted,
-        "spend_usd": spend,
+        "spend_usd": row.stats.spend_usd,
         "created_at": rfc3339(row.created_at_ms),
         "updated_at": rfc3339(row.updated_at_ms),
         "revision": row.revision,
         "managed_by": row.managed_by,
         "owner_key": row.owner_key,
         "source": row.source,
-    }))
+    })
 }
 
 async fn load(state: &ApiState, id: &str) -> Result<ScheduleRow, ApiError> {
@@ -177,17 +193,38 @@ pub(crate) async fn create(
         Err(WriteError::Store(e)) => return Err(e.into()),
     }
     s.rearm(&row);
-    Ok((StatusCode::CREATED, Json(view(&state, &row).await?)).into_response())
+    Ok((StatusCode::CREATED, Json(view(&state, &row, now_ms()))).into_response())
 }
 
 #[derive(Deserialize)]
 pub(crate) struct ListQuery {
     enabled: Option<bool>,
     q: Option<String>,
+    /// Comma-separated healths, e.g. `failing,overdue`.
+    health: Option<String>,
     limit: Option<i64>,
     cursor: Option<String>,
 }
 
+/// The healths named in a `health` filter, each checked.
+fn healths(text: Option<&str>) -> Result<Vec<&str>, ApiError> {
+    let Some(text) = text.filter(|t| !t.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    text.split(',')
+        .map(|h| {
+            HEALTHS.iter().copied().find(|k| *k == h).ok_or_else(|| {
+                ApiError::new(
+                    Code::BadRequest,
+                    format!("unknown health {h:?} ({})", HEALTHS.join(", ")),
+                )
+            })
+        })
+        .collect()
+}
+
+/// One page of schedules by name. With a `health` filter a page can hold fewer than
+/// `limit` schedules while `next_cursor` still says more may follow.
 pub(crate) async fn list(
     State(state): State<ApiState>,
     Query(query): Query<ListQuery>,
@@ -197,22 +234,28 @@ pub(crate) async fn list(
         Some(c) => Some(decode_cursor(c)?),
         None => None,
     };
+    let wanted = healths(query.health.as_deref())?;
+    let now = now_ms();
+    let filter = ScheduleFilter {
+        enabled: query.enabled,
+        query: query.q.as_deref(),
+        after_name: after.as_deref(),
+        health: &wanted,
+        limit: limit + 1,
+    };
     let rows = scheduler(&state)
         .store
-        .list_schedules(
-            query.enabled,
-            query.q.as_deref(),
-            after.as_deref(),
-            limit + 1,
-        )
+        .list_schedules(&filter, now)
         .await
         .map_err(store_error)?;
     let more = rows.len() > usize::try_from(limit).unwrap_or(usize::MAX);
     let rows = &rows[..rows.len().min(usize::try_from(limit).unwrap_or(usize::MAX))];
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        out.push(view(&state, row).await?);
-    }
+    let out: Vec<Value> = rows
+        .iter()
+        .map(|row| (row, health_of(&state, row, now)))
+        .filter(|(_, health)| wanted.is_empty() || wanted.contains(health))
+        .map(|(row, health)| view_with(row, health))
+        .collect();
     let next = more
         .then(|| rows.last().map(|r| encode_cursor(&r.name)))
         .flatten();
@@ -234,7 +277,7 @@ pub(crate) async fn get_one(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let row = load(&state, &id).await?;
-    Ok(Json(view(&state, &row).await?))
+    Ok(Json(view(&state, &row, now_ms())))
 }
 
 /// RFC 7396 merge, except that `trigger`, `action`, `on_success` and `on_fail` are replaced
@@ -299,7 +342,7 @@ pub(crate) async fn patch(
         Err(WriteError::Store(e)) => return Err(e.into()),
     }
     s.rearm(&row);
-    Ok(Json(view(&state, &row).await?))
+    Ok(Json(view(&state, &row, now_ms())))
 }
 
 async fn set_enabled(state: &ApiState, id: &str, enabled: bool) -> Result<Json<Value>, Refused> {
@@ -320,7 +363,7 @@ async fn set_enabled(state: &ApiState, id: &str, enabled: bool) -> Result<Json<V
         Err(WriteError::Store(e)) => return Err(e.into()),
     }
     s.rearm(&row);
-    Ok(Json(view(state, &row).await?))
+    Ok(Json(view(state, &row, now_ms())))
 }
 
 pub(crate) async fn enable(

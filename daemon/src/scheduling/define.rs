@@ -7,7 +7,7 @@ use studio_schedule::{ScheduleSpec, Trigger, Validated, Zone};
 
 use super::{
     engine::{EngineError, arm},
-    model::ScheduleRow,
+    model::{ScheduleRow, ScheduleStats},
 };
 
 /// The stored row of a validated spec; `anchor_ms` starts a fresh `every` timeline.
@@ -42,6 +42,7 @@ fn row_of(v: &Validated, id: String, anchor_ms: i64, now: i64) -> ScheduleRow {
         managed_by: None,
         owner_key: None,
         source: None,
+        stats: ScheduleStats::default(),
     }
 }
 
@@ -69,6 +70,7 @@ pub(crate) fn revised_row(current: &ScheduleRow, v: &Validated, now: i64) -> Sch
     row.managed_by.clone_from(&current.managed_by);
     row.owner_key.clone_from(&current.owner_key);
     row.source.clone_from(&current.source);
+    row.stats.clone_from(&current.stats);
     if !trigger_changed && current.enabled && row.enabled && current.next_fire_at_ms.is_none() {
         // Disarmed (an `at` that fired, max_runs reached) stays disarmed unless re-triggered.
         row.next_fire_at_ms = None;

@@ -189,6 +189,7 @@ mod tests {
             managed_by: owner.map(|_| "declaration".into()),
             owner_key: owner.map(Into::into),
             source: None,
+            stats: Default::default(),
         }
     }
 

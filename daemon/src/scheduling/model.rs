@@ -99,6 +99,32 @@ pub(crate) struct ScheduleRow {
     pub owner_key: Option<String>,
     /// Where the owning document was read from (as the client named it).
     pub source: Option<String>,
+    /// What its runs add up to, kept by the database (never written from a row).
+    pub stats: ScheduleStats,
+}
+
+/// A schedule's rollups of its runs (migration 0004): maintained by triggers on `runs`
+/// in the same transaction as the run's own change, so they never disagree with it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ScheduleStats {
+    /// Whether any run (of any kind or status) names the schedule.
+    pub has_runs: bool,
+    /// The newest finished top-level run that completed, failed or timed out.
+    pub last_outcome: Option<Outcome>,
+    /// The reported cost of all its runs.
+    pub spend_usd: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    pub status: String,
+    pub at_ms: i64,
+}
+
+impl Outcome {
+    pub(crate) fn status(&self) -> Option<RunStatus> {
+        RunStatus::parse(&self.status)
+    }
 }
 
 /// The `managed_by` of a schedule applied from a declaration document.

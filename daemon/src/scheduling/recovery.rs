@@ -26,6 +26,8 @@ const REAP_EVERY: Duration = Duration::from_secs(60);
 const REAP_AFTER_MS: i64 = 60_000;
 /// The event log keeps this many entries.
 const EVENTS_KEPT: i64 = 100_000;
+/// Hourly run counts are kept this long (the cockpit charts the last 24 hours).
+const RUN_COUNTS_KEPT_MS: i64 = 31 * 24 * 3_600_000;
 
 impl Scheduler {
     pub(super) async fn recover(self: &Arc<Self>) -> Result<(), StoreError> {
@@ -135,6 +137,9 @@ impl Scheduler {
             self.lost(&run, "stale").await?;
         }
         self.store.prune_events(EVENTS_KEPT).await?;
+        self.store
+            .prune_run_counts(now - RUN_COUNTS_KEPT_MS)
+            .await?;
         Ok(())
     }
 }

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use super::{
     health::health,
-    model::{RunKind, RunRow, RunStatus, ScheduleRow},
-    store::{Claim, Cursor, Finish, NewRun, RunFilter, SchedStore},
+    model::{Outcome, RunKind, RunRow, RunStatus, ScheduleRow, ScheduleStats},
+    store::{Claim, Cursor, Finish, NewRun, RunFilter, SchedStore, ScheduleFilter},
 };
 use crate::{store::Store, testing::TempDir};
 
@@ -37,6 +37,7 @@ fn schedule(id: &str, next: Option<i64>, max_runs: Option<i64>) -> ScheduleRow {
         managed_by: None,
         owner_key: None,
         source: None,
+        stats: ScheduleStats::default(),
     }
 }
 
@@ -364,78 +365,220 @@ fn health_follows_the_evidence() {
     let now = 10_000_000;
     let mut row = schedule("a", Some(now + 1_000), None);
     let armed = studio_schedule::Armed::Every { period_ms: 60_000 };
-    let finished = |status: &str, at: i64| RunRow {
-        id: "r".into(),
-        schedule_id: Some("a".into()),
-        occurrence_key: None,
-        kind: "scheduled".into(),
-        status: status.into(),
-        reason: None,
-        action: "{}".into(),
-        scheduled_at_ms: None,
-        created_at_ms: at,
-        dispatched_at_ms: Some(at),
-        finished_at_ms: Some(at),
-        pid: None,
-        exit_code: None,
-        signal: None,
-        stdout_tail: None,
-        stderr_tail: None,
-        stdout_bytes: None,
-        stderr_bytes: None,
-        cost_usd: None,
-        tokens: None,
-        counted: true,
-        chain_parent_id: None,
-        chain_depth: 0,
-        replaces_run_id: None,
-        follow_ups: None,
+    let with = |row: &ScheduleRow, has_runs: bool, outcome: Option<(&str, i64)>| {
+        let mut row = row.clone();
+        row.stats = ScheduleStats {
+            has_runs,
+            last_outcome: outcome.map(|(status, at_ms)| Outcome {
+                status: status.into(),
+                at_ms,
+            }),
+            spend_usd: 0.0,
+        };
+        health(&row, Some(&armed), now)
     };
-    assert_eq!(health(&row, Some(&armed), false, None, now), "never-fired");
-    assert_eq!(health(&row, Some(&armed), true, None, now), "no-evidence");
+    assert_eq!(with(&row, false, None), "never-fired");
+    assert_eq!(with(&row, true, None), "no-evidence");
     assert_eq!(
-        health(
-            &row,
-            Some(&armed),
-            true,
-            Some(&finished("completed", now - 1_000)),
-            now
-        ),
+        with(&row, true, Some(("completed", now - 1_000))),
         "healthy"
     );
-    assert_eq!(
-        health(
-            &row,
-            Some(&armed),
-            true,
-            Some(&finished("failed", now - 1_000)),
-            now
-        ),
-        "failing"
-    );
+    assert_eq!(with(&row, true, Some(("failed", now - 1_000))), "failing");
     // max(3 × 60 s, 60 s + 300 s) = 360 s without evidence is overdue.
     assert_eq!(
-        health(
-            &row,
-            Some(&armed),
-            true,
-            Some(&finished("completed", now - 361_000)),
-            now
-        ),
+        with(&row, true, Some(("completed", now - 361_000))),
         "overdue"
     );
     assert_eq!(
-        health(
-            &row,
-            Some(&armed),
-            true,
-            Some(&finished("completed", now - 359_000)),
-            now
-        ),
+        with(&row, true, Some(("completed", now - 359_000))),
         "healthy"
     );
+    // Overdue outranks failing; nothing armed is never overdue.
+    assert_eq!(with(&row, true, Some(("failed", now - 361_000))), "overdue");
+    row.next_fire_at_ms = None;
+    assert_eq!(with(&row, true, Some(("failed", now - 361_000))), "failing");
     row.enabled = false;
-    assert_eq!(health(&row, Some(&armed), true, None, now), "disabled");
+    assert_eq!(with(&row, true, None), "disabled");
+}
+
+/// The rollups the database keeps (migration 0004) follow every run write: the latest
+/// top-level outcome, any-run, spend, and the hourly counts by status.
+#[tokio::test]
+async fn rollups_follow_the_runs() {
+    let dir = TempDir::new("rollups");
+    let s = store(&dir).await;
+    s.insert_schedule(&schedule("a", None, None))
+        .await
+        .expect("insert");
+    let stats =
+        |s: SchedStore| async move { s.schedule("a").await.expect("read").expect("row").stats };
+    assert_eq!(stats(s.clone()).await, ScheduleStats::default());
+
+    let hour = 3_600_000;
+    let claim = |kind: RunKind, at: i64| {
+        let s = s.clone();
+        async move {
+            match s.claim(&run("a", None, kind), Cursor::Keep, at).await {
+                Ok(Claim::Claimed(row, ..)) => *row,
+                other => panic!("claim: {other:?}"),
+            }
+        }
+    };
+    let finish = |id: String, to: RunStatus, cost: Option<f64>, at: i64| {
+        let s = s.clone();
+        async move {
+            let f = Finish {
+                cost_usd: cost,
+                ..Finish::default()
+            };
+            s.transition(&id, RunStatus::Running, to, None, Some(&f), at)
+                .await
+                .expect("finish")
+                .expect("finished");
+        }
+    };
+    let first = claim(RunKind::Manual, 10 * hour + 5).await;
+    let st = stats(s.clone()).await;
+    assert!(st.has_runs);
+    assert_eq!(st.last_outcome, None, "a running run is no outcome yet");
+
+    finish(first.id, RunStatus::Failed, Some(0.25), 10 * hour + 10).await;
+    let st = stats(s.clone()).await;
+    assert_eq!(
+        st.last_outcome,
+        Some(Outcome {
+            status: "failed".into(),
+            at_ms: 10 * hour + 10
+        })
+    );
+    assert_eq!(st.spend_usd, 0.25);
+
+    // A chain step's outcome is not the schedule's; its cost is.
+    let chained = claim(RunKind::Chain, 11 * hour).await;
+    finish(chained.id, RunStatus::Completed, Some(0.5), 11 * hour + 1).await;
+    let st = stats(s.clone()).await;
+    assert_eq!(
+        st.last_outcome.as_ref().map(|o| o.status.as_str()),
+        Some("failed")
+    );
+    assert_eq!(st.spend_usd, 0.75);
+    assert_eq!(s.spend("a").await.expect("spend"), 0.75);
+
+    let second = claim(RunKind::Scheduled, 11 * hour + 2).await;
+    finish(second.id, RunStatus::Completed, None, 11 * hour + 3).await;
+    let st = stats(s.clone()).await;
+    assert_eq!(
+        st.last_outcome,
+        Some(Outcome {
+            status: "completed".into(),
+            at_ms: 11 * hour + 3
+        })
+    );
+
+    let counts = s.run_counts_since(10 * hour).await.expect("counts");
+    assert_eq!(
+        counts,
+        [
+            (10 * hour, "failed".to_owned(), 1),
+            (11 * hour, "completed".to_owned(), 2),
+        ]
+    );
+    assert_eq!(
+        s.run_counts_since(11 * hour).await.expect("counts").len(),
+        1,
+        "hours before `since` are left out"
+    );
+    assert_eq!(s.prune_run_counts(11 * hour).await.expect("prune"), 2);
+    assert_eq!(s.run_counts_since(0).await.expect("counts").len(), 1);
+}
+
+/// The summary's census (SQL for most rows, the cadence only for possible overdue ones)
+/// agrees with each row's own health, and the list's health filter keeps exactly the
+/// rows of the healths asked for.
+#[tokio::test]
+async fn the_census_and_the_health_filter_agree_with_each_row() {
+    let dir = TempDir::new("census");
+    let s = store(&dir).await;
+    let now = 100 * 3_600_000;
+    /// (id, enabled, armed, last outcome and its age in seconds, any run)
+    type Case = (&'static str, bool, bool, Option<(&'static str, i64)>, bool);
+    let cases: &[Case] = &[
+        ("off", false, true, Some(("failed", 10)), true),
+        ("new", true, true, None, false),
+        ("running", true, true, None, true),
+        ("ok", true, true, Some(("completed", 10)), true),
+        ("bad", true, true, Some(("failed", 10)), true),
+        ("late-ok", true, true, Some(("completed", 400)), true),
+        ("late-bad", true, true, Some(("timed_out", 400)), true),
+        ("old-but-fine", true, true, Some(("completed", 200)), true),
+        ("unarmed-bad", true, false, Some(("failed", 4_000)), true),
+    ];
+    for (id, enabled, armed, outcome, any) in cases {
+        let mut row = schedule(id, armed.then_some(now + 1_000), None);
+        row.enabled = *enabled;
+        s.insert_schedule(&row).await.expect("insert");
+        if *any {
+            let at = outcome.map_or(now, |(_, age)| now - age * 1_000 - 1);
+            let r = match s
+                .claim(&run(id, None, RunKind::Manual), Cursor::Keep, at)
+                .await
+            {
+                Ok(Claim::Claimed(r, ..)) => *r,
+                other => panic!("claim: {other:?}"),
+            };
+            if let Some((status, age)) = outcome {
+                let to = RunStatus::parse(status).expect("status");
+                s.transition(&r.id, RunStatus::Running, to, None, None, now - age * 1_000)
+                    .await
+                    .expect("finish");
+            }
+        }
+    }
+    // Every schedule is `every 1s`: 300 s of slack make 301 s overdue, 200 s not.
+    let armed = studio_schedule::Armed::Every { period_ms: 1_000 };
+    let mut exact = std::collections::BTreeMap::<&str, Vec<String>>::new();
+    for row in s.all_schedules().await.expect("all") {
+        exact
+            .entry(health(&row, Some(&armed), now))
+            .or_default()
+            .push(row.name.clone());
+    }
+    let (counts, candidates) = s.health_census(now).await.expect("census");
+    let mut census = std::collections::BTreeMap::<&str, usize>::new();
+    for (h, n) in &counts {
+        let h = exact.keys().copied().find(|k| k == h).unwrap_or("?");
+        *census.entry(h).or_default() += usize::try_from(*n).expect("count");
+    }
+    for row in &candidates {
+        *census.entry(health(row, Some(&armed), now)).or_default() += 1;
+    }
+    let expected: std::collections::BTreeMap<&str, usize> =
+        exact.iter().map(|(h, names)| (*h, names.len())).collect();
+    assert_eq!(census, expected);
+    assert_eq!(
+        exact.get("overdue").map(Vec::len),
+        Some(2),
+        "late-ok and late-bad: {exact:?}"
+    );
+    for h in super::health::HEALTHS {
+        let filter = ScheduleFilter {
+            health: &[h],
+            limit: 100,
+            ..ScheduleFilter::default()
+        };
+        let mut kept: Vec<String> = s
+            .list_schedules(&filter, now)
+            .await
+            .expect("list")
+            .into_iter()
+            .filter(|row| health(row, Some(&armed), now) == *h)
+            .map(|row| row.name)
+            .collect();
+        kept.sort();
+        let mut want = exact.get(h).cloned().unwrap_or_default();
+        want.sort();
+        assert_eq!(kept, want, "health filter {h}");
+    }
 }
 
 /// Not a timed assertion: prints what one fire's database work costs (run with

@@ -2,10 +2,14 @@
 //! event log. Each change of a run or schedule writes its event in the same transaction,
 //! so the event stream never shows what did not happen, nor misses what did.
 
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 use sqlx::{Row, Sqlite, SqlitePool, Transaction, sqlite::SqliteRow};
 
-use super::model::{EventRow, RunKind, RunRow, RunStatus, ScheduleRow, TransitionRow};
+use super::model::{
+    EventRow, Outcome, RunKind, RunRow, RunStatus, ScheduleRow, ScheduleStats, TransitionRow,
+};
 use crate::store::StoreError;
 
 mod plans;
@@ -15,6 +19,9 @@ pub(crate) use plans::{PlanError, PlanWrite};
 const SCHEDULE_COLUMNS: &str = "id, name, spec, enabled, trigger_kind, timezone, \
     timezone_source, anchor_ms, next_fire_at_ms, last_fired_at_ms, max_runs, runs_counted, \
     created_at_ms, updated_at_ms, revision, managed_by, owner_key, source";
+
+/// The rollup columns the database keeps on each schedule (read, never written from Rust).
+const STATS_COLUMNS: &str = "has_runs, last_outcome, last_outcome_at_ms, spend_usd";
 
 const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
@@ -41,6 +48,19 @@ fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
         managed_by: r.try_get("managed_by")?,
         owner_key: r.try_get("owner_key")?,
         source: r.try_get("source")?,
+        stats: stats_from(r)?,
+    })
+}
+
+fn stats_from(r: &SqliteRow) -> Result<ScheduleStats, sqlx::Error> {
+    let status: Option<String> = r.try_get("last_outcome")?;
+    let at: Option<i64> = r.try_get("last_outcome_at_ms")?;
+    Ok(ScheduleStats {
+        has_runs: r.try_get::<i64, _>("has_runs")? != 0,
+        last_outcome: status
+            .zip(at)
+            .map(|(status, at_ms)| Outcome { status, at_ms }),
+        spend_usd: r.try_get("spend_usd")?,
     })
 }
 
@@ -135,6 +155,49 @@ pub(crate) struct RunFilter {
     pub until_ms: Option<i64>,
     pub before: Option<(i64, String)>,
     pub limit: i64,
+}
+
+/// What `GET /api/schedules` filters on.
+#[derive(Debug, Default)]
+pub(crate) struct ScheduleFilter<'a> {
+    pub enabled: Option<bool>,
+    pub query: Option<&'a str>,
+    pub after_name: Option<&'a str>,
+    /// Health names (see [`super::health::HEALTHS`]); empty for any.
+    pub health: &'a [&'a str],
+    pub limit: i64,
+}
+
+/// The schedules that may be overdue (see `needs_cadence`), with now and the slack bound
+/// as parameters number `now` and `slack`.
+fn overdue_candidate(now: u8, slack: u8) -> String {
+    format!(
+        "enabled = 1 AND next_fire_at_ms IS NOT NULL AND last_outcome IS NOT NULL \
+         AND ?{now} - last_outcome_at_ms > ?{slack}"
+    )
+}
+
+/// A condition every schedule of the given healths meets (a superset: `failing` and
+/// `healthy` rows may turn out `overdue`), built from fixed fragments only.
+fn health_superset(health: &[&str]) -> String {
+    if health.is_empty() {
+        return "1".into();
+    }
+    let parts: Vec<String> = health
+        .iter()
+        .map(|h| match *h {
+            "disabled" => "enabled = 0".into(),
+            "never-fired" => "enabled = 1 AND has_runs = 0 AND last_fired_at_ms IS NULL".into(),
+            "no-evidence" => {
+                "enabled = 1 AND last_outcome IS NULL AND (has_runs = 1 OR last_fired_at_ms IS NOT NULL)".into()
+            }
+            "failing" => "enabled = 1 AND last_outcome IN ('failed', 'timed_out')".into(),
+            "healthy" => "enabled = 1 AND last_outcome = 'completed'".into(),
+            "overdue" => overdue_candidate(5, 6),
+            _ => "0".into(),
+        })
+        .collect();
+    format!("({})", parts.join(") OR ("))
 }
 
 #[derive(Debug, Clone)]
@@ -383,7 +446,7 @@ impl SchedStore {
     ) -> Result<Option<EventRow>, StoreError> {
         let mut tx = self.writer.begin().await?;
         let Some(row) = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?"
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules WHERE id = ?"
         )))
         .bind(id)
         .fetch_optional(&mut *tx)
@@ -410,7 +473,7 @@ impl SchedStore {
     /// Every schedule, ordered by name (declarations plan and export against all of them).
     pub(crate) async fn all_schedules(&self) -> Result<Vec<ScheduleRow>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name"
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules ORDER BY name"
         )))
         .fetch_all(&self.pool)
         .await?;
@@ -419,7 +482,7 @@ impl SchedStore {
 
     pub(crate) async fn schedule(&self, id: &str) -> Result<Option<ScheduleRow>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?"
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules WHERE id = ?"
         )))
         .bind(id)
         .fetch_optional(&self.pool)
@@ -427,23 +490,26 @@ impl SchedStore {
         Ok(row.as_ref().map(schedule_from).transpose()?)
     }
 
-    /// Schedules ordered by name, after `after_name`, optionally filtered.
+    /// Schedules ordered by name, after `after_name`, optionally filtered. A `health`
+    /// filter is applied as a superset here (SQL cannot tell `overdue` without a cadence):
+    /// the caller keeps the rows whose exact health is wanted.
     pub(crate) async fn list_schedules(
         &self,
-        enabled: Option<bool>,
-        query: Option<&str>,
-        after_name: Option<&str>,
-        limit: i64,
+        f: &ScheduleFilter<'_>,
+        now_ms: i64,
     ) -> Result<Vec<ScheduleRow>, StoreError> {
+        let health = health_superset(f.health);
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {SCHEDULE_COLUMNS} FROM schedules \
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules \
              WHERE (?1 IS NULL OR enabled = ?1) AND (?2 IS NULL OR instr(lower(name), lower(?2)) > 0) \
-             AND (?3 IS NULL OR name > ?3) ORDER BY name LIMIT ?4"
+             AND (?3 IS NULL OR name > ?3) AND ({health}) ORDER BY name LIMIT ?4"
         )))
-        .bind(enabled.map(i64::from))
-        .bind(query)
-        .bind(after_name)
-        .bind(limit)
+        .bind(f.enabled.map(i64::from))
+        .bind(f.query)
+        .bind(f.after_name)
+        .bind(f.limit)
+        .bind(now_ms)
+        .bind(super::health::OVERDUE_SLACK_MS)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.iter().map(schedule_from).collect::<Result<_, _>>()?)
@@ -739,14 +805,108 @@ impl SchedStore {
         Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)
     }
 
-    /// The reported spend of a schedule's runs.
+    /// The reported spend of a schedule's runs (its rollup; 0 for an unknown schedule).
     pub(crate) async fn spend(&self, schedule_id: &str) -> Result<f64, StoreError> {
-        let spend: Option<f64> =
-            sqlx::query_scalar("SELECT SUM(cost_usd) FROM runs WHERE schedule_id = ?")
-                .bind(schedule_id)
-                .fetch_one(&self.pool)
-                .await?;
+        let spend: Option<f64> = sqlx::query_scalar("SELECT spend_usd FROM schedules WHERE id = ?")
+            .bind(schedule_id)
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(spend.unwrap_or(0.0))
+    }
+
+    /// Runs created per UTC hour from `since_ms`'s hour on, by current status (the
+    /// rollup; hours and statuses with no runs are left out), oldest first.
+    pub(crate) async fn run_counts_since(
+        &self,
+        since_ms: i64,
+    ) -> Result<Vec<(i64, String, i64)>, StoreError> {
+        let rows = sqlx::query_as(
+            "SELECT hour_ms, status, runs FROM run_counts_hourly \
+             WHERE hour_ms >= ?1 - ?1 % 3600000 AND runs > 0 ORDER BY hour_ms, status",
+        )
+        .bind(since_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// Drops the hourly counts of hours that began before `before_ms`.
+    pub(crate) async fn prune_run_counts(&self, before_ms: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM run_counts_hourly WHERE hour_ms < ?")
+            .bind(before_ms)
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Queued and running runs.
+    pub(crate) async fn active_count(&self) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running')")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    /// The names of the given schedules (those that still exist).
+    pub(crate) async fn schedule_names(
+        &self,
+        ids: &[&str],
+    ) -> Result<HashMap<String, String>, StoreError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        // One bound JSON array: no statement text composed from input.
+        let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT id, name FROM schedules WHERE id IN (SELECT value FROM json_each(?))",
+        )
+        .bind(list)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// The id of the schedule named `name`.
+    pub(crate) async fn schedule_id_named(&self, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT id FROM schedules WHERE name = ?")
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Schedule counts by the health classes SQL can tell without a cadence, over the
+    /// rows for which [`super::health::needs_cadence`] does not hold; the others
+    /// (`candidates`) are returned whole, for the caller to classify.
+    pub(crate) async fn health_census(
+        &self,
+        now_ms: i64,
+    ) -> Result<(Vec<(String, i64)>, Vec<ScheduleRow>), StoreError> {
+        let candidate = overdue_candidate(1, 2);
+        let counts: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT CASE \
+                 WHEN enabled = 0 THEN 'disabled' \
+                 WHEN has_runs = 0 AND last_fired_at_ms IS NULL THEN 'never-fired' \
+                 WHEN last_outcome IS NULL THEN 'no-evidence' \
+                 WHEN last_outcome IN ('failed', 'timed_out') THEN 'failing' \
+                 ELSE 'healthy' END AS health, COUNT(*) \
+             FROM schedules WHERE NOT ({candidate}) GROUP BY 1"
+        )))
+        .bind(now_ms)
+        .bind(super::health::OVERDUE_SLACK_MS)
+        .fetch_all(&self.pool)
+        .await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules WHERE {candidate}"
+        )))
+        .bind(now_ms)
+        .bind(super::health::OVERDUE_SLACK_MS)
+        .fetch_all(&self.pool)
+        .await?;
+        let candidates = rows.iter().map(schedule_from).collect::<Result<_, _>>()?;
+        Ok((counts, candidates))
     }
 
     /// Top-level fires (not skipped, not chain steps) since `since_ms`.
@@ -763,26 +923,6 @@ impl SchedStore {
         .bind(since_ms)
         .fetch_one(&self.pool)
         .await?)
-    }
-
-    /// The latest finished top-level run of a schedule, and whether any run exists.
-    pub(crate) async fn last_outcome(
-        &self,
-        schedule_id: &str,
-    ) -> Result<(bool, Option<RunRow>), StoreError> {
-        let any: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM runs WHERE schedule_id = ? LIMIT 1")
-                .bind(schedule_id)
-                .fetch_optional(&self.pool)
-                .await?;
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {RUN_COLUMNS} FROM runs WHERE schedule_id = ? AND kind <> 'chain' \
-             AND status IN ('completed', 'failed', 'timed_out') ORDER BY finished_at_ms DESC LIMIT 1"
-        )))
-        .bind(schedule_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok((any.is_some(), row.as_ref().map(run_from).transpose()?))
     }
 
     // ---- events ----

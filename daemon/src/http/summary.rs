@@ -1,0 +1,86 @@
+//! `GET /api/summary`: what the cockpit's overview shows, exact and independent of how
+//! many runs are stored — schedule counts by health (SQL classifies every schedule whose
+//! health needs no cadence; only the few that may be overdue are armed), the runs of the
+//! last 24 hours from the hourly rollup, and the active runs.
+
+use axum::{Json, extract::State};
+use serde_json::{Map, Value, json};
+use studio_contract::{
+    error::ApiError,
+    time::{now_ms, rfc3339},
+};
+
+use super::{
+    ApiState,
+    schedules::{health_of, store_error},
+};
+use crate::scheduling::health::HEALTHS;
+
+const HOUR_MS: i64 = 3_600_000;
+/// Hourly buckets shown: the current hour and the 23 before it.
+const HOURS: i64 = 24;
+
+pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+    let store = &state.scheduler.store;
+    let now = now_ms();
+    let first_hour = now - now.rem_euclid(HOUR_MS) - (HOURS - 1) * HOUR_MS;
+    let (census, counts, active) = tokio::join!(
+        store.health_census(now),
+        store.run_counts_since(first_hour),
+        store.active_count(),
+    );
+    let (classified, candidates) = census.map_err(store_error)?;
+    let counts = counts.map_err(store_error)?;
+    let active = active.map_err(store_error)?;
+
+    let mut by_health: Map<String, Value> =
+        HEALTHS.iter().map(|h| (h.to_string(), 0.into())).collect();
+    let mut bump = |health: &str, n: i64| {
+        if let Some(Value::Number(c)) = by_health.get_mut(health) {
+            *c = (c.as_i64().unwrap_or(0) + n).into();
+        }
+    };
+    for (health, n) in &classified {
+        bump(health, *n);
+    }
+    for row in &candidates {
+        bump(health_of(&state, row, now), 1);
+    }
+    let total: i64 = classified.iter().map(|(_, n)| n).sum::<i64>()
+        + i64::try_from(candidates.len()).unwrap_or(i64::MAX);
+
+    let mut by_status: Map<String, Value> = Map::new();
+    let mut hourly: Vec<(i64, i64)> = vec![(0, 0); usize::try_from(HOURS).unwrap_or(24)];
+    for (hour, status, n) in &counts {
+        let Some(slot) = usize::try_from((hour - first_hour) / HOUR_MS)
+            .ok()
+            .and_then(|i| hourly.get_mut(i))
+        else {
+            continue;
+        };
+        slot.0 += n;
+        if matches!(status.as_str(), "failed" | "timed_out") {
+            slot.1 += n;
+        }
+        let c = by_status.entry(status.clone()).or_insert(0.into());
+        *c = (c.as_i64().unwrap_or(0) + n).into();
+    }
+    let hours: Vec<Value> = hourly
+        .iter()
+        .zip(0..)
+        .map(|((total, failed), i)| {
+            json!({ "hour": rfc3339(first_hour + i * HOUR_MS), "total": total, "failed": failed })
+        })
+        .collect();
+    Ok(Json(json!({
+        "as_of": rfc3339(now),
+        "schedules": { "total": total, "by_health": by_health },
+        "runs": {
+            "active": active,
+            "since": rfc3339(first_hour),
+            "total": hourly.iter().map(|(t, _)| t).sum::<i64>(),
+            "by_status": by_status,
+            "hourly": hours,
+        },
+    })))
+}
