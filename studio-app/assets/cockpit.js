@@ -300,116 +300,24 @@ function wireForm() {
   });
 }
 
-// The attention queue, rendered from /api/app/attention (the attention module owns the
-// data and the dispositions; see docs/ATTENTION.md).
-const DISPOSE = [
-  ["acknowledged", "Acknowledge", "attention-ack"],
-  ["resolved", "Resolve", "attention-resolve"],
-  ["expected", "Expected", "attention-expected"],
-];
-
-function el(tag, props, ...children) {
-  const e = document.createElement(tag);
-  Object.assign(e, props || {});
-  e.append(...children);
-  return e;
-}
-
-function attentionItem(it, box) {
-  const li = el("li", { className: "att-item" });
-  li.dataset.testid = "attention-item";
-  li.dataset.id = it.id;
-  const title = it.link ? el("a", { href: it.link }, it.title) : el("strong", {}, it.title);
-  const head = el("p", {}, el("span", { className: "badge" }, it.kind || "item"), " ", title);
-  if (it.since) {
-    const t = el("time", { dateTime: it.since, title: it.since + " UTC" }, it.since);
-    t.dataset.local = "";
-    head.append(" · since ", t);
-  }
-  li.append(head, el("p", { className: "muted" }, it.detail || ""));
-  if (it.disposition) {
-    const d = it.disposition;
-    li.append(el("p", { className: "muted" }, "Earlier: " + d.state + (d.reason ? " — " + d.reason : "") +
-      (d.effective === false ? " (a newer failure brought it back)" : "")));
-  }
-  const reasonId = "reason-" + it.id.replace(/[^A-Za-z0-9_-]/g, "_");
-  const reason = el("input", { id: reasonId, name: "reason", placeholder: "why (optional)" });
-  reason.dataset.testid = "attention-reason";
-  const out = el("span", { className: "action-result" });
-  out.setAttribute("role", "status");
-  const controls = el("div", { className: "actions" }, el("label", { htmlFor: reasonId }, "Reason"), reason);
-  for (const [state, label, testid] of DISPOSE) {
-    const b = el("button", { type: "button" }, label);
-    b.dataset.testid = testid;
-    // Every item has the same three buttons: name the item for screen readers.
-    b.setAttribute("aria-label", label + ": " + it.title);
-    b.addEventListener("click", async () => {
-      b.disabled = true;
-      const body = { state, reason: reason.value.trim() || state + " in the cockpit" };
-      if (it.revision) body.revision = it.revision;
-      try {
-        const r = await call("PUT", "/api/app/attention/" + encodeURIComponent(it.id), body);
-        if (!r.ok) {
-          out.textContent = (r.data && r.data.message) || "failed (HTTP " + r.status + ")";
-          return;
-        }
-        li.remove();
-        if (!box.querySelector("[data-testid=attention-item]")) attentionEmpty(box);
-      } catch (_) {
-        out.textContent = "the app could not be reached";
-      } finally {
-        b.disabled = false;
-      }
-    });
-    controls.append(b);
-  }
-  controls.append(out);
-  li.append(controls);
-  return li;
-}
-
-function attentionEmpty(box) {
-  const p = el("p", { className: "empty" }, "Nothing needs attention.");
-  p.dataset.testid = "attention-empty";
-  box.append(p);
-}
-
-async function loadAttention() {
-  const res = await fetch("/api/app/attention", { credentials: "same-origin", cache: "no-store" });
-  const data = await res.json();
-  if (!res.ok) throw new Error((data && data.message) || "HTTP " + res.status);
-  return data;
-}
-
+// The overview's attention summary; the attention page itself is `attention.js`, which
+// only that page loads.
 async function wireAttention() {
   const summary = document.getElementById("attention-summary");
-  if (summary) {
-    try {
-      const data = await loadAttention();
-      const n = (data.items || []).length;
-      summary.textContent = "";
-      summary.append(el("a", { href: "/attention" }, n === 0 ? "Nothing needs attention." :
-        n + (n === 1 ? " item needs" : " items need") + " attention now."));
-      summary.dataset.count = String(n);
-    } catch (_) { /* the link to /attention stays */ }
-  }
-  const box = document.getElementById("attention");
-  if (!box) return;
+  if (!summary) return;
   try {
-    const data = await loadAttention();
-    box.textContent = "";
-    const items = data.items || [];
-    if (items.length === 0) attentionEmpty(box);
-    const list = el("ul", { className: "attention" });
-    for (const it of items) list.append(attentionItem(it, box));
-    box.append(list);
-    if (data.hidden) box.append(el("p", { className: "muted" }, data.hidden + " hidden by a disposition."));
-    localizeTimes(box);
-    box.dataset.state = "loaded";
-  } catch (e) {
-    box.dataset.state = "failed";
-    box.textContent = "Could not load the attention queue: " + e.message;
-  }
+    const res = await fetch("/api/app/attention", { credentials: "same-origin", cache: "no-store" });
+    const data = await res.json();
+    if (!res.ok) return;
+    const n = (data.items || []).length;
+    const link = document.createElement("a");
+    link.href = "/attention";
+    link.textContent = n === 0 ? "Nothing needs attention." :
+      n + (n === 1 ? " item needs" : " items need") + " attention now.";
+    summary.textContent = "";
+    summary.append(link);
+    summary.dataset.count = String(n);
+  } catch (_) { /* the link to /attention stays */ }
 }
 
 localizeTimes(document);

@@ -32,6 +32,11 @@ const FILES: &[(&str, &str, &str)] = &[
         "text/javascript; charset=utf-8",
         include_str!("../../assets/cockpit.js"),
     ),
+    (
+        "attention.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/attention.js"),
+    ),
 ];
 
 /// FNV-1a: not for security, only to make a URL change when the content does.
@@ -123,5 +128,40 @@ mod tests {
         );
         let r = asset(Path("cockpit.000000000000.js".into())).await;
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn only_the_attention_page_loads_its_script() {
+        use askama::Template;
+
+        use super::super::{Ctx, Nav, overview};
+        use crate::daemon::PageState;
+
+        let script = url("attention.js");
+        let tag = format!(r#"<script src="{script}" type="module"></script>"#);
+        let attention = overview::AttentionPage {
+            ctx: Ctx::new(PageState::Paired, Nav::Attention),
+        }
+        .render()
+        .expect("renders");
+        assert!(attention.contains(&tag), "{attention}");
+        assert!(attention.contains(url("cockpit.js")));
+        // Every control the script wires is there, labelled.
+        for id in [
+            "attention-bar",
+            "attention-hidden-count",
+            "attention-status",
+        ] {
+            assert!(attention.contains(&format!(r#"id="{id}""#)), "{id}");
+        }
+        assert!(attention.contains(r#"<label for="attention-show-hidden">"#));
+        let devices = overview::DevicesPage {
+            ctx: Ctx::new(PageState::Paired, Nav::Devices),
+            devices: Vec::new(),
+        }
+        .render()
+        .expect("renders");
+        assert!(devices.contains(url("cockpit.js")));
+        assert!(!devices.contains(script), "{devices}");
     }
 }

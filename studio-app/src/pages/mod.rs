@@ -133,6 +133,11 @@ impl Ctx {
         assets::url("cockpit.js")
     }
 
+    /// Only the attention page loads it (`attention.html`'s `scripts` block).
+    pub(crate) fn attention_js(&self) -> &'static str {
+        assets::url("attention.js")
+    }
+
     pub(crate) fn current(&self, nav: Nav) -> &'static str {
         if self.nav == nav { "page" } else { "false" }
     }

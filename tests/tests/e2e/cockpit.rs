@@ -18,9 +18,9 @@ use studio_tests::{
 /// Executables the cockpit's schedules run.
 const ALLOW: &str = "sh,true,false,sleep";
 /// The bound on anything the page should show within seconds.
-const WAIT: Duration = Duration::from_secs(30);
+pub(super) const WAIT: Duration = Duration::from_secs(30);
 
-fn start() -> Studio {
+pub(super) fn start() -> Studio {
     Studio::start_with(&[
         ("STUDIO_COMMAND_ALLOWLIST", ALLOW),
         ("STUDIO_SCHEDULER_TZ", "UTC"),
@@ -28,14 +28,14 @@ fn start() -> Studio {
 }
 
 /// studiod's API with the daemon token, for setting up what the pages then show.
-struct Api {
+pub(super) struct Api {
     client: reqwest::Client,
     base: String,
     token: String,
 }
 
 impl Api {
-    fn new(studio: &Studio) -> Self {
+    pub(super) fn new(studio: &Studio) -> Self {
         Self {
             client: studio_tests::http(),
             base: studio.daemon_url(""),
@@ -63,13 +63,13 @@ impl Api {
         (status, value)
     }
 
-    async fn create(&self, spec: &Value) -> String {
+    pub(super) async fn create(&self, spec: &Value) -> String {
         let (status, body) = self.send(Method::POST, "/api/schedules", Some(spec)).await;
         assert_eq!(status, 201, "create schedule: {body}");
         body["id"].as_str().expect("schedule id").to_owned()
     }
 
-    async fn trigger(&self, schedule: &str) -> String {
+    pub(super) async fn trigger(&self, schedule: &str) -> String {
         let path = format!("/api/schedules/{schedule}/trigger");
         let (status, body) = self.send(Method::POST, &path, None).await;
         assert_eq!(status, 202, "trigger: {body}");
@@ -92,7 +92,7 @@ impl Api {
 }
 
 /// A `sh -c <script>` schedule that only runs when triggered (a yearly cron).
-fn sh(name: &str, script: &str) -> Value {
+pub(super) fn sh(name: &str, script: &str) -> Value {
     json!({
         "name": name,
         "trigger": {"cron": {"expression": "0 0 1 1 *"}},
@@ -101,7 +101,7 @@ fn sh(name: &str, script: &str) -> Value {
 }
 
 /// A browser paired through `studio up`'s link, on the server-rendered paired overview.
-async fn paired_browser(studio: &Studio) -> Browser {
+pub(super) async fn paired_browser(studio: &Studio) -> Browser {
     let browser = Browser::start().await;
     browser.goto(&studio.pair_url).await;
     browser
@@ -115,7 +115,7 @@ async fn paired_browser(studio: &Studio) -> Browser {
 }
 
 /// Opens `path` on the app and waits for its paired, server-rendered content.
-async fn open(browser: &Browser, studio: &Studio, path: &str, testid: &str) {
+pub(super) async fn open(browser: &Browser, studio: &Studio, path: &str, testid: &str) {
     browser.goto(&studio.app_url(path)).await;
     browser.wait_for_testid(testid, WAIT).await;
 }
@@ -326,7 +326,7 @@ async fn an_acknowledged_item_leaves_the_queue_and_returns_on_a_new_failure() {
     browser.close().await;
 }
 
-async fn wait_terminal(api: &Api, run: &str) -> Value {
+pub(super) async fn wait_terminal(api: &Api, run: &str) -> Value {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let r = api.run(run).await;

@@ -4,6 +4,7 @@
 mod attention;
 mod browser;
 mod cockpit;
+mod cockpit_attention;
 mod declarations;
 mod frontdoor;
 mod lifecycle;
