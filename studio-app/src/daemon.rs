@@ -134,12 +134,14 @@ pub(crate) struct Transition {
     pub(crate) at: Option<String>,
 }
 
-/// A run; `transitions` only on `GET /api/runs/{id}`.
+/// A run; `transitions` only on `GET /api/runs/{id}`, `schedule_name` only in lists.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Run {
     pub(crate) id: String,
     #[serde(default)]
     pub(crate) schedule_id: Option<String>,
+    #[serde(default)]
+    pub(crate) schedule_name: Option<String>,
     #[serde(default)]
     pub(crate) kind: String,
     pub(crate) status: String,
@@ -171,6 +173,36 @@ impl Run {
     pub(crate) fn active(&self) -> bool {
         matches!(self.status.as_str(), "queued" | "running")
     }
+}
+
+/// `GET /api/summary`: the overview's numbers, exact over every schedule and run.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct Summary {
+    pub(crate) schedules: ScheduleCensus,
+    pub(crate) runs: RunCensus,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct ScheduleCensus {
+    pub(crate) total: u64,
+    /// Every health, zero included.
+    pub(crate) by_health: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct RunCensus {
+    pub(crate) active: u64,
+    pub(crate) total: u64,
+    pub(crate) by_status: BTreeMap<String, u64>,
+    /// The current hour and the 23 before it, oldest first.
+    pub(crate) hourly: Vec<HourCount>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct HourCount {
+    pub(crate) hour: String,
+    pub(crate) total: u32,
+    pub(crate) failed: u32,
 }
 
 /// A paired browser of the current epoch.
@@ -285,6 +317,10 @@ impl<'a> Daemon<'a> {
     pub(crate) async fn schedule(&self, id: &str) -> Result<Schedule, DaemonError> {
         self.get(&format!("/api/schedules/{}", segment(id)), &[])
             .await
+    }
+
+    pub(crate) async fn summary(&self) -> Result<Summary, DaemonError> {
+        self.get("/api/summary", &[]).await
     }
 
     pub(crate) async fn runs(&self, query: &[(&str, &str)]) -> Result<RunPage, DaemonError> {

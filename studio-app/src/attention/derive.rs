@@ -56,6 +56,8 @@ pub(crate) struct Disposition {
 pub(crate) struct RunFact {
     pub(crate) id: String,
     pub(crate) schedule_id: Option<String>,
+    /// The schedule's name as the run list reports it (`None` once it is deleted).
+    pub(crate) schedule_name: Option<String>,
     pub(crate) status: String,
     pub(crate) reason: Option<String>,
     pub(crate) exit_code: Option<i64>,
@@ -188,7 +190,12 @@ fn run_item(run: &RunFact, names: &HashMap<&str, &str>) -> Item {
     } else {
         "failed"
     };
-    let title = match run.schedule_id.as_deref().and_then(|s| names.get(s)) {
+    let name = run.schedule_name.as_deref().or_else(|| {
+        run.schedule_id
+            .as_deref()
+            .and_then(|s| names.get(s).copied())
+    });
+    let title = match name {
         Some(name) => format!("{name}: run {what}"),
         None => format!("run {what}"),
     };

@@ -8,6 +8,7 @@ fn run(id: &str, schedule: Option<&str>, status: &str, finished: i64) -> RunFact
     RunFact {
         id: id.into(),
         schedule_id: schedule.map(Into::into),
+        schedule_name: None,
         status: status.into(),
         reason: Some("exit_nonzero".into()),
         exit_code: Some(1),
@@ -182,4 +183,16 @@ fn item_ids_name_a_kind_and_a_plausible_id() {
     }
     assert_eq!(State::parse("snoozed"), Some(State::Snoozed));
     assert_eq!(State::parse("Snoozed"), None);
+}
+
+/// A failed run of a schedule that is healthy again (so not among the schedules read) is
+/// named from the run list itself.
+#[test]
+fn a_run_is_titled_by_its_own_schedule_name() {
+    let runs = vec![RunFact {
+        schedule_name: Some("nightly".into()),
+        ..run("r1", Some("gone-from-the-list"), "failed", 10 * MIN)
+    }];
+    let items = derive(&runs, &[], &HashMap::new(), 20 * MIN);
+    assert_eq!(items[0].title, "nightly: run failed");
 }

@@ -16,12 +16,12 @@ use crate::{
     proxy::Proxy,
 };
 
-/// Runs per page: a run view carries up to 128 KiB of log tails, and the typed client
-/// reads at most 4 MiB per answer.
-const RUN_PAGE: usize = 25;
+/// Runs per page (a listed run carries no log tails: about half a KiB each).
+const RUN_PAGE: usize = 200;
 /// The newest runs of each failing status that can become items.
 pub(crate) const RUNS_PER_STATUS: usize = 200;
-/// Schedule pages followed at most (500 each): the queue reads at most this many × 500.
+/// Schedule pages followed at most (500 each): the queue reads at most this many × 500
+/// failing or overdue schedules.
 const SCHEDULE_PAGES: usize = 20;
 
 /// Who is asking, as the daemon will see them.
@@ -77,6 +77,7 @@ fn run_fact(run: Run) -> Result<RunFact, ApiError> {
     Ok(RunFact {
         id: run.id,
         schedule_id: run.schedule_id,
+        schedule_name: run.schedule_name,
         status: run.status,
         reason: run.reason,
         exit_code: run.exit_code,
@@ -131,7 +132,8 @@ pub(crate) async fn failing_runs(
     Ok(facts)
 }
 
-/// Every schedule (up to the page cap), with its health.
+/// The failing and overdue schedules (up to the page cap): the only ones that can become
+/// items, filtered by studiod so the queue's cost does not grow with healthy schedules.
 pub(crate) async fn schedules(
     proxy: &Proxy,
     caller: &Caller<'_>,
@@ -141,7 +143,11 @@ pub(crate) async fn schedules(
     let mut cursor = String::new();
     for _ in 0..SCHEDULE_PAGES {
         let page = daemon
-            .schedules(&[("limit", "500"), ("cursor", &cursor)])
+            .schedules(&[
+                ("health", "failing,overdue"),
+                ("limit", "500"),
+                ("cursor", &cursor),
+            ])
             .await
             .map_err(api_error)?;
         for s in page.schedules {

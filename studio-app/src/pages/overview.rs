@@ -1,16 +1,14 @@
 //! Overview (daemon identity, schedule health counts, runs of the last 24 h as an inline
 //! SVG bar chart), the attention page shell, and Devices (paired browsers).
 
-use std::collections::BTreeMap;
-
 use askama::Template;
 use axum::{extract::State, response::Response};
 use http::HeaderMap;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
-use super::{Ctx, Nav, render, resolve, words};
+use super::{Ctx, Nav, render, resolve, schedules::HEALTHS, words};
 use crate::{
-    daemon::{Run, Session},
+    daemon::{HourCount, Session, Summary},
     http::AppState,
 };
 
@@ -28,41 +26,27 @@ pub(crate) struct Bar {
 /// Chart height in SVG units.
 const CHART_H: u32 = 60;
 
-/// Hourly buckets of runs created in the 24 h before `now` (oldest first); failures
-/// (failed, timed out) are drawn as their own segment.
-pub(crate) fn hourly(runs: &[Run], now: Timestamp) -> Vec<Bar> {
-    let mut total = [0u32; 24];
-    let mut failed = [0u32; 24];
-    for r in runs {
-        let Some(at) = r
-            .created_at
-            .as_deref()
-            .and_then(|t| t.parse::<Timestamp>().ok())
-        else {
-            continue;
-        };
-        let ago = now.as_second() - at.as_second();
-        if !(0..86_400).contains(&ago) {
-            continue;
-        }
-        let slot = 23 - usize::try_from(ago / 3600).unwrap_or(0);
-        total[slot] += 1;
-        if matches!(r.status.as_str(), "failed" | "timed_out") {
-            failed[slot] += 1;
-        }
-    }
-    let max = total.iter().copied().max().unwrap_or(0).max(1);
-    (0..24)
-        .map(|i| {
-            let height = total[i] * CHART_H / max;
-            let failed_height = failed[i] * CHART_H / max;
+/// Bars for the daemon's hourly counts (oldest first; failures, i.e. failed and timed
+/// out, drawn as their own segment), each labelled with its UTC hour.
+pub(crate) fn bars(hours: &[HourCount]) -> Vec<Bar> {
+    let max = hours.iter().map(|h| h.total).max().unwrap_or(0).max(1);
+    hours
+        .iter()
+        .zip(0u32..)
+        .map(|(h, i)| {
+            let height = h.total.min(max) * CHART_H / max;
+            let failed_height = h.failed.min(h.total).min(max) * CHART_H / max;
+            let hour = h
+                .hour
+                .parse::<Timestamp>()
+                .map_or_else(|_| h.hour.clone(), |t| t.strftime("%H:00 UTC").to_string());
             Bar {
-                x: u32::try_from(i).unwrap_or(0) * 10,
+                x: i * 10,
                 y: CHART_H - height,
                 height,
                 failed_height,
                 failed_y: CHART_H - failed_height,
-                label: format!("{} h ago: {} runs, {} failed", 23 - i, total[i], failed[i]),
+                label: format!("from {hour}: {} runs, {} failed", h.total, h.failed),
             }
         })
         .collect()
@@ -73,45 +57,63 @@ pub(crate) fn hourly(runs: &[Run], now: Timestamp) -> Vec<Bar> {
 pub(crate) struct OverviewPage {
     pub(crate) ctx: Ctx,
     pub(crate) version: String,
-    /// Schedule counts by health, over the first page of schedules.
-    pub(crate) health: Vec<(String, usize)>,
-    pub(crate) schedules_more: bool,
-    pub(crate) runs_by_status: Vec<(String, usize)>,
-    pub(crate) runs_total: usize,
+    /// Schedule counts by health (non-zero only), worst first.
+    pub(crate) health: Vec<(String, u64)>,
+    pub(crate) schedules_total: u64,
+    pub(crate) runs_by_status: Vec<(String, u64)>,
+    pub(crate) runs_total: u64,
+    pub(crate) runs_active: u64,
     pub(crate) bars: Vec<Bar>,
 }
 
-fn counts<'a>(items: impl Iterator<Item = &'a str>) -> Vec<(String, usize)> {
-    let mut m: BTreeMap<String, usize> = BTreeMap::new();
-    for i in items {
-        *m.entry(i.to_owned()).or_default() += 1;
+impl OverviewPage {
+    fn new(ctx: Ctx) -> Self {
+        Self {
+            ctx,
+            version: "—".into(),
+            health: Vec::new(),
+            schedules_total: 0,
+            runs_by_status: Vec::new(),
+            runs_total: 0,
+            runs_active: 0,
+            bars: Vec::new(),
+        }
     }
-    m.into_iter().collect()
+
+    /// Fills the numbers from the daemon's summary.
+    pub(crate) fn with_summary(mut self, s: &Summary) -> Self {
+        let c = &s.schedules.by_health;
+        self.health = HEALTHS
+            .iter()
+            .filter_map(|h| c.get(*h).filter(|n| **n > 0).map(|n| ((*h).to_owned(), *n)))
+            .collect();
+        self.schedules_total = s.schedules.total;
+        self.runs_by_status = s
+            .runs
+            .by_status
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| (k.clone(), *n))
+            .collect();
+        self.runs_total = s.runs.total;
+        self.runs_active = s.runs.active;
+        self.bars = bars(&s.runs.hourly);
+        self
+    }
 }
 
+/// Two calls, concurrently: the daemon's identity and its summary.
 #[tracing::instrument(skip_all)]
 pub(crate) async fn overview(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let (mut ctx, paired) = resolve(&state, &headers, "/api/identity", Nav::Overview).await;
-    let mut page = OverviewPage {
-        ctx: ctx.clone(),
-        version: "—".into(),
-        health: Vec::new(),
-        schedules_more: false,
-        runs_by_status: Vec::new(),
-        runs_total: 0,
-        bars: hourly(&[], ctx.now),
-    };
+    let mut page = OverviewPage::new(ctx.clone());
     if let Some(p) = paired {
         let daemon = p.daemon(&state);
-        let since = (ctx.now - SignedDuration::from_hours(24)).to_string();
-        // Three calls, concurrently; the run list is one page (enough for a glance).
-        let schedule_query = [("limit", "500")];
-        let run_query = [("since", since.as_str()), ("limit", "500")];
-        let (identity, schedules, runs) = tokio::join!(
-            daemon.identity(),
-            daemon.schedules(&schedule_query),
-            daemon.runs(&run_query),
-        );
+        let (identity, summary) = tokio::join!(daemon.identity(), daemon.summary());
+        match summary {
+            Ok(s) => page = page.with_summary(&s),
+            Err(e) => ctx.fail(&e),
+        }
         match identity {
             Ok(id) => {
                 page.version = id
@@ -119,21 +121,6 @@ pub(crate) async fn overview(State(state): State<AppState>, headers: HeaderMap) 
                     .and_then(|v| v.as_str())
                     .unwrap_or("—")
                     .to_owned();
-            }
-            Err(e) => ctx.fail(&e),
-        }
-        match schedules {
-            Ok(s) => {
-                page.health = counts(s.schedules.iter().map(|s| s.health.as_str()));
-                page.schedules_more = s.next_cursor.is_some();
-            }
-            Err(e) => ctx.fail(&e),
-        }
-        match runs {
-            Ok(r) => {
-                page.runs_total = r.runs.len();
-                page.runs_by_status = counts(r.runs.iter().map(|r| r.status.as_str()));
-                page.bars = hourly(&r.runs, ctx.now);
             }
             Err(e) => ctx.fail(&e),
         }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::{Ctx, Nav, render, resolve, words};
 use crate::{
-    daemon::{Run, encode, with_query},
+    daemon::{DaemonError, Run, encode, with_query},
     http::AppState,
 };
 
@@ -42,6 +42,7 @@ pub(crate) struct TransitionRow {
 pub(crate) struct RunRow {
     pub(crate) id: String,
     pub(crate) schedule_id: Option<String>,
+    pub(crate) schedule_name: Option<String>,
     pub(crate) kind: String,
     pub(crate) status: String,
     pub(crate) reason: String,
@@ -66,6 +67,7 @@ impl RunRow {
         Self {
             id: r.id.clone(),
             schedule_id: r.schedule_id.clone(),
+            schedule_name: r.schedule_name.clone(),
             kind: r.kind.clone(),
             status: r.status.clone(),
             reason: r.reason.clone().unwrap_or_default(),
@@ -106,8 +108,12 @@ impl RunRow {
 
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct ListQuery {
+    /// A schedule id (links from a schedule's page).
     #[serde(default)]
     pub(crate) schedule: String,
+    /// A schedule name, typed into the filter.
+    #[serde(default)]
+    pub(crate) schedule_name: String,
     #[serde(default)]
     pub(crate) status: String,
     /// A preset time window (`1h`, `24h`, `7d`), used when `since` is empty.
@@ -128,31 +134,33 @@ pub(crate) struct ListPage {
     pub(crate) query: ListQuery,
     pub(crate) rows: Vec<RunRow>,
     pub(crate) next: Option<String>,
-    /// `(id, name)` of schedules for the filter and the rows (one page of them).
-    pub(crate) schedules: Vec<(String, String)>,
 }
 
 impl ListPage {
-    pub(crate) fn schedule_is(&self, id: &str) -> bool {
-        self.query.schedule == id
-    }
-
-    /// The schedule's name when it is among those listed, else its id.
+    /// The name shown for a row's schedule: its name, else its id (a deleted schedule).
     pub(crate) fn schedule_name(&self, row: &RunRow) -> String {
-        let id = row.schedule_id.as_deref().unwrap_or("");
-        self.schedules
-            .iter()
-            .find(|(sid, _)| sid == id)
-            .map_or_else(|| id.to_owned(), |(_, name)| name.clone())
+        row.schedule_name
+            .clone()
+            .or_else(|| row.schedule_id.clone())
+            .unwrap_or_default()
     }
 
-    /// Whether the filtered schedule is missing from the select (then it is kept as is).
-    pub(crate) fn schedule_unlisted(&self) -> bool {
-        !self.query.schedule.is_empty()
-            && !self
-                .schedules
-                .iter()
-                .any(|(id, _)| *id == self.query.schedule)
+    /// What the schedule box shows: the typed name, else the name of the schedule the
+    /// page was linked to (known from its rows).
+    pub(crate) fn schedule_text(&self) -> String {
+        if !self.query.schedule_name.is_empty() {
+            return self.query.schedule_name.clone();
+        }
+        self.rows
+            .iter()
+            .find(|r| r.schedule_id.as_deref() == Some(self.query.schedule.as_str()))
+            .and_then(|r| r.schedule_name.clone())
+            .unwrap_or_default()
+    }
+
+    /// A schedule id filter the box cannot show as a name is kept as a hidden field.
+    pub(crate) fn keeps_schedule_id(&self) -> bool {
+        !self.query.schedule.is_empty() && self.schedule_text().is_empty()
     }
 
     pub(crate) fn statuses(&self) -> &'static [&'static str] {
@@ -174,6 +182,7 @@ impl ListPage {
             "/runs",
             &[
                 ("schedule", &q.schedule),
+                ("schedule_name", &q.schedule_name),
                 ("status", &q.status),
                 ("window", &q.window),
                 ("since", &q.since),
@@ -196,31 +205,31 @@ pub(crate) async fn list(
         query,
         rows: Vec::new(),
         next: None,
-        schedules: Vec::new(),
     };
     if let Some(p) = paired {
         let q = &page.query;
-        let daemon = p.daemon(&state);
         let since = since(q, ctx.now);
-        let run_query = [
-            ("schedule", q.schedule.as_str()),
-            ("status", q.status.as_str()),
-            ("since", since.as_str()),
-            ("until", q.until.as_str()),
-            ("cursor", q.cursor.as_str()),
-            ("limit", PAGE),
-        ];
-        let schedule_query = [("limit", "500")];
-        // Two calls: the runs, and schedule names for the filter and the rows.
-        let (answer, schedules) =
-            tokio::join!(daemon.runs(&run_query), daemon.schedules(&schedule_query));
-        if let Ok(list) = schedules {
-            page.schedules = list.schedules.into_iter().map(|s| (s.id, s.name)).collect();
-        }
+        let name = q.schedule_name.trim();
+        // One call: each run in the list carries its schedule's name.
+        let answer = p
+            .daemon(&state)
+            .runs(&[
+                ("schedule", q.schedule.as_str()),
+                ("schedule_name", name),
+                ("status", q.status.as_str()),
+                ("since", since.as_str()),
+                ("until", q.until.as_str()),
+                ("cursor", q.cursor.as_str()),
+                ("limit", PAGE),
+            ])
+            .await;
         match answer {
             Ok(list) => {
                 page.rows = list.runs.iter().map(|r| RunRow::new(r, &ctx)).collect();
                 page.next = list.next_cursor;
+            }
+            Err(DaemonError::NotFound) if !name.is_empty() => {
+                ctx.problem = Some(format!("No schedule is named {name:?}."));
             }
             Err(e) => ctx.fail(&e),
         }

@@ -18,6 +18,16 @@ use crate::{
 /// Rows per page; the API caps `limit` itself.
 const PAGE: &str = "50";
 
+/// The healths a schedule can have, worst first (the filter's and the overview's order).
+pub(crate) const HEALTHS: &[&str] = &[
+    "failing",
+    "overdue",
+    "no-evidence",
+    "never-fired",
+    "healthy",
+    "disabled",
+];
+
 /// One schedule, ready to print.
 #[derive(Debug, Clone)]
 pub(crate) struct ScheduleRow {
@@ -68,6 +78,9 @@ pub(crate) struct ListQuery {
     pub(crate) q: String,
     #[serde(default)]
     pub(crate) enabled: String,
+    /// One health (see [`HEALTHS`]), or empty for any.
+    #[serde(default)]
+    pub(crate) health: String,
     #[serde(default)]
     pub(crate) cursor: String,
 }
@@ -90,6 +103,7 @@ impl ListPage {
             &[
                 ("q", &self.query.q),
                 ("enabled", &self.query.enabled),
+                ("health", &self.query.health),
                 ("cursor", cursor),
             ],
         ))
@@ -97,6 +111,14 @@ impl ListPage {
 
     pub(crate) fn enabled_is(&self, v: &str) -> bool {
         self.query.enabled == v
+    }
+
+    pub(crate) fn health_is(&self, v: &str) -> bool {
+        self.query.health == v
+    }
+
+    pub(crate) fn healths(&self) -> &'static [&'static str] {
+        HEALTHS
     }
 }
 
@@ -119,11 +141,17 @@ pub(crate) async fn list(
             "true" | "false" => q.enabled.as_str(),
             _ => "",
         };
+        let health = if HEALTHS.contains(&q.health.as_str()) {
+            q.health.as_str()
+        } else {
+            ""
+        };
         let answer = p
             .daemon(&state)
             .schedules(&[
                 ("q", &q.q),
                 ("enabled", enabled),
+                ("health", health),
                 ("cursor", &q.cursor),
                 ("limit", PAGE),
             ])

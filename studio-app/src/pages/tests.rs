@@ -5,7 +5,7 @@ use askama::Template;
 use jiff::Timestamp;
 
 use super::{Ctx, Nav, overview, runs, schedules};
-use crate::daemon::{DaemonError, PageState, Run, Schedule, Session};
+use crate::daemon::{DaemonError, PageState, Run, Schedule, Session, Summary};
 
 fn now() -> Timestamp {
     "2026-01-01T12:00:00Z".parse().expect("ts")
@@ -31,7 +31,7 @@ fn schedule() -> Schedule {
 
 fn run(status: &str) -> Run {
     serde_json::from_value(serde_json::json!({
-        "id": "run_1", "schedule_id": "sch_1", "kind": "scheduled", "status": status,
+        "id": "run_1", "schedule_id": "sch_1", "schedule_name": "nightly", "kind": "scheduled", "status": status,
         "created_at": "2026-01-01T11:00:00Z", "exit_code": 3, "duration_ms": 1200,
         "stdout_bytes": 10, "stderr_bytes": 0, "cost_usd": 0.25,
         "transitions": [{"from": null, "to": "queued", "reason": "fired", "at": "2026-01-01T11:00:00Z"},
@@ -49,6 +49,7 @@ fn schedules_list_renders_rows_filters_and_the_next_page() {
         query: schedules::ListQuery {
             q: "night".into(),
             enabled: "true".into(),
+            health: "failing".into(),
             cursor: String::new(),
         },
         next: Some("c/2".into()),
@@ -66,9 +67,10 @@ fn schedules_list_renders_rows_filters_and_the_next_page() {
     );
     assert!(html.contains(r#"data-testid="health-badge">failing"#));
     assert!(html.contains(r#"value="true" selected"#));
+    assert!(html.contains(r#"<option value="failing" selected>"#));
     assert!(
-        html.contains("/schedules?q=night&amp;enabled=true&amp;cursor=c%2F2")
-            || html.contains("cursor=c%2F2"),
+        html.contains("/schedules?q=night&amp;enabled=true&amp;health=failing&amp;cursor=c%2F2")
+            || html.contains("health=failing&#38;cursor=c%2F2"),
         "{html}"
     );
     assert!(html.contains(r#"aria-current="page" data-testid="nav-schedules""#));
@@ -128,7 +130,6 @@ fn runs_list_keeps_filters_in_the_next_link() {
             ..Default::default()
         },
         next: Some("abc".into()),
-        schedules: vec![("sch_1".into(), "nightly".into())],
     };
     let html = page.render().expect("renders");
     assert!(html.contains(r#"<option value="failed" selected>"#));
@@ -139,7 +140,31 @@ fn runs_list_keeps_filters_in_the_next_link() {
     );
     assert!(html.contains(r#"data-testid="run-status">failed"#));
     assert!(html.contains(r#"<a href="/schedules/sch_1">nightly</a>"#));
-    assert!(html.contains(r#"<option value="sch_1">nightly</option>"#));
+    assert!(html.contains(r#"id="schedule_name" name="schedule_name" value="""#));
+}
+
+#[test]
+fn a_schedule_link_filter_shows_the_name_or_keeps_the_id() {
+    let ctx = paired(Nav::Runs);
+    let linked = |rows: Vec<runs::RunRow>| runs::ListPage {
+        rows,
+        ctx: ctx.clone(),
+        query: runs::ListQuery {
+            schedule: "sch_1".into(),
+            ..Default::default()
+        },
+        next: None,
+    };
+    let named = linked(vec![runs::RunRow::new(&run("completed"), &ctx)]);
+    assert_eq!(named.schedule_text(), "nightly");
+    assert!(!named.keeps_schedule_id());
+    let html = named.render().expect("renders");
+    assert!(html.contains(r#"name="schedule_name" value="nightly""#), "{html}");
+    let unnamed = linked(vec![]);
+    assert_eq!(unnamed.schedule_text(), "");
+    assert!(unnamed.keeps_schedule_id());
+    let html = unnamed.render().expect("renders");
+    assert!(html.contains(r#"<input type="hidden" name="schedule" value="sch_1">"#));
 }
 
 #[test]
@@ -183,19 +208,45 @@ fn other_states_show_what_to_do_and_no_data() {
     assert_eq!(ctx.state, PageState::Unavailable);
 }
 
+fn summary() -> Summary {
+    let hourly: Vec<serde_json::Value> = (0..24)
+        .map(|i| {
+            serde_json::json!({
+                "hour": format!("2026-01-01T{:02}:00:00Z", i % 24),
+                "total": if i == 22 { 2 } else { 0 },
+                "failed": if i == 22 { 1 } else { 0 },
+            })
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "schedules": {"total": 3, "by_health": {"failing": 1, "healthy": 2, "overdue": 0}},
+        "runs": {"active": 1, "total": 2, "by_status": {"failed": 1, "completed": 1, "skipped": 0},
+                 "hourly": hourly},
+    }))
+    .expect("summary")
+}
+
 #[test]
 fn overview_attention_and_devices_render() {
     let ctx = paired(Nav::Overview);
-    let runs = vec![run("failed"), run("completed")];
-    let page = overview::OverviewPage {
+    let mut page = overview::OverviewPage {
         version: "0.1.0".into(),
-        health: vec![("failing".into(), 1)],
-        schedules_more: false,
-        runs_by_status: vec![("failed".into(), 1), ("completed".into(), 1)],
-        runs_total: 2,
-        bars: overview::hourly(&runs, ctx.now),
+        health: vec![],
+        schedules_total: 0,
+        runs_by_status: vec![],
+        runs_total: 0,
+        runs_active: 0,
+        bars: vec![],
         ctx,
-    };
+    }
+    .with_summary(&summary());
+    assert_eq!(
+        page.health,
+        [("failing".to_owned(), 1), ("healthy".to_owned(), 2)],
+        "worst first, zeros left out"
+    );
+    assert_eq!(page.runs_by_status.len(), 2);
+    page.version = "0.1.0".into();
     let html = page.render().expect("renders");
     assert!(html.contains(r#"data-testid="daemon-version">0.1.0"#));
     assert!(html.contains(r#"data-testid="runs-chart""#));
@@ -222,11 +273,13 @@ fn overview_attention_and_devices_render() {
 }
 
 #[test]
-fn the_chart_buckets_the_last_day_by_hour() {
-    let bars = overview::hourly(&[run("failed"), run("completed")], now());
+fn the_chart_draws_the_daemons_hourly_counts() {
+    let bars = overview::bars(&summary().runs.hourly);
     assert_eq!(bars.len(), 24);
-    // Both runs were created one hour ago: the second-to-last bar, full height, half failed.
+    // Two runs, one failed, in the second-to-last hour: full height, half failed.
     assert_eq!(bars[22].height, 60);
     assert_eq!(bars[22].failed_height, 30);
+    assert_eq!(bars[22].label, "from 22:00 UTC: 2 runs, 1 failed");
     assert_eq!(bars[23].height, 0);
+    assert_eq!(bars[23].x, 230);
 }
