@@ -159,7 +159,10 @@ fn a_schedule_link_filter_shows_the_name_or_keeps_the_id() {
     assert_eq!(named.schedule_text(), "nightly");
     assert!(!named.keeps_schedule_id());
     let html = named.render().expect("renders");
-    assert!(html.contains(r#"name="schedule_name" value="nightly""#), "{html}");
+    assert!(
+        html.contains(r#"name="schedule_name" value="nightly""#),
+        "{html}"
+    );
     let unnamed = linked(vec![]);
     assert_eq!(unnamed.schedule_text(), "");
     assert!(unnamed.keeps_schedule_id());
