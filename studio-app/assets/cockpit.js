@@ -148,55 +148,181 @@ function wireLog() {
 }
 
 // The schedule form: JSON out, field errors next to their fields, a live preview.
+// Each entry maps an API `errors[].path` to the `data-field` of the box that shows it; a
+// third `true` names the path in the message (an env key, a step deeper in a chain).
 const FIELD_OF = [
   [/^name/, "name"], [/^description/, "description"],
   [/^trigger\.cron\.timezone/, "timezone"], [/^trigger\.cron/, "cron"],
   [/^trigger\.every/, "every"], [/^trigger\.at/, "at"], [/^trigger/, "trigger"],
   [/^action\.executable/, "executable"], [/^action\.args/, "args"],
   [/^action\.prompt/, "prompt"], [/^action\.model/, "model"], [/^action\.profile/, "profile"], [/^action/, "action"], [/^cwd/, "cwd"], [/^enabled/, "enabled"],
+  [/^env\./, "env", true], [/^env/, "env"],
+  [/^policies\.missed_fire/, "missed-fire"], [/^policies\.overlap/, "overlap"],
+  [/^policies\.max_runs/, "max-runs"], [/^policies\.deadline/, "deadline"], [/^policies\.budget_usd/, "budget-usd"],
+  [/^policies\.rate_limit\.window_seconds/, "window-seconds"], [/^policies\.rate_limit/, "max-fires"],
+  ...["on_success", "on_fail"].flatMap((key) => {
+    const slug = key.replace("_", "-");
+    return [
+      ...["executable", "args", "prompt", "model", "profile"]
+        .map((f) => [new RegExp("^" + key + "\\.action\\." + f), slug + "-" + f]),
+      [new RegExp("^" + key + "$"), slug], [new RegExp("^" + key), slug, true],
+    ];
+  }),
 ];
 
 function fieldOf(path) {
   const hit = FIELD_OF.find(([re]) => re.test(path || ""));
-  return hit ? hit[1] : "form";
+  return hit ? { field: hit[1], named: hit[2] === true } : { field: "form", named: false };
 }
+
+// The keys the API replaces whole in a PATCH (each is exactly one variant).
+const WHOLE = ["trigger", "action", "on_success", "on_fail"];
+
+const isObject = (x) => x !== null && typeof x === "object" && !Array.isArray(x);
+
+// An RFC 7396 merge patch from `before` to `after`: changed keys only, `null` for a
+// removed one, nested objects patched key by key unless their key is in `whole`.
+function mergePatch(before, after, whole) {
+  const out = [];
+  for (const k of Object.keys(before)) if (!Object.hasOwn(after, k)) out.push([k, null]);
+  for (const [k, now] of Object.entries(after)) {
+    const was = Object.hasOwn(before, k) ? before[k] : undefined;
+    if (JSON.stringify(was) === JSON.stringify(now)) continue;
+    out.push([k, isObject(was) && isObject(now) && !whole.includes(k) ? mergePatch(was, now, []) : now]);
+  }
+  // fromEntries, not assignment: an env key may be any name, `__proto__` included.
+  return Object.fromEntries(out);
+}
+
+// A number when the text is one, else the text as it is, for the API to refuse at its path.
+function numberOr(text) {
+  return /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(text) ? Number(text) : text;
+}
+
+// `KEY=VALUE` lines: the variables, and the lines that are not one.
+function envLines(text) {
+  const env = new Map();
+  const problems = [];
+  text.split("\n").forEach((line, i) => {
+    const l = line.replace(/\r$/, "");
+    if (l.trim() === "") return;
+    const eq = l.indexOf("=");
+    const key = eq < 0 ? "" : l.slice(0, eq).trim();
+    if (key === "") problems.push("line " + (i + 1) + " is not KEY=VALUE");
+    else if (env.has(key)) problems.push(key + " is given twice");
+    else env.set(key, l.slice(eq + 1));
+  });
+  return { env: Object.fromEntries(env), problems };
+}
+
+// A control's value now, or as the server rendered it (the stored spec).
+const NOW = (el) => el.value;
+const RENDERED = (el) => (el.tagName === "SELECT"
+  ? (Array.from(el.options).find((o) => o.defaultSelected) || el.options[0] || { value: "" }).value
+  : el.defaultValue);
 
 function wireForm() {
   const form = document.getElementById("schedule-form");
   if (!form) return;
-  const v = (name) => (form.elements[name] ? form.elements[name].value.trim() : "");
+  const reader = (read) => (name) => (form.elements[name] ? read(form.elements[name]).trim() : "");
+  const v = reader(NOW);
 
-  function trigger() {
-    const kind = v("trigger_kind");
-    if (kind === "every") return { every: v("every") };
-    if (kind === "at") return { at: v("at") };
-    const cron = { expression: v("cron") };
-    if (v("timezone")) cron.timezone = v("timezone");
+  function trigger(val) {
+    const kind = val("trigger_kind");
+    if (kind === "every") return { every: val("every") };
+    if (kind === "at") return { at: val("at") };
+    const cron = { expression: val("cron") };
+    if (val("timezone")) cron.timezone = val("timezone");
     return { cron };
   }
 
-  function action() {
-    if (v("action_kind") === "agent") {
+  // The schedule's action (prefix "") or a follow-up's (prefix "on_fail_").
+  function action(val, kind, prefix) {
+    if (kind === "agent") {
       // The whole action is replaced on save, so model and profile travel with it.
-      const agent = { kind: "agent", prompt: v("prompt") };
-      if (v("model")) agent.model = v("model");
-      if (v("profile")) agent.profile = v("profile");
+      const agent = { kind: "agent", prompt: val(prefix + "prompt") };
+      if (val(prefix + "model")) agent.model = val(prefix + "model");
+      if (val(prefix + "profile")) agent.profile = val(prefix + "profile");
       return agent;
     }
-    const args = form.elements.args.value.split("\n").map((a) => a.trim()).filter((a) => a !== "");
-    return { kind: "command", executable: v("executable"), args };
+    const args = val(prefix + "args").split("\n").map((a) => a.trim()).filter((a) => a !== "");
+    return { kind: "command", executable: val(prefix + "executable"), args };
+  }
+
+  // Empty means the default, which the spec leaves out.
+  function policies(val) {
+    const p = {};
+    if (val("missed_fire")) p.missed_fire = val("missed_fire");
+    if (val("overlap")) p.overlap = val("overlap");
+    for (const k of ["max_runs", "deadline", "budget_usd"]) if (val(k)) p[k] = numberOr(val(k));
+    if (val("max_fires") || val("window_seconds")) {
+      p.rate_limit = { max_fires: numberOr(val("max_fires")), window_seconds: numberOr(val("window_seconds")) };
+    }
+    return p;
+  }
+
+  function followUp(val, key) {
+    const kind = val(key + "_kind");
+    if (!kind) return null;
+    const node = { action: action(val, kind, key + "_") };
+    // What chains on from the follow-up is not edited here: it travels along unchanged.
+    const box = form.querySelector('[data-follow-up="' + key + '"]');
+    if (box && box.dataset.chain) Object.assign(node, JSON.parse(box.dataset.chain));
+    return node;
+  }
+
+  // The spec the form describes, read through `read` (NOW or RENDERED).
+  function specOf(read) {
+    const val = reader(read);
+    const spec = { name: val("name") };
+    if (val("description")) spec.description = val("description");
+    spec.trigger = trigger(val);
+    spec.action = action(val, val("action_kind"), "");
+    if (val("cwd")) spec.cwd = val("cwd");
+    const env = envLines(form.elements.env ? read(form.elements.env) : "").env;
+    if (Object.keys(env).length > 0) spec.env = env;
+    const p = policies(val);
+    if (Object.keys(p).length > 0) spec.policies = p;
+    for (const key of ["on_success", "on_fail"]) {
+      const node = followUp(val, key);
+      if (node) spec[key] = node;
+    }
+    return spec;
+  }
+
+  // What the API cannot say for us: it never sees the env text or a half rate limit.
+  function localErrors() {
+    const errors = envLines(form.elements.env.value).problems.map((reason) => ({ path: "env", reason }));
+    const fires = v("max_fires");
+    const secs = v("window_seconds");
+    if (!fires !== !secs) {
+      errors.push({
+        path: "policies.rate_limit." + (fires ? "window_seconds" : "max_fires"),
+        reason: "give both, or neither for no rate limit",
+      });
+    }
+    return errors;
   }
 
   // Only the chosen trigger's and action's fields are shown.
   function showKinds() {
     for (const el of form.querySelectorAll("[data-kind]")) el.hidden = el.dataset.kind !== v("trigger_kind");
     for (const el of form.querySelectorAll("[data-action-kind]")) el.hidden = el.dataset.actionKind !== v("action_kind");
+    for (const el of form.querySelectorAll("[data-when]")) {
+      const [name, value] = el.dataset.when.split("=");
+      el.hidden = v(name) !== value;
+    }
   }
 
   function clearErrors(scope) {
     for (const el of form.querySelectorAll(".field-error" + (scope ? "[data-scope=" + scope + "]" : ""))) {
       const input = el.closest(".field") && el.closest(".field").querySelector("input, select, textarea");
-      if (input) input.removeAttribute("aria-invalid");
+      if (input) {
+        input.removeAttribute("aria-invalid");
+        const rest = (input.getAttribute("aria-describedby") || "").split(" ").filter((id) => id && id !== el.id);
+        if (rest.length > 0) input.setAttribute("aria-describedby", rest.join(" "));
+        else input.removeAttribute("aria-describedby");
+      }
       el.remove();
     }
     const general = form.querySelector('[data-error-for="form"]');
@@ -205,7 +331,8 @@ function wireForm() {
 
   function showErrors(errors, scope) {
     for (const e of errors) {
-      const field = fieldOf(e.path);
+      const { field, named } = fieldOf(e.path);
+      const text = (named ? e.path + ": " : "") + e.reason;
       const box = form.querySelector('.field[data-field="' + field + '"]');
       if (!box || field === "form") {
         const general = form.querySelector('[data-error-for="form"]');
@@ -213,13 +340,19 @@ function wireForm() {
         general.textContent += (e.path ? e.path + ": " : "") + e.reason + " ";
         continue;
       }
+      // An error in the closed "Advanced" section opens it, so that it can be seen.
+      const details = box.closest("details");
+      if (details) details.open = true;
+      const id = "error-" + field + "-" + scope;
+      const known = document.getElementById(id);
+      if (known) { known.textContent += "; " + text; continue; }
       const p = document.createElement("p");
       p.className = "field-error";
-      p.id = "error-" + field;
+      p.id = id;
       p.dataset.testid = "error-" + field;
       p.dataset.scope = scope;
       p.setAttribute("role", "alert");
-      p.textContent = e.reason;
+      p.textContent = text;
       box.append(p);
       const input = box.querySelector("input, select, textarea");
       if (input) {
@@ -234,7 +367,7 @@ function wireForm() {
     const list = document.getElementById("preview-list");
     clearErrors("preview");
     try {
-      const r = await call("POST", "/api/schedules/preview", { trigger: trigger(), count: 5 });
+      const r = await call("POST", "/api/schedules/preview", { trigger: trigger(v), count: 5 });
       list.textContent = "";
       if (!r.ok) {
         if (r.data && r.data.errors) showErrors(r.data.errors, "preview");
@@ -264,8 +397,9 @@ function wireForm() {
     form.elements[name].addEventListener("input", schedulePreview);
     form.elements[name].addEventListener("change", schedulePreview);
   }
-  form.elements.trigger_kind.addEventListener("change", showKinds);
-  form.elements.action_kind.addEventListener("change", showKinds);
+  for (const name of ["trigger_kind", "action_kind", "on_success_kind", "on_fail_kind"]) {
+    form.elements[name].addEventListener("change", showKinds);
+  }
   showKinds();
   preview();
 
@@ -273,12 +407,24 @@ function wireForm() {
     ev.preventDefault();
     clearErrors();
     const submit = form.querySelector('[type="submit"]');
-    const body = { name: v("name"), description: v("description"), trigger: trigger(), action: action() };
+    const local = localErrors();
+    if (local.length > 0) {
+      showErrors(local, "submit");
+      const first = form.querySelector("[aria-invalid=true]");
+      if (first) first.focus();
+      return;
+    }
+    let body = specOf(NOW);
     if (form.dataset.method === "POST") {
       body.enabled = form.elements.enabled ? form.elements.enabled.checked : true;
-      if (v("cwd")) body.cwd = v("cwd");
     } else {
-      body.cwd = v("cwd") || null;
+      // Only what changed is sent, so whatever was not touched stays as stored, byte for
+      // byte; with no change at all nothing is written.
+      body = mergePatch(specOf(RENDERED), body, WHOLE);
+      if (Object.keys(body).length === 0) {
+        window.location.assign(form.dataset.done);
+        return;
+      }
     }
     submit.disabled = true;
     try {

@@ -1,7 +1,9 @@
 //! The schedule form (create at `/schedules/new`, edit at `/schedules/{id}/edit`): the
 //! server renders the fields prefilled from the spec; `cockpit.js` sends the JSON
-//! (`POST /api/schedules` or a `PATCH`), previews the next five fires and puts each
-//! `errors[].path` of a `400 validation_failed` next to its field.
+//! (`POST /api/schedules`, or a `PATCH` of only what changed), previews the next five
+//! fires and puts each `errors[].path` of a `400 validation_failed` next to its field.
+//! Every field of the spec is here: environment, policies and follow-ups sit in a
+//! collapsed "Advanced" section.
 
 use askama::Template;
 use axum::{
@@ -9,10 +11,19 @@ use axum::{
     response::Response,
 };
 use http::HeaderMap;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{Ctx, Nav, render, resolve};
 use crate::{daemon::Schedule, http::AppState};
+
+/// A spec value as form text: strings as they are, numbers in JSON notation.
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
 
 /// The form's fields as text, from a spec (empty for a new schedule).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -36,6 +47,132 @@ pub(crate) struct Fields {
     pub(crate) profile: String,
     pub(crate) cwd: String,
     pub(crate) enabled: bool,
+    /// `KEY=VALUE`, one per line, in key order.
+    pub(crate) env: String,
+    pub(crate) policies: PolicyFields,
+    pub(crate) on_success: FollowUpFields,
+    pub(crate) on_fail: FollowUpFields,
+}
+
+/// Every field of `Policies` as text; empty means the default (omitted from the spec).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PolicyFields {
+    /// `run_once`, or empty for the default `skip`.
+    pub(crate) missed_fire: String,
+    /// `allow` or `replace`, or empty for the default `skip`.
+    pub(crate) overlap: String,
+    pub(crate) max_runs: String,
+    pub(crate) deadline: String,
+    pub(crate) budget_usd: String,
+    pub(crate) max_fires: String,
+    pub(crate) window_seconds: String,
+}
+
+impl PolicyFields {
+    fn from_spec(p: &Value) -> Self {
+        // `skip` is the default of both enums: shown as "default", so it is never sent.
+        let choice = |v: &Value| match v.as_str() {
+            Some("skip") | None => String::new(),
+            Some(other) => other.to_owned(),
+        };
+        Self {
+            missed_fire: choice(&p["missed_fire"]),
+            overlap: choice(&p["overlap"]),
+            max_runs: text(&p["max_runs"]),
+            deadline: text(&p["deadline"]),
+            budget_usd: text(&p["budget_usd"]),
+            max_fires: text(&p["rate_limit"]["max_fires"]),
+            window_seconds: text(&p["rate_limit"]["window_seconds"]),
+        }
+    }
+}
+
+/// An `on_success` or `on_fail` follow-up: the action it runs, and whatever chains on
+/// from it, which the form keeps as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct FollowUpFields {
+    /// `on_success` or `on_fail`: the spec key and the prefix of the form's names.
+    pub(crate) key: String,
+    /// `command`, `agent`, or empty for none.
+    pub(crate) kind: String,
+    pub(crate) executable: String,
+    /// One argument per line.
+    pub(crate) args: String,
+    pub(crate) prompt: String,
+    pub(crate) model: String,
+    pub(crate) profile: String,
+    /// The follow-up's own `on_success` / `on_fail` as a JSON object (empty: none).
+    pub(crate) chain: String,
+    /// How many follow-ups `chain` holds.
+    pub(crate) chain_steps: usize,
+}
+
+impl FollowUpFields {
+    fn none(key: &str) -> Self {
+        Self {
+            key: key.into(),
+            ..Self::default()
+        }
+    }
+
+    fn from_spec(key: &str, node: &Value) -> Self {
+        let Some(action) = node.get("action") else {
+            return Self::none(key);
+        };
+        let chain: Map<String, Value> = ["on_success", "on_fail"]
+            .into_iter()
+            .filter_map(|k| node.get(k).map(|v| (k.to_owned(), v.clone())))
+            .collect();
+        let chain_steps = chain.values().map(steps).sum();
+        Self {
+            key: key.into(),
+            kind: action["kind"].as_str().unwrap_or("command").into(),
+            executable: text(&action["executable"]),
+            args: lines(&action["args"]),
+            prompt: text(&action["prompt"]),
+            model: text(&action["model"]),
+            profile: text(&action["profile"]),
+            chain: if chain.is_empty() {
+                String::new()
+            } else {
+                Value::Object(chain).to_string()
+            },
+            chain_steps,
+        }
+    }
+
+    /// `on-success`: for ids and test ids.
+    pub(crate) fn slug(&self) -> String {
+        self.key.replace('_', "-")
+    }
+
+    pub(crate) fn legend(&self) -> &'static str {
+        if self.key == "on_success" {
+            "After a success"
+        } else {
+            "After a failure"
+        }
+    }
+
+    pub(crate) fn kind_is(&self, k: &str) -> bool {
+        self.kind == k
+    }
+}
+
+/// The follow-ups in a chain node, itself included.
+fn steps(node: &Value) -> usize {
+    1 + ["on_success", "on_fail"]
+        .iter()
+        .filter_map(|k| node.get(*k))
+        .map(steps)
+        .sum::<usize>()
+}
+
+/// An array of strings, one per line.
+fn lines(v: &Value) -> String {
+    v.as_array()
+        .map(|a| a.iter().map(text).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default()
 }
 
 impl Fields {
@@ -44,22 +181,28 @@ impl Fields {
             trigger_kind: "cron".into(),
             action_kind: "command".into(),
             enabled: true,
+            on_success: FollowUpFields::none("on_success"),
+            on_fail: FollowUpFields::none("on_fail"),
             ..Self::default()
         }
     }
 
     pub(crate) fn from_schedule(s: &Schedule) -> Self {
         let spec = &s.spec;
-        let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
         let trigger = &spec["trigger"];
         let trigger_kind = ["cron", "every", "at"]
             .into_iter()
             .find(|k| !trigger[*k].is_null())
             .unwrap_or("cron");
         let action = &spec["action"];
-        let args: Vec<String> = action["args"]
-            .as_array()
-            .map(|a| a.iter().map(text).collect())
+        let env = spec["env"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", text(v)))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
             .unwrap_or_default();
         Self {
             name: s.name.clone(),
@@ -71,13 +214,29 @@ impl Fields {
             at: text(&trigger["at"]),
             action_kind: action["kind"].as_str().unwrap_or("command").into(),
             executable: text(&action["executable"]),
-            args: args.join("\n"),
+            args: lines(&action["args"]),
             prompt: text(&action["prompt"]),
             model: text(&action["model"]),
             profile: text(&action["profile"]),
             cwd: text(&spec["cwd"]),
             enabled: s.enabled,
+            env,
+            policies: PolicyFields::from_spec(&spec["policies"]),
+            on_success: FollowUpFields::from_spec("on_success", &spec["on_success"]),
+            on_fail: FollowUpFields::from_spec("on_fail", &spec["on_fail"]),
         }
+    }
+
+    /// Whether anything in the "Advanced" section is set (then it opens by itself).
+    pub(crate) fn has_advanced(&self) -> bool {
+        !self.env.is_empty()
+            || self.policies != PolicyFields::default()
+            || !self.on_success.kind.is_empty()
+            || !self.on_fail.kind.is_empty()
+    }
+
+    pub(crate) fn follow_ups(&self) -> [&FollowUpFields; 2] {
+        [&self.on_success, &self.on_fail]
     }
 }
 
@@ -194,5 +353,136 @@ mod tests {
         let html = page.render().expect("renders");
         assert!(html.contains(r#"data-testid="field-model""#) && html.contains(r#"value="large""#));
         assert!(html.contains(r#"data-testid="field-profile""#) && html.contains(r#"value="ops""#));
+    }
+
+    fn page(fields: Fields) -> String {
+        FormPage {
+            ctx: Ctx::new(crate::daemon::PageState::Paired, Nav::Schedules),
+            id: Some("s".into()),
+            fields,
+        }
+        .render()
+        .expect("renders")
+    }
+
+    #[test]
+    fn environment_policies_and_follow_ups_come_from_the_spec() {
+        let s: Schedule = serde_json::from_value(serde_json::json!({
+            "id": "s", "name": "n", "enabled": true,
+            "spec": {"trigger": {"every": "1h"},
+                     "action": {"kind": "command", "executable": "true"},
+                     "env": {"MODE": "full", "QUERY": "a=b c"},
+                     "policies": {"missed_fire": "run_once", "overlap": "skip", "max_runs": 5,
+                                  "deadline": 600, "budget_usd": 2.5,
+                                  "rate_limit": {"max_fires": 3, "window_seconds": 60}},
+                     "on_success": {"action": {"kind": "agent", "prompt": "summarise", "model": "large"},
+                                    "on_fail": {"action": {"kind": "command", "executable": "notify"},
+                                                "on_success": {"action": {"kind": "command", "executable": "true"}}}},
+                     "on_fail": {"action": {"kind": "command", "executable": "false", "args": ["a", "b"]}}}
+        }))
+        .expect("schedule");
+        let f = Fields::from_schedule(&s);
+        assert_eq!(f.env, "MODE=full\nQUERY=a=b c");
+        assert_eq!(
+            f.policies,
+            PolicyFields {
+                missed_fire: "run_once".into(),
+                overlap: String::new(),
+                max_runs: "5".into(),
+                deadline: "600".into(),
+                budget_usd: "2.5".into(),
+                max_fires: "3".into(),
+                window_seconds: "60".into(),
+            },
+            "the default `skip` reads as empty, so it is never sent"
+        );
+        let ok = &f.on_success;
+        assert_eq!(
+            (ok.kind.as_str(), ok.prompt.as_str(), ok.model.as_str()),
+            ("agent", "summarise", "large")
+        );
+        assert_eq!(ok.chain_steps, 2);
+        let chain: Value = serde_json::from_str(&ok.chain).expect("chain is JSON");
+        assert_eq!(chain["on_fail"]["action"]["executable"], "notify");
+        assert!(
+            chain.get("action").is_none(),
+            "the edited action is not in the chain"
+        );
+        let fail = &f.on_fail;
+        assert_eq!(
+            (
+                fail.kind.as_str(),
+                fail.executable.as_str(),
+                fail.args.as_str()
+            ),
+            ("command", "false", "a\nb")
+        );
+        assert_eq!((fail.chain.as_str(), fail.chain_steps), ("", 0));
+        assert!(f.has_advanced());
+
+        let html = page(f);
+        assert!(
+            html.contains(r#"data-testid="advanced" open"#),
+            "opens when set"
+        );
+        assert!(html.contains("MODE=full\nQUERY=a=b c</textarea>"));
+        assert!(html.contains(r#"<option value="run_once" selected>"#));
+        for (id, value) in [
+            ("field-deadline", "600"),
+            ("field-max-runs", "5"),
+            ("field-budget-usd", "2.5"),
+            ("field-max-fires", "3"),
+            ("field-window-seconds", "60"),
+            ("field-on-success-model", "large"),
+            ("field-on-fail-executable", "false"),
+        ] {
+            let input = html
+                .split("<input ")
+                .find(|i| i.contains(&format!(r#"data-testid="{id}""#)))
+                .unwrap_or_else(|| panic!("no {id}"));
+            assert!(
+                input.contains(&format!(r#"value="{value}""#)),
+                "{id}: {input}"
+            );
+        }
+        assert!(
+            html.contains(r#"data-chain="{&#34;on_fail&#34;:"#),
+            "chain kept, escaped"
+        );
+        assert!(html.contains(r#"data-testid="on-success-chain""#));
+        assert!(html.contains(r#"data-done="/schedules/s""#));
+    }
+
+    #[test]
+    fn a_new_schedule_has_a_closed_advanced_section_and_a_label_on_every_control() {
+        let f = Fields::new_schedule();
+        assert!(!f.has_advanced());
+        assert_eq!(
+            (f.on_success.key.as_str(), f.on_fail.key.as_str()),
+            ("on_success", "on_fail")
+        );
+        let html = FormPage {
+            ctx: Ctx::new(crate::daemon::PageState::Paired, Nav::Schedules),
+            id: None,
+            fields: f,
+        }
+        .render()
+        .expect("renders");
+        assert!(html.contains(r#"data-testid="advanced">"#), "closed");
+        let mut controls = 0;
+        for tag in ["<input id=\"", "<select id=\"", "<textarea id=\""] {
+            for rest in html.split(tag).skip(1) {
+                let id = rest.split('"').next().unwrap_or_default();
+                assert!(
+                    html.contains(&format!(r#"<label for="{id}""#)),
+                    "no label for {id}"
+                );
+                controls += 1;
+            }
+        }
+        assert!(controls >= 28, "{controls} controls");
+        for key in ["on_success", "on_fail"] {
+            assert!(html.contains(&format!(r#"data-when="{key}_kind=command""#)));
+        }
     }
 }

@@ -5,6 +5,7 @@ mod attention;
 mod browser;
 mod cockpit;
 mod cockpit_attention;
+mod cockpit_form;
 mod declarations;
 mod frontdoor;
 mod lifecycle;
