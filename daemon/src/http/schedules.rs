@@ -322,6 +322,10 @@ pub(crate) async fn patch(
     let now = now_ms();
     let validated = check(&state, parse(&merged.to_string())?, now)?;
     let row = revised_row(&current, &validated, now);
+    if row.spec == current.spec {
+        // Nothing to change: no write, no revision, no event (as declarations behave).
+        return Ok(Json(view(&state, &current, now)));
+    }
     let s = scheduler(&state);
     match s.store.update_schedule(&row, current.revision).await {
         Ok(Some(event)) => s.publish(event),

@@ -175,6 +175,17 @@ async fn scheduler_api_creates_validates_patches_and_deletes() {
         "{patched}"
     );
     assert_eq!(patched["spec"]["policies"]["max_runs"], 5, "{patched}");
+    // A patch that changes nothing writes nothing: same revision, same updated_at.
+    let (status, same) = api
+        .send(
+            Method::PATCH,
+            &format!("/api/schedules/{id}"),
+            Some(&json!({"description": "second"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{same}");
+    assert_eq!(same["revision"], patched["revision"], "{same}");
+    assert_eq!(same["updated_at"], patched["updated_at"], "{same}");
     let (status, body) = api
         .send(
             Method::PATCH,
