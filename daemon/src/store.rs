@@ -33,6 +33,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "run rollups",
         include_str!("../../migrations/daemon/0004_run_rollups.sql"),
     ),
+    (
+        5,
+        "run list indexes",
+        include_str!("../../migrations/daemon/0005_run_list_indexes.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

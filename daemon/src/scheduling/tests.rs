@@ -639,3 +639,114 @@ async fn measure_fire_database_work() {
         per(finish)
     );
 }
+
+/// Not a timed assertion: prints what the summary's census costs when every schedule
+/// may be overdue (10,000 hourly crons, each with an outcome two hours old, so each must
+/// be armed), against the common case (run with `--release -- --ignored --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check"]
+async fn measure_census_when_every_schedule_may_be_overdue() {
+    let dir = TempDir::new("census-speed");
+    let db = Store::open(&dir.path().join("state.db"))
+        .await
+        .expect("open");
+    let s = SchedStore::new(&db);
+    let now = studio_contract::time::now_ms();
+    let zone = studio_schedule::Zone::utc();
+    let n = 10_000;
+    for i in 0..n {
+        let mut row = schedule(&format!("s{i:05}"), Some(now + 60_000), None);
+        row.spec = r#"{"trigger":{"cron":{"expression":"0 * * * *"}},"action":{"kind":"command","executable":"true"}}"#.into();
+        row.trigger_kind = "cron".into();
+        s.insert_schedule(&row).await.expect("insert");
+    }
+    sqlx::query(
+        "UPDATE schedules SET has_runs = 1, last_outcome = 'completed', last_outcome_at_ms = ?",
+    )
+    .bind(now - 2 * 3_600_000)
+    .execute(db.writer())
+    .await
+    .expect("outcomes");
+    let census = async |label: &str| {
+        let t = std::time::Instant::now();
+        let (counts, candidates) = s.health_census(now).await.expect("census");
+        let sql = t.elapsed();
+        let mut overdue = 0;
+        for row in &candidates {
+            let armed = super::engine::arm(row, &zone).ok().map(|(_, a)| a);
+            overdue += usize::from(health(row, armed.as_ref(), now) == "overdue");
+        }
+        println!(
+            "{label}: {} classified in SQL, {} armed ({overdue} overdue): SQL {:.1} ms, total {:.1} ms",
+            counts.iter().map(|(_, c)| c).sum::<i64>(),
+            candidates.len(),
+            sql.as_secs_f64() * 1e3,
+            t.elapsed().as_secs_f64() * 1e3,
+        );
+    };
+    census("every schedule a candidate").await;
+    sqlx::query("UPDATE schedules SET last_outcome_at_ms = ?")
+        .bind(now - 60_000)
+        .execute(db.writer())
+        .await
+        .expect("fresh outcomes");
+    census("fresh evidence everywhere").await;
+}
+
+/// Every run list walks an index in the list's own order: no filter, by schedule, by
+/// status, with a window and a cursor — never a scan of the table or a sort of it.
+#[tokio::test]
+async fn run_lists_walk_an_index_in_page_order() {
+    let dir = TempDir::new("plans");
+    let db = Store::open(&dir.path().join("state.db"))
+        .await
+        .expect("open");
+    let base = RunFilter {
+        schedule_id: None,
+        status: None,
+        since_ms: None,
+        until_ms: None,
+        before: None,
+        limit: 51,
+    };
+    let cases = [
+        ("runs_by_created", base.clone()),
+        (
+            "runs_by_schedule",
+            RunFilter {
+                schedule_id: Some("s".into()),
+                before: Some((5, "r".into())),
+                ..base.clone()
+            },
+        ),
+        (
+            "runs_by_status",
+            RunFilter {
+                status: Some(RunStatus::TimedOut),
+                since_ms: Some(1),
+                ..base.clone()
+            },
+        ),
+    ];
+    for (index, filter) in cases {
+        let sql = format!("EXPLAIN QUERY PLAN {}", super::store::runs_query(&filter));
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind("s")
+            .bind("timed_out")
+            .bind(1_i64)
+            .bind(None::<i64>)
+            .bind(5_i64)
+            .bind("r")
+            .bind(51_i64)
+            .fetch_all(db.pool())
+            .await
+            .expect("plan");
+        let plan: Vec<String> = rows
+            .iter()
+            .map(|r| sqlx::Row::try_get::<String, _>(r, "detail").expect("detail"))
+            .collect();
+        let plan = plan.join(" | ");
+        assert!(plan.contains(index), "{index}: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "no sort: {plan}");
+    }
+}
