@@ -38,6 +38,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "run list indexes",
         include_str!("../../migrations/daemon/0005_run_list_indexes.sql"),
     ),
+    (
+        6,
+        "schedule cadence",
+        include_str!("../../migrations/daemon/0006_schedule_cadence.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

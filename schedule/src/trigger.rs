@@ -44,6 +44,9 @@ fn describe(e: &croner::errors::CronError) -> String {
     e.to_string().trim_end_matches('.').to_lowercase()
 }
 
+/// Fires sampled for a cron's cadence: enough to see past a weekend or a short month.
+pub const CADENCE_SAMPLE: usize = 8;
+
 impl Armed {
     /// The first scheduled instant strictly after `after_ms`. `anchor_ms` is the origin of
     /// an `every` timeline (instants are anchor + k·period, k ≥ 1); others ignore it.
@@ -80,15 +83,19 @@ impl Armed {
         out
     }
 
-    /// The typical gap between fires (for "overdue" health), from `after_ms` on.
+    /// The schedule's cadence, for "overdue" health: the tightest gap between consecutive
+    /// fires among the next [`CADENCE_SAMPLE`] after `after_ms` — an interval's period, a
+    /// weekday cron's day (not its weekend), a monthly cron's shortest month. `None` for a
+    /// one-shot or a trigger with fewer than two fires left. Stable whenever it is taken.
     pub fn cadence_ms(&self, after_ms: i64, anchor_ms: i64) -> Option<i64> {
         match self {
             Self::Every { period_ms } => Some(*period_ms),
             Self::At { .. } => None,
-            Self::Cron { .. } => match self.upcoming(after_ms, anchor_ms, 2).as_slice() {
-                [a, b] => Some(b - a),
-                _ => None,
-            },
+            Self::Cron { .. } => self
+                .upcoming(after_ms, anchor_ms, CADENCE_SAMPLE)
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .min(),
         }
     }
 
@@ -131,6 +138,30 @@ mod tests {
                     .to_string()
             })
             .collect()
+    }
+
+    #[test]
+    fn cadence_is_the_tightest_gap_whenever_it_is_taken() {
+        const DAY: i64 = 86_400_000;
+        let weekdays = cron("0 9 * * 1-5", "UTC");
+        // Taken on a Friday evening or on a Wednesday, a weekday job's cadence is a day.
+        assert_eq!(
+            weekdays.cadence_ms(ms("2026-03-06T18:00:00Z"), 0),
+            Some(DAY)
+        );
+        assert_eq!(
+            weekdays.cadence_ms(ms("2026-03-04T10:00:00Z"), 0),
+            Some(DAY)
+        );
+        let monthly = cron("0 0 1 * *", "UTC");
+        assert_eq!(
+            monthly.cadence_ms(ms("2026-01-15T00:00:00Z"), 0),
+            Some(28 * DAY)
+        );
+        let every = Armed::Every { period_ms: 900_000 };
+        assert_eq!(every.cadence_ms(5, 0), Some(900_000));
+        let once = Armed::At { at_ms: 10 };
+        assert_eq!(once.cadence_ms(0, 0), None);
     }
 
     #[test]

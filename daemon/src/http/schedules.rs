@@ -21,8 +21,8 @@ use super::ApiState;
 use crate::scheduling::{
     Scheduler,
     define::{new_row, revised_row, toggled_row},
-    engine::{EngineError, arm},
-    health::{HEALTHS, health, needs_cadence},
+    engine::EngineError,
+    health::{HEALTHS, health},
     model::ScheduleRow,
     store::{ScheduleFilter, WriteError},
 };
@@ -117,26 +117,9 @@ fn parse(text: &str) -> Result<ScheduleSpec, Refused> {
     studio_schedule::parse_json(text).map_err(|e| Refused::Invalid(Invalid(vec![e])))
 }
 
-/// A schedule's health now; its trigger is armed only when the answer depends on its
-/// cadence (an armed schedule with old evidence).
-pub(crate) fn health_of(state: &ApiState, row: &ScheduleRow, now: i64) -> &'static str {
-    let armed = needs_cadence(row, now)
-        .then(|| {
-            arm(row, &scheduler(state).default_zone)
-                .ok()
-                .map(|(_, a)| a)
-        })
-        .flatten();
-    health(row, armed.as_ref(), now)
-}
-
 /// The API's view of a schedule, with its derived health and its runs' rollups; reads
 /// nothing beyond the row.
-pub(crate) fn view(state: &ApiState, row: &ScheduleRow, now: i64) -> Value {
-    view_with(row, health_of(state, row, now))
-}
-
-fn view_with(row: &ScheduleRow, health: &str) -> Value {
+pub(crate) fn view(row: &ScheduleRow, now: i64) -> Value {
     let spec: Value = serde_json::from_str(&row.spec).unwrap_or(Value::Null);
     let last = row.stats.last_outcome.as_ref();
     json!({
@@ -149,7 +132,7 @@ fn view_with(row: &ScheduleRow, health: &str) -> Value {
         "timezone_source": row.timezone_source,
         "next_fire_at": row.next_fire_at_ms.map(rfc3339),
         "last_fired_at": row.last_fired_at_ms.map(rfc3339),
-        "health": health,
+        "health": health(row, now),
         "last_outcome": last.map(|o| o.status.as_str()),
         "last_outcome_at": last.map(|o| rfc3339(o.at_ms)),
         "max_runs": row.max_runs,
@@ -193,7 +176,7 @@ pub(crate) async fn create(
         Err(WriteError::Store(e)) => return Err(e.into()),
     }
     s.rearm(&row);
-    Ok((StatusCode::CREATED, Json(view(&state, &row, now_ms()))).into_response())
+    Ok((StatusCode::CREATED, Json(view(&row, now_ms()))).into_response())
 }
 
 #[derive(Deserialize)]
@@ -223,8 +206,7 @@ fn healths(text: Option<&str>) -> Result<Vec<&str>, ApiError> {
         .collect()
 }
 
-/// One page of schedules by name. With a `health` filter a page can hold fewer than
-/// `limit` schedules while `next_cursor` still says more may follow.
+/// One page of schedules by name, optionally filtered by health.
 pub(crate) async fn list(
     State(state): State<ApiState>,
     Query(query): Query<ListQuery>,
@@ -250,12 +232,7 @@ pub(crate) async fn list(
         .map_err(store_error)?;
     let more = rows.len() > usize::try_from(limit).unwrap_or(usize::MAX);
     let rows = &rows[..rows.len().min(usize::try_from(limit).unwrap_or(usize::MAX))];
-    let out: Vec<Value> = rows
-        .iter()
-        .map(|row| (row, health_of(&state, row, now)))
-        .filter(|(_, health)| wanted.is_empty() || wanted.contains(health))
-        .map(|(row, health)| view_with(row, health))
-        .collect();
+    let out: Vec<Value> = rows.iter().map(|row| view(row, now)).collect();
     let next = more
         .then(|| rows.last().map(|r| encode_cursor(&r.name)))
         .flatten();
@@ -277,7 +254,7 @@ pub(crate) async fn get_one(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let row = load(&state, &id).await?;
-    Ok(Json(view(&state, &row, now_ms())))
+    Ok(Json(view(&row, now_ms())))
 }
 
 /// RFC 7396 merge, except that `trigger`, `action`, `on_success` and `on_fail` are replaced
@@ -324,7 +301,7 @@ pub(crate) async fn patch(
     let row = revised_row(&current, &validated, now);
     if row.spec == current.spec {
         // Nothing to change: no write, no revision, no event (as declarations behave).
-        return Ok(Json(view(&state, &current, now)));
+        return Ok(Json(view(&current, now)));
     }
     let s = scheduler(&state);
     match s.store.update_schedule(&row, current.revision).await {
@@ -346,7 +323,7 @@ pub(crate) async fn patch(
         Err(WriteError::Store(e)) => return Err(e.into()),
     }
     s.rearm(&row);
-    Ok(Json(view(&state, &row, now_ms())))
+    Ok(Json(view(&row, now_ms())))
 }
 
 async fn set_enabled(state: &ApiState, id: &str, enabled: bool) -> Result<Json<Value>, Refused> {
@@ -367,7 +344,7 @@ async fn set_enabled(state: &ApiState, id: &str, enabled: bool) -> Result<Json<V
         Err(WriteError::Store(e)) => return Err(e.into()),
     }
     s.rearm(&row);
-    Ok(Json(view(state, &row, now_ms())))
+    Ok(Json(view(&row, now_ms())))
 }
 
 pub(crate) async fn enable(

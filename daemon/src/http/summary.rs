@@ -1,7 +1,7 @@
 //! `GET /api/summary`: what the cockpit's overview shows, exact and independent of how
-//! many runs are stored — schedule counts by health (SQL classifies every schedule whose
-//! health needs no cadence; only the few that may be overdue are armed), the runs of the
-//! last 24 hours from the hourly rollup, and the active runs.
+//! many runs are stored — schedule counts by health (one SQL `GROUP BY` over the
+//! schedules and their rollups), the runs of the last 24 hours from the hourly rollup,
+//! and the active runs.
 
 use axum::{Json, extract::State};
 use serde_json::{Map, Value, json};
@@ -10,10 +10,7 @@ use studio_contract::{
     time::{now_ms, rfc3339},
 };
 
-use super::{
-    ApiState,
-    schedules::{health_of, store_error},
-};
+use super::{ApiState, schedules::store_error};
 use crate::scheduling::health::HEALTHS;
 
 const HOUR_MS: i64 = 3_600_000;
@@ -25,29 +22,20 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Value>
     let now = now_ms();
     let first_hour = now - now.rem_euclid(HOUR_MS) - (HOURS - 1) * HOUR_MS;
     let (census, counts, active) = tokio::join!(
-        store.health_census(now),
+        store.health_counts(now),
         store.run_counts_since(first_hour),
         store.active_count(),
     );
-    let (classified, candidates) = census.map_err(store_error)?;
+    let census = census.map_err(store_error)?;
     let counts = counts.map_err(store_error)?;
     let active = active.map_err(store_error)?;
 
     let mut by_health: Map<String, Value> =
         HEALTHS.iter().map(|h| (h.to_string(), 0.into())).collect();
-    let mut bump = |health: &str, n: i64| {
-        if let Some(Value::Number(c)) = by_health.get_mut(health) {
-            *c = (c.as_i64().unwrap_or(0) + n).into();
-        }
-    };
-    for (health, n) in &classified {
-        bump(health, *n);
+    for (health, n) in &census {
+        by_health.insert(health.clone(), (*n).into());
     }
-    for row in &candidates {
-        bump(health_of(&state, row, now), 1);
-    }
-    let total: i64 = classified.iter().map(|(_, n)| n).sum::<i64>()
-        + i64::try_from(candidates.len()).unwrap_or(i64::MAX);
+    let total: i64 = census.iter().map(|(_, n)| n).sum();
 
     let mut by_status: Map<String, Value> = Map::new();
     let mut hourly: Vec<(i64, i64)> = vec![(0, 0); usize::try_from(HOURS).unwrap_or(24)];

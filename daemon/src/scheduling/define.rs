@@ -34,6 +34,7 @@ fn row_of(v: &Validated, id: String, anchor_ms: i64, now: i64) -> ScheduleRow {
             None
         },
         last_fired_at_ms: None,
+        cadence_ms: v.armed.cadence_ms(now, anchor_ms),
         max_runs: v.spec.policies.max_runs.and_then(|m| i64::try_from(m).ok()),
         runs_counted: 0,
         created_at_ms: now,

@@ -181,6 +181,7 @@ mod tests {
             anchor_ms: 0,
             next_fire_at_ms: None,
             last_fired_at_ms: None,
+            cadence_ms: None,
             max_runs: None,
             runs_counted: 0,
             created_at_ms: 0,

@@ -1,11 +1,11 @@
 //! A schedule's health, derived (never stored): `disabled`, `never-fired`, `no-evidence`,
-//! `overdue`, `failing` or `healthy`.
-
-use studio_schedule::Armed;
+//! `overdue`, `failing` or `healthy`. One rule, written twice — [`health`] for a row in
+//! hand and [`health_sql`] for SQL to count or filter every row without reading them —
+//! and a test holds the two to the same answers.
 
 use super::model::{RunStatus, ScheduleRow};
 
-/// Every health, in the order the cockpit lists them.
+/// Every health, in the order the cockpit lists them (worst first).
 pub(crate) const HEALTHS: &[&str] = &[
     "failing",
     "overdue",
@@ -15,24 +15,12 @@ pub(crate) const HEALTHS: &[&str] = &[
     "disabled",
 ];
 
-/// Evidence younger than this is never overdue, whatever the cadence.
+/// Evidence is overdue when older than max(3 × cadence, cadence + this).
 pub(crate) const OVERDUE_SLACK_MS: i64 = 300_000;
 
-/// Whether the row's health depends on its cadence (so on arming its trigger): only an
-/// armed schedule whose latest evidence is older than the slack can be overdue.
-pub(crate) fn needs_cadence(row: &ScheduleRow, now: i64) -> bool {
-    row.enabled
-        && row.next_fire_at_ms.is_some()
-        && row
-            .stats
-            .last_outcome
-            .as_ref()
-            .is_some_and(|o| now - o.at_ms > OVERDUE_SLACK_MS)
-}
-
-/// Overdue when the last evidence is older than max(3 × cadence, cadence + 300 s).
-/// `armed` is consulted only when [`needs_cadence`] holds.
-pub(crate) fn health(row: &ScheduleRow, armed: Option<&Armed>, now: i64) -> &'static str {
+/// The health of `row` at `now`. Overdue (an armed schedule whose latest outcome is older
+/// than max(3 × cadence, cadence + 300 s)) outranks failing.
+pub(crate) fn health(row: &ScheduleRow, now: i64) -> &'static str {
     if !row.enabled {
         return "disabled";
     }
@@ -42,8 +30,7 @@ pub(crate) fn health(row: &ScheduleRow, armed: Option<&Armed>, now: i64) -> &'st
     let Some(last) = &row.stats.last_outcome else {
         return "no-evidence";
     };
-    if needs_cadence(row, now)
-        && let Some(c) = armed.and_then(|a| a.cadence_ms(now, row.anchor_ms))
+    if let (Some(_), Some(c)) = (row.next_fire_at_ms, row.cadence_ms)
         && now - last.at_ms > (3 * c).max(c + OVERDUE_SLACK_MS)
     {
         return "overdue";
@@ -52,4 +39,19 @@ pub(crate) fn health(row: &ScheduleRow, armed: Option<&Armed>, now: i64) -> &'st
         return "failing";
     }
     "healthy"
+}
+
+/// [`health`] as a SQL expression over a `schedules` row, with now bound as parameter
+/// number `now`.
+pub(crate) fn health_sql(now: u8) -> String {
+    format!(
+        "CASE WHEN enabled = 0 THEN 'disabled' \
+         WHEN has_runs = 0 AND last_fired_at_ms IS NULL THEN 'never-fired' \
+         WHEN last_outcome IS NULL THEN 'no-evidence' \
+         WHEN next_fire_at_ms IS NOT NULL AND cadence_ms IS NOT NULL \
+             AND ?{now} - last_outcome_at_ms > MAX(3 * cadence_ms, cadence_ms + {OVERDUE_SLACK_MS}) \
+             THEN 'overdue' \
+         WHEN last_outcome IN ('failed', 'timed_out') THEN 'failing' \
+         ELSE 'healthy' END"
+    )
 }

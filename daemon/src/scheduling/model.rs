@@ -88,6 +88,8 @@ pub(crate) struct ScheduleRow {
     pub anchor_ms: i64,
     pub next_fire_at_ms: Option<i64>,
     pub last_fired_at_ms: Option<i64>,
+    /// The trigger's tightest gap between fires (`Armed::cadence_ms`); `None` for `at`.
+    pub cadence_ms: Option<i64>,
     pub max_runs: Option<i64>,
     pub runs_counted: i64,
     pub created_at_ms: i64,

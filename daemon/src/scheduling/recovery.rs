@@ -15,7 +15,7 @@ use rustix::process::{Pid, Signal, kill_process_group};
 use studio_contract::time::now_ms;
 
 use super::{
-    engine::Scheduler,
+    engine::{Scheduler, arm},
     model::{RunRow, RunStatus},
     store::Finish,
 };
@@ -47,6 +47,22 @@ impl Scheduler {
                 }
                 (Some(RunStatus::Queued), _) => self.relaunch(run).await?,
                 _ => {}
+            }
+        }
+        self.fill_cadences(now).await
+    }
+
+    /// Derives the cadence of schedules stored before it was kept (migration 0006); a
+    /// spec that cannot be armed keeps none and is simply never `overdue`.
+    async fn fill_cadences(&self, now: i64) -> Result<(), StoreError> {
+        for row in self.store.schedules_without_cadence().await? {
+            match arm(&row, &self.default_zone) {
+                Ok((_, armed)) => {
+                    if let Some(c) = armed.cadence_ms(now, row.anchor_ms) {
+                        self.store.set_cadence(&row.id, c).await?;
+                    }
+                }
+                Err(e) => tracing::warn!(schedule = %row.id, error = %e, "no cadence"),
             }
         }
         Ok(())

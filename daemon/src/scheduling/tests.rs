@@ -29,6 +29,7 @@ fn schedule(id: &str, next: Option<i64>, max_runs: Option<i64>) -> ScheduleRow {
         anchor_ms: 0,
         next_fire_at_ms: next,
         last_fired_at_ms: None,
+        cadence_ms: Some(1_000),
         max_runs,
         runs_counted: 0,
         created_at_ms: 0,
@@ -364,7 +365,7 @@ async fn runs_page_newest_first_with_a_cursor() {
 fn health_follows_the_evidence() {
     let now = 10_000_000;
     let mut row = schedule("a", Some(now + 1_000), None);
-    let armed = studio_schedule::Armed::Every { period_ms: 60_000 };
+    row.cadence_ms = Some(60_000);
     let with = |row: &ScheduleRow, has_runs: bool, outcome: Option<(&str, i64)>| {
         let mut row = row.clone();
         row.stats = ScheduleStats {
@@ -375,7 +376,7 @@ fn health_follows_the_evidence() {
             }),
             spend_usd: 0.0,
         };
-        health(&row, Some(&armed), now)
+        health(&row, now)
     };
     assert_eq!(with(&row, false, None), "never-fired");
     assert_eq!(with(&row, true, None), "no-evidence");
@@ -492,11 +493,38 @@ async fn rollups_follow_the_runs() {
     assert_eq!(s.run_counts_since(0).await.expect("counts").len(), 1);
 }
 
-/// The summary's census (SQL for most rows, the cadence only for possible overdue ones)
-/// agrees with each row's own health, and the list's health filter keeps exactly the
-/// rows of the healths asked for.
+/// A row stored before cadences were kept is found, filled once, and then left alone.
 #[tokio::test]
-async fn the_census_and_the_health_filter_agree_with_each_row() {
+async fn a_missing_cadence_is_filled_once() {
+    let dir = TempDir::new("cadence");
+    let s = store(&dir).await;
+    let mut old = schedule("old", Some(5), None);
+    old.cadence_ms = None;
+    s.insert_schedule(&old).await.expect("insert");
+    s.insert_schedule(&schedule("new", Some(5), None))
+        .await
+        .expect("insert");
+    let missing = s.schedules_without_cadence().await.expect("missing");
+    assert_eq!(
+        missing.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["old"]
+    );
+    s.set_cadence("old", 1_000).await.expect("fill");
+    s.set_cadence("old", 9_000).await.expect("a second fill");
+    let row = s.schedule("old").await.expect("read").expect("row");
+    assert_eq!(row.cadence_ms, Some(1_000));
+    assert!(
+        s.schedules_without_cadence()
+            .await
+            .expect("none")
+            .is_empty()
+    );
+}
+
+/// The health rule in SQL (the summary's counts, the list's filter) gives each row the
+/// answer the rule in Rust gives it.
+#[tokio::test]
+async fn health_in_sql_agrees_with_each_row() {
     let dir = TempDir::new("census");
     let s = store(&dir).await;
     let now = 100 * 3_600_000;
@@ -514,6 +542,7 @@ async fn the_census_and_the_health_filter_agree_with_each_row() {
         ("unarmed-bad", true, false, Some(("failed", 4_000)), true),
     ];
     for (id, enabled, armed, outcome, any) in cases {
+        // Every schedule is `every 1s`: 300 s of slack make 301 s overdue, 200 s not.
         let mut row = schedule(id, armed.then_some(now + 1_000), None);
         row.enabled = *enabled;
         s.insert_schedule(&row).await.expect("insert");
@@ -534,51 +563,58 @@ async fn the_census_and_the_health_filter_agree_with_each_row() {
             }
         }
     }
-    // Every schedule is `every 1s`: 300 s of slack make 301 s overdue, 200 s not.
-    let armed = studio_schedule::Armed::Every { period_ms: 1_000 };
-    let mut exact = std::collections::BTreeMap::<&str, Vec<String>>::new();
+    let mut exact = std::collections::BTreeMap::<String, Vec<String>>::new();
     for row in s.all_schedules().await.expect("all") {
         exact
-            .entry(health(&row, Some(&armed), now))
+            .entry(health(&row, now).to_owned())
             .or_default()
             .push(row.name.clone());
     }
-    let (counts, candidates) = s.health_census(now).await.expect("census");
-    let mut census = std::collections::BTreeMap::<&str, usize>::new();
-    for (h, n) in &counts {
-        let h = exact.keys().copied().find(|k| k == h).unwrap_or("?");
-        *census.entry(h).or_default() += usize::try_from(*n).expect("count");
-    }
-    for row in &candidates {
-        *census.entry(health(row, Some(&armed), now)).or_default() += 1;
-    }
-    let expected: std::collections::BTreeMap<&str, usize> =
-        exact.iter().map(|(h, names)| (*h, names.len())).collect();
-    assert_eq!(census, expected);
     assert_eq!(
         exact.get("overdue").map(Vec::len),
         Some(2),
         "late-ok and late-bad: {exact:?}"
     );
+    let counts: std::collections::BTreeMap<String, usize> = s
+        .health_counts(now)
+        .await
+        .expect("counts")
+        .into_iter()
+        .map(|(h, n)| (h, usize::try_from(n).expect("count")))
+        .collect();
+    let expected: std::collections::BTreeMap<String, usize> = exact
+        .iter()
+        .map(|(h, names)| (h.clone(), names.len()))
+        .collect();
+    assert_eq!(counts, expected);
     for h in super::health::HEALTHS {
         let filter = ScheduleFilter {
             health: &[h],
             limit: 100,
             ..ScheduleFilter::default()
         };
-        let mut kept: Vec<String> = s
+        let listed: Vec<String> = s
             .list_schedules(&filter, now)
             .await
             .expect("list")
             .into_iter()
-            .filter(|row| health(row, Some(&armed), now) == *h)
             .map(|row| row.name)
             .collect();
-        kept.sort();
-        let mut want = exact.get(h).cloned().unwrap_or_default();
-        want.sort();
-        assert_eq!(kept, want, "health filter {h}");
+        assert_eq!(
+            listed,
+            exact.get(*h).cloned().unwrap_or_default(),
+            "health filter {h}"
+        );
     }
+    let both = ScheduleFilter {
+        health: &["failing", "overdue"],
+        limit: 100,
+        ..ScheduleFilter::default()
+    };
+    assert_eq!(
+        s.list_schedules(&both, now).await.expect("list").len(),
+        exact["failing"].len() + exact["overdue"].len()
+    );
 }
 
 /// Not a timed assertion: prints what one fire's database work costs (run with
@@ -640,113 +676,58 @@ async fn measure_fire_database_work() {
     );
 }
 
-/// Not a timed assertion: prints what the summary's census costs when every schedule
-/// may be overdue (10,000 hourly crons, each with an outcome two hours old, so each must
-/// be armed), against the common case (run with `--release -- --ignored --nocapture`).
+/// Not a timed assertion: prints what the summary's health counts cost over 10,000
+/// hourly schedules with outcomes, and what a page of them filtered by health costs
+/// (run with `--release -- --ignored --nocapture`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a check"]
-async fn measure_census_when_every_schedule_may_be_overdue() {
+async fn measure_health_over_ten_thousand_schedules() {
     let dir = TempDir::new("census-speed");
     let db = Store::open(&dir.path().join("state.db"))
         .await
         .expect("open");
     let s = SchedStore::new(&db);
     let now = studio_contract::time::now_ms();
-    let zone = studio_schedule::Zone::utc();
     let n = 10_000;
     for i in 0..n {
         let mut row = schedule(&format!("s{i:05}"), Some(now + 60_000), None);
         row.spec = r#"{"trigger":{"cron":{"expression":"0 * * * *"}},"action":{"kind":"command","executable":"true"}}"#.into();
         row.trigger_kind = "cron".into();
+        row.cadence_ms = Some(3_600_000);
         s.insert_schedule(&row).await.expect("insert");
     }
     sqlx::query(
-        "UPDATE schedules SET has_runs = 1, last_outcome = 'completed', last_outcome_at_ms = ?",
+        "UPDATE schedules SET has_runs = 1, \
+         last_outcome = CASE WHEN rowid % 10 = 0 THEN 'failed' ELSE 'completed' END, \
+         last_outcome_at_ms = CASE WHEN rowid % 100 = 0 THEN ?1 - 4 * 3600000 ELSE ?1 - 1800000 END",
     )
-    .bind(now - 2 * 3_600_000)
+    .bind(now)
     .execute(db.writer())
     .await
     .expect("outcomes");
-    let census = async |label: &str| {
-        let t = std::time::Instant::now();
-        let (counts, candidates) = s.health_census(now).await.expect("census");
-        let sql = t.elapsed();
-        let mut overdue = 0;
-        for row in &candidates {
-            let armed = super::engine::arm(row, &zone).ok().map(|(_, a)| a);
-            overdue += usize::from(health(row, armed.as_ref(), now) == "overdue");
-        }
-        println!(
-            "{label}: {} classified in SQL, {} armed ({overdue} overdue): SQL {:.1} ms, total {:.1} ms",
-            counts.iter().map(|(_, c)| c).sum::<i64>(),
-            candidates.len(),
-            sql.as_secs_f64() * 1e3,
-            t.elapsed().as_secs_f64() * 1e3,
-        );
-    };
-    census("every schedule a candidate").await;
-    sqlx::query("UPDATE schedules SET last_outcome_at_ms = ?")
-        .bind(now - 60_000)
-        .execute(db.writer())
-        .await
-        .expect("fresh outcomes");
-    census("fresh evidence everywhere").await;
-}
-
-/// Every run list walks an index in the list's own order: no filter, by schedule, by
-/// status, with a window and a cursor — never a scan of the table or a sort of it.
-#[tokio::test]
-async fn run_lists_walk_an_index_in_page_order() {
-    let dir = TempDir::new("plans");
-    let db = Store::open(&dir.path().join("state.db"))
-        .await
-        .expect("open");
-    let base = RunFilter {
-        schedule_id: None,
-        status: None,
-        since_ms: None,
-        until_ms: None,
-        before: None,
-        limit: 51,
-    };
-    let cases = [
-        ("runs_by_created", base.clone()),
-        (
-            "runs_by_schedule",
-            RunFilter {
-                schedule_id: Some("s".into()),
-                before: Some((5, "r".into())),
-                ..base.clone()
-            },
-        ),
-        (
-            "runs_by_status",
-            RunFilter {
-                status: Some(RunStatus::TimedOut),
-                since_ms: Some(1),
-                ..base.clone()
-            },
-        ),
-    ];
-    for (index, filter) in cases {
-        let sql = format!("EXPLAIN QUERY PLAN {}", super::store::runs_query(&filter));
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind("s")
-            .bind("timed_out")
-            .bind(1_i64)
-            .bind(None::<i64>)
-            .bind(5_i64)
-            .bind("r")
-            .bind(51_i64)
-            .fetch_all(db.pool())
-            .await
-            .expect("plan");
-        let plan: Vec<String> = rows
-            .iter()
-            .map(|r| sqlx::Row::try_get::<String, _>(r, "detail").expect("detail"))
-            .collect();
-        let plan = plan.join(" | ");
-        assert!(plan.contains(index), "{index}: {plan}");
-        assert!(!plan.contains("TEMP B-TREE"), "no sort: {plan}");
+    let t = std::time::Instant::now();
+    let rounds = 20;
+    let mut counts = Vec::new();
+    for _ in 0..rounds {
+        counts = s.health_counts(now).await.expect("counts");
     }
+    println!(
+        "health counts over {n} schedules: {:.2} ms each ({counts:?})",
+        t.elapsed().as_secs_f64() * 1e3 / f64::from(rounds)
+    );
+    let t = std::time::Instant::now();
+    let filter = ScheduleFilter {
+        health: &["failing", "overdue"],
+        limit: 501,
+        ..ScheduleFilter::default()
+    };
+    let mut page = Vec::new();
+    for _ in 0..rounds {
+        page = s.list_schedules(&filter, now).await.expect("list");
+    }
+    println!(
+        "a page of failing or overdue schedules ({} rows): {:.2} ms each",
+        page.len(),
+        t.elapsed().as_secs_f64() * 1e3 / f64::from(rounds)
+    );
 }

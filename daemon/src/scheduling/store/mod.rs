@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use sqlx::{Row, Sqlite, SqlitePool, Transaction, sqlite::SqliteRow};
 
+use super::health::health_sql;
 use super::model::{
     EventRow, Outcome, RunKind, RunRow, RunStatus, ScheduleRow, ScheduleStats, TransitionRow,
 };
@@ -17,8 +18,8 @@ mod plans;
 pub(crate) use plans::{PlanError, PlanWrite};
 
 const SCHEDULE_COLUMNS: &str = "id, name, spec, enabled, trigger_kind, timezone, \
-    timezone_source, anchor_ms, next_fire_at_ms, last_fired_at_ms, max_runs, runs_counted, \
-    created_at_ms, updated_at_ms, revision, managed_by, owner_key, source";
+    timezone_source, anchor_ms, next_fire_at_ms, last_fired_at_ms, cadence_ms, max_runs, \
+    runs_counted, created_at_ms, updated_at_ms, revision, managed_by, owner_key, source";
 
 /// The rollup columns the database keeps on each schedule (read, never written from Rust).
 const STATS_COLUMNS: &str = "has_runs, last_outcome, last_outcome_at_ms, spend_usd";
@@ -40,6 +41,7 @@ fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
         anchor_ms: r.try_get("anchor_ms")?,
         next_fire_at_ms: r.try_get("next_fire_at_ms")?,
         last_fired_at_ms: r.try_get("last_fired_at_ms")?,
+        cadence_ms: r.try_get("cadence_ms")?,
         max_runs: r.try_get("max_runs")?,
         runs_counted: r.try_get("runs_counted")?,
         created_at_ms: r.try_get("created_at_ms")?,
@@ -194,38 +196,6 @@ pub(crate) struct ScheduleFilter<'a> {
     pub limit: i64,
 }
 
-/// The schedules that may be overdue (see `needs_cadence`), with now and the slack bound
-/// as parameters number `now` and `slack`.
-fn overdue_candidate(now: u8, slack: u8) -> String {
-    format!(
-        "enabled = 1 AND next_fire_at_ms IS NOT NULL AND last_outcome IS NOT NULL \
-         AND ?{now} - last_outcome_at_ms > ?{slack}"
-    )
-}
-
-/// A condition every schedule of the given healths meets (a superset: `failing` and
-/// `healthy` rows may turn out `overdue`), built from fixed fragments only.
-fn health_superset(health: &[&str]) -> String {
-    if health.is_empty() {
-        return "1".into();
-    }
-    let parts: Vec<String> = health
-        .iter()
-        .map(|h| match *h {
-            "disabled" => "enabled = 0".into(),
-            "never-fired" => "enabled = 1 AND has_runs = 0 AND last_fired_at_ms IS NULL".into(),
-            "no-evidence" => {
-                "enabled = 1 AND last_outcome IS NULL AND (has_runs = 1 OR last_fired_at_ms IS NOT NULL)".into()
-            }
-            "failing" => "enabled = 1 AND last_outcome IN ('failed', 'timed_out')".into(),
-            "healthy" => "enabled = 1 AND last_outcome = 'completed'".into(),
-            "overdue" => overdue_candidate(5, 6),
-            _ => "0".into(),
-        })
-        .collect();
-    format!("({})", parts.join(") OR ("))
-}
-
 #[derive(Debug, Clone)]
 pub(crate) struct SchedStore {
     /// Readers.
@@ -332,7 +302,7 @@ async fn insert_row(
 ) -> Result<bool, sqlx::Error> {
     let inserted = sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO schedules ({SCHEDULE_COLUMNS}) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )))
     .bind(&row.id)
     .bind(&row.name)
@@ -344,6 +314,7 @@ async fn insert_row(
     .bind(row.anchor_ms)
     .bind(row.next_fire_at_ms)
     .bind(row.last_fired_at_ms)
+    .bind(row.cadence_ms)
     .bind(row.max_runs)
     .bind(row.runs_counted)
     .bind(row.created_at_ms)
@@ -369,7 +340,7 @@ async fn update_row(
 ) -> Result<bool, sqlx::Error> {
     let updated = sqlx::query(
         "UPDATE schedules SET name = ?, spec = ?, enabled = ?, trigger_kind = ?, timezone = ?, \
-         timezone_source = ?, anchor_ms = ?, next_fire_at_ms = ?, max_runs = ?, \
+         timezone_source = ?, anchor_ms = ?, next_fire_at_ms = ?, cadence_ms = ?, max_runs = ?, \
          updated_at_ms = ?, revision = ?, managed_by = ?, owner_key = ?, source = ? \
          WHERE id = ? AND revision = ?",
     )
@@ -381,6 +352,7 @@ async fn update_row(
     .bind(&row.timezone_source)
     .bind(row.anchor_ms)
     .bind(row.next_fire_at_ms)
+    .bind(row.cadence_ms)
     .bind(row.max_runs)
     .bind(row.updated_at_ms)
     .bind(row.revision)
@@ -516,26 +488,29 @@ impl SchedStore {
         Ok(row.as_ref().map(schedule_from).transpose()?)
     }
 
-    /// Schedules ordered by name, after `after_name`, optionally filtered. A `health`
-    /// filter is applied as a superset here (SQL cannot tell `overdue` without a cadence):
-    /// the caller keeps the rows whose exact health is wanted.
+    /// Schedules ordered by name, after `after_name`, optionally filtered (health as of
+    /// `now_ms`).
     pub(crate) async fn list_schedules(
         &self,
         f: &ScheduleFilter<'_>,
         now_ms: i64,
     ) -> Result<Vec<ScheduleRow>, StoreError> {
-        let health = health_superset(f.health);
+        let health = if f.health.is_empty() {
+            "1".to_owned()
+        } else {
+            format!("({}) IN (SELECT value FROM json_each(?6))", health_sql(5))
+        };
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules \
              WHERE (?1 IS NULL OR enabled = ?1) AND (?2 IS NULL OR instr(lower(name), lower(?2)) > 0) \
-             AND (?3 IS NULL OR name > ?3) AND ({health}) ORDER BY name LIMIT ?4"
+             AND (?3 IS NULL OR name > ?3) AND {health} ORDER BY name LIMIT ?4"
         )))
         .bind(f.enabled.map(i64::from))
         .bind(f.query)
         .bind(f.after_name)
         .bind(f.limit)
         .bind(now_ms)
-        .bind(super::health::OVERDUE_SLACK_MS)
+        .bind(serde_json::to_string(f.health).unwrap_or_else(|_| "[]".into()))
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.iter().map(schedule_from).collect::<Result<_, _>>()?)
@@ -897,36 +872,40 @@ impl SchedStore {
         )
     }
 
-    /// Schedule counts by the health classes SQL can tell without a cadence, over the
-    /// rows for which [`super::health::needs_cadence`] does not hold; the others
-    /// (`candidates`) are returned whole, for the caller to classify.
-    pub(crate) async fn health_census(
+    /// How many schedules have each health at `now_ms` (healths with none left out).
+    pub(crate) async fn health_counts(
         &self,
         now_ms: i64,
-    ) -> Result<(Vec<(String, i64)>, Vec<ScheduleRow>), StoreError> {
-        let candidate = overdue_candidate(1, 2);
-        let counts: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT CASE \
-                 WHEN enabled = 0 THEN 'disabled' \
-                 WHEN has_runs = 0 AND last_fired_at_ms IS NULL THEN 'never-fired' \
-                 WHEN last_outcome IS NULL THEN 'no-evidence' \
-                 WHEN last_outcome IN ('failed', 'timed_out') THEN 'failing' \
-                 ELSE 'healthy' END AS health, COUNT(*) \
-             FROM schedules WHERE NOT ({candidate}) GROUP BY 1"
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {} AS health, COUNT(*) FROM schedules GROUP BY 1",
+            health_sql(1)
         )))
         .bind(now_ms)
-        .bind(super::health::OVERDUE_SLACK_MS)
         .fetch_all(&self.pool)
-        .await?;
+        .await?)
+    }
+
+    /// Schedules whose cadence was never derived (stored before it existed), with their
+    /// spec, for the engine to fill in.
+    pub(crate) async fn schedules_without_cadence(&self) -> Result<Vec<ScheduleRow>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules WHERE {candidate}"
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules \
+             WHERE cadence_ms IS NULL AND trigger_kind <> 'at'"
         )))
-        .bind(now_ms)
-        .bind(super::health::OVERDUE_SLACK_MS)
         .fetch_all(&self.pool)
         .await?;
-        let candidates = rows.iter().map(schedule_from).collect::<Result<_, _>>()?;
-        Ok((counts, candidates))
+        Ok(rows.iter().map(schedule_from).collect::<Result<_, _>>()?)
+    }
+
+    /// Records a schedule's derived cadence (not a revision: the spec is unchanged).
+    pub(crate) async fn set_cadence(&self, id: &str, cadence_ms: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE schedules SET cadence_ms = ? WHERE id = ? AND cadence_ms IS NULL")
+            .bind(cadence_ms)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
     }
 
     /// Top-level fires (not skipped, not chain steps) since `since_ms`.
