@@ -2,10 +2,11 @@
 //!
 //! `cargo run --release -p studio-tests --bin studio-ui-bench [-- --quick]`
 //!
-//! A real `studio up` with 10,000 schedules (created through the API) and 100,000 runs,
-//! then the time for a paired browser's request (cookie, through studio-app and its
-//! render) of `/schedules`, `/runs` and `/`, p50/p99 over 50 sequential requests each on
-//! one keep-alive connection, and the bytes each page sends.
+//! A real `studio up` with 10 schedules and 10 runs, then one with 10,000 schedules
+//! (created through the API) and 100,000 runs; on each, the time for a paired browser's
+//! request (cookie, through studio-app and its render) of the schedules, runs and
+//! overview pages and the attention queue's JSON, p50/p99 over 50 sequential requests
+//! each on one keep-alive connection, and the bytes each page sends.
 //!
 //! The runs: 1,000 real manual runs (`true`) go through the API and the runner; the rest
 //! are copies of those rows written into `state.db` while Studio is stopped (a spawn per
@@ -29,10 +30,22 @@ struct Sizes {
     runs: usize,
 }
 
+/// The pages measured, and the marker that counts a page's rows.
+const PAGES: &[(&str, &str)] = &[
+    ("/schedules", "data-testid=\"schedule-row\""),
+    ("/schedules?health=failing", "data-testid=\"schedule-row\""),
+    ("/runs", "data-testid=\"run-row\""),
+    ("/runs?status=failed", "data-testid=\"run-row\""),
+    ("/runs?status=timed_out", "data-testid=\"run-row\""),
+    ("/runs?schedule_name=bench-00001", "data-testid=\"run-row\""),
+    ("/", "data-testid=\"health-counts\""),
+    ("/api/app/attention", "\"id\":"),
+];
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let sizes = if quick {
+    let large = if quick {
         Sizes {
             schedules: 1_000,
             real_runs: 200,
@@ -45,6 +58,25 @@ async fn main() {
             runs: 100_000,
         }
     };
+    let small = Sizes {
+        schedules: 10,
+        real_runs: 10,
+        runs: 10,
+    };
+    println!("# studio-ui-bench\n");
+    println!(
+        "{REQUESTS} sequential requests per page with the admission cookie, one keep-alive \
+         connection; the same pages on a small home and on a large one.\n"
+    );
+    println!("| page | home | p50 ms | p99 ms | bytes | rows shown |");
+    println!("|---|---|---|---|---|---|");
+    for sizes in [small, large] {
+        bench(&sizes).await;
+    }
+}
+
+/// Builds a home of `sizes`, then measures every page on it.
+async fn bench(sizes: &Sizes) {
     let env = [
         ("STUDIO_COMMAND_ALLOWLIST", "true"),
         ("STUDIO_MAX_CONCURRENT_RUNS", "16"),
@@ -73,24 +105,11 @@ async fn main() {
         t.elapsed().as_secs_f64()
     );
     let studio = Studio::start_in(home, &env);
-
     let cookie = pair(&studio).await;
-    println!("# studio-ui-bench\n");
-    println!(
-        "{} schedules, {} runs ({} real, the rest copied rows); {REQUESTS} sequential \
-         requests per page with the admission cookie, one keep-alive connection.\n",
-        sizes.schedules, total, sizes.real_runs
-    );
-    println!("| page | p50 ms | p99 ms | bytes | rows shown |");
-    println!("|---|---|---|---|---|");
-    for (path, row) in [
-        ("/schedules", "data-testid=\"schedule-row\""),
-        ("/runs", "data-testid=\"run-row\""),
-        ("/runs?status=failed", "data-testid=\"run-row\""),
-        ("/", "data-testid=\"health-counts\""),
-    ] {
+    let label = format!("{} schedules, {total} runs", sizes.schedules);
+    for (path, row) in PAGES {
         let (p50, p99, bytes, rows) = measure(&studio, &cookie, path, row).await;
-        println!("| `{path}` | {p50:.1} | {p99:.1} | {bytes} | {rows} |");
+        println!("| `{path}` | {label} | {p50:.1} | {p99:.1} | {bytes} | {rows} |");
     }
 }
 
@@ -265,7 +284,7 @@ async fn measure(studio: &Studio, cookie: &str, path: &str, row: &str) -> (f64, 
     };
     let (_, body) = get().await;
     assert!(
-        body.contains(r#"data-server-state="paired""#),
+        path.starts_with("/api/") || body.contains(r#"data-server-state="paired""#),
         "{path} did not render paired"
     );
     let mut samples = Vec::with_capacity(REQUESTS);
