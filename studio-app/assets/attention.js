@@ -235,7 +235,7 @@ function itemView(it, page) {
     testid: "attention-item", "data-id": it.id, "data-hidden": String(Boolean(it.hidden)),
   }, ...itemHead(it));
   const out = el("p", { className: "action-result", role: "status", testid: "attention-result" });
-  const reason = el("input", { id: key + "-reason", name: "reason", placeholder: "why (optional)", testid: "attention-reason", maxLength: 2000 });
+  const reason = el("input", { id: key + "-reason", name: "reason", placeholder: "why (required to decide)", testid: "attention-reason", maxLength: 2000 });
 
   // One write, then the list again (it changes what is hidden, and every revision).
   let errors = null;

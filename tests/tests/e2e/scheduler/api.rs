@@ -341,3 +341,76 @@ async fn scheduler_run_listing_pages_newest_first_and_filters() {
     let (_, by_schedule) = api.get(&format!("/api/schedules/{bad}/runs")).await;
     assert_eq!(by_schedule["runs"].as_array().map(Vec::len), Some(1));
 }
+
+/// The cockpit's reads against the real daemon: runs listed by schedule name (with the
+/// name, without tails), the health filter, and the summary's exact counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_summary_health_filter_and_runs_by_name() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let yearly = json!({"cron": {"expression": "0 3 1 1 *"}});
+    let good = api.create(&sh("report", yearly.clone(), "echo ok")).await;
+    let bad = api.create(&sh("mirror", yearly.clone(), "exit 3")).await;
+    api.create(&sh("idle", yearly, "true")).await;
+    for s in [&good, &bad] {
+        let run = api.trigger(s["id"].as_str().expect("id")).await;
+        api.finished(run["id"].as_str().expect("run id")).await;
+    }
+
+    let (status, page) = api.get("/api/runs?schedule_name=mirror").await;
+    assert_eq!(status, 200, "{page}");
+    let runs = page["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "{page}");
+    assert_eq!(runs[0]["schedule_name"], "mirror", "{page}");
+    assert_eq!(runs[0]["status"], "failed", "{page}");
+    assert!(
+        runs[0].get("stdout_tail").is_none(),
+        "a list carries no tails: {page}"
+    );
+    let (status, body) = api.get("/api/runs?schedule_name=nope").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("schedule_not_found"))
+    );
+
+    let (status, page) = api.get("/api/schedules?health=failing,never-fired").await;
+    assert_eq!(status, 200, "{page}");
+    let names: Vec<&str> = page["schedules"]
+        .as_array()
+        .expect("schedules")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["idle", "mirror"], "{page}");
+    let (status, body) = api.get("/api/schedules?health=sad").await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("bad_request")));
+
+    let (status, summary) = api.get("/api/summary").await;
+    assert_eq!(status, 200, "{summary}");
+    let health = &summary["schedules"]["by_health"];
+    assert_eq!(summary["schedules"]["total"], 3, "{summary}");
+    assert_eq!(
+        (
+            &health["healthy"],
+            &health["failing"],
+            &health["never-fired"],
+            &health["overdue"]
+        ),
+        (&json!(1), &json!(1), &json!(1), &json!(0)),
+        "{summary}"
+    );
+    let runs = &summary["runs"];
+    assert_eq!(runs["total"], 2, "{summary}");
+    assert_eq!(runs["active"], 0, "{summary}");
+    assert_eq!(runs["by_status"], json!({"completed": 1, "failed": 1}));
+    let hourly = runs["hourly"].as_array().expect("hourly");
+    assert_eq!(hourly.len(), 24);
+    // Both runs were created seconds ago: this hour (or, across an hour's turn, the last).
+    let recent =
+        |k: &str| hourly[22][k].as_u64().unwrap_or(0) + hourly[23][k].as_u64().unwrap_or(0);
+    assert_eq!((recent("total"), recent("failed")), (2, 1), "{summary}");
+    assert_eq!(good["health"], "never-fired");
+    let report = api.schedule(good["id"].as_str().expect("id")).await;
+    assert_eq!(report["health"], "healthy", "{report}");
+    assert_eq!(report["last_outcome"], "completed", "{report}");
+}
