@@ -6,6 +6,7 @@
 pub mod control;
 pub mod error;
 pub mod forward;
+pub mod health;
 pub mod home;
 pub mod host;
 pub mod lifecycle;

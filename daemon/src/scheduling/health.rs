@@ -5,15 +5,7 @@
 
 use super::model::{RunStatus, ScheduleRow};
 
-/// Every health, in the order the cockpit lists them (worst first).
-pub(crate) const HEALTHS: &[&str] = &[
-    "failing",
-    "overdue",
-    "no-evidence",
-    "never-fired",
-    "healthy",
-    "disabled",
-];
+pub(crate) use studio_contract::health::HEALTHS;
 
 /// Evidence is overdue when older than max(3 × cadence, cadence + this).
 pub(crate) const OVERDUE_SLACK_MS: i64 = 300_000;

@@ -18,15 +18,7 @@ use crate::{
 /// Rows per page; the API caps `limit` itself.
 const PAGE: &str = "50";
 
-/// The healths a schedule can have, worst first (the filter's and the overview's order).
-pub(crate) const HEALTHS: &[&str] = &[
-    "failing",
-    "overdue",
-    "no-evidence",
-    "never-fired",
-    "healthy",
-    "disabled",
-];
+pub(crate) use studio_contract::health::HEALTHS;
 
 /// One schedule, ready to print.
 #[derive(Debug, Clone)]
