@@ -64,6 +64,8 @@ pub struct Daemon {
     control: tokio::net::UnixListener,
     addr: SocketAddr,
     default_zone: studio_schedule::Zone,
+    /// When the epoch started (ms since the Unix epoch).
+    started_at_ms: i64,
 }
 
 /// `STUDIO_TOKEN`, else `run/token`, else a fresh token written to `run/token`.
@@ -121,8 +123,9 @@ impl Daemon {
                 .map_err(|e| DaemonError::Config(ConfigError::Invalid(e)))?;
         let store = Store::open(&home.state_db()).await?;
         let epoch = secret::hex(&secret::random_bytes::<16>());
+        let started_at_ms = now_ms();
         store
-            .start_epoch(&epoch, std::process::id(), now_ms())
+            .start_epoch(&epoch, std::process::id(), started_at_ms)
             .await?;
         let past = store.past_epochs(&epoch).await?;
         let ttl_ms = i64::try_from(config.pairing_ttl.as_millis()).unwrap_or(i64::MAX);
@@ -157,6 +160,7 @@ impl Daemon {
             control,
             addr,
             default_zone,
+            started_at_ms,
         })
     }
 
@@ -187,6 +191,7 @@ impl Daemon {
             control,
             addr,
             default_zone,
+            started_at_ms,
         } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let stop_tx = Arc::new(stop_tx);
@@ -208,6 +213,7 @@ impl Daemon {
             authority: authority.clone(),
             front,
             scheduler,
+            started_at_ms,
         };
         let mut http_task = tokio::spawn({
             let (stop_tx, done) = (stop_tx.clone(), stopped(&stop_rx));

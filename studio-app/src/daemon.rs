@@ -178,8 +178,15 @@ impl Run {
 /// `GET /api/summary`: the overview's numbers, exact over every schedule and run.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Summary {
+    pub(crate) daemon: DaemonFacts,
     pub(crate) schedules: ScheduleCensus,
     pub(crate) runs: RunCensus,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct DaemonFacts {
+    pub(crate) started_at: String,
+    pub(crate) uptime_s: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -34,6 +34,8 @@ pub(crate) struct ApiState {
     pub authority: Arc<Authority>,
     pub front: Arc<FrontDoor>,
     pub scheduler: Arc<Scheduler>,
+    /// When this daemon (its epoch) started, in ms since the Unix epoch.
+    pub started_at_ms: i64,
 }
 
 pub(crate) fn router(state: ApiState) -> Router {

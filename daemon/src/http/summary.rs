@@ -62,6 +62,10 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Value>
         .collect();
     Ok(Json(json!({
         "as_of": rfc3339(now),
+        "daemon": {
+            "started_at": rfc3339(state.started_at_ms),
+            "uptime_s": (now - state.started_at_ms).max(0) / 1000,
+        },
         "schedules": { "total": total, "by_health": by_health },
         "runs": {
             "active": active,

@@ -53,6 +53,7 @@ async fn api_with(configure: impl FnOnce(&mut crate::scheduling::SchedulerConfig
         authority: authority.clone(),
         front,
         scheduler,
+        started_at_ms: 0,
     });
     Api {
         _dir: dir,

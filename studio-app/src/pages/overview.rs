@@ -57,6 +57,8 @@ pub(crate) fn bars(hours: &[HourCount]) -> Vec<Bar> {
 pub(crate) struct OverviewPage {
     pub(crate) ctx: Ctx,
     pub(crate) version: String,
+    /// How long the daemon has been up, and since when.
+    pub(crate) uptime: Option<(String, words::Stamp)>,
     /// Schedule counts by health (non-zero only), worst first.
     pub(crate) health: Vec<(String, u64)>,
     pub(crate) schedules_total: u64,
@@ -71,6 +73,7 @@ impl OverviewPage {
         Self {
             ctx,
             version: "—".into(),
+            uptime: None,
             health: Vec::new(),
             schedules_total: 0,
             runs_by_status: Vec::new(),
@@ -82,6 +85,8 @@ impl OverviewPage {
 
     /// Fills the numbers from the daemon's summary.
     pub(crate) fn with_summary(mut self, s: &Summary) -> Self {
+        self.uptime = words::Stamp::parse(Some(&s.daemon.started_at), self.ctx.now)
+            .map(|since| (words::human_secs(s.daemon.uptime_s), since));
         let c = &s.schedules.by_health;
         self.health = HEALTHS
             .iter()

@@ -222,6 +222,7 @@ fn summary() -> Summary {
         })
         .collect();
     serde_json::from_value(serde_json::json!({
+        "daemon": {"started_at": "2026-01-01T09:00:00Z", "uptime_s": 10_800},
         "schedules": {"total": 3, "by_health": {"failing": 1, "healthy": 2, "overdue": 0}},
         "runs": {"active": 1, "total": 2, "by_status": {"failed": 1, "completed": 1, "skipped": 0},
                  "hourly": hourly},
@@ -234,6 +235,7 @@ fn overview_attention_and_devices_render() {
     let ctx = paired(Nav::Overview);
     let mut page = overview::OverviewPage {
         version: "0.1.0".into(),
+        uptime: None,
         health: vec![],
         schedules_total: 0,
         runs_by_status: vec![],
@@ -249,6 +251,7 @@ fn overview_attention_and_devices_render() {
         "worst first, zeros left out"
     );
     assert_eq!(page.runs_by_status.len(), 2);
+    assert_eq!(page.uptime.as_ref().map(|(up, _)| up.as_str()), Some("3 h"));
     page.version = "0.1.0".into();
     let html = page.render().expect("renders");
     assert!(html.contains(r#"data-testid="daemon-version">0.1.0"#));

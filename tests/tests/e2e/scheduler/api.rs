@@ -387,6 +387,11 @@ async fn scheduler_summary_health_filter_and_runs_by_name() {
 
     let (status, summary) = api.get("/api/summary").await;
     assert_eq!(status, 200, "{summary}");
+    assert!(summary["daemon"]["uptime_s"].is_u64(), "{summary}");
+    assert!(
+        ms(&summary["daemon"]["started_at"]) <= ms(&summary["as_of"]),
+        "{summary}"
+    );
     let health = &summary["schedules"]["by_health"];
     assert_eq!(summary["schedules"]["total"], 3, "{summary}");
     assert_eq!(
