@@ -320,6 +320,19 @@ async fn status_changes_are_compare_and_set_with_history() {
         .collect();
     assert_eq!(steps, [(None, "running"), (Some("running"), "completed")]);
     assert_eq!(s.spend("a").await.expect("spend"), 0.5);
+    let one = s.run(&r.id).await.expect("read").expect("run");
+    assert_eq!(one.stdout_tail.as_deref(), Some("hi\n"));
+    let listed = s
+        .list_runs(&RunFilter {
+            limit: 10,
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(
+        listed[0].stdout_tail, None,
+        "lists leave the tails in the table"
+    );
     let events = s.events_after(0, 100).await.expect("events");
     assert_eq!(
         events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(),

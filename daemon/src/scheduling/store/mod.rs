@@ -29,6 +29,12 @@ const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason
     stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
     chain_parent_id, chain_depth, replaces_run_id, follow_ups";
 
+/// A run as lists read it: its log tails (up to 64 KiB each) are left in the table.
+const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
+    scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
+    NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
+    counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups";
+
 fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
     Ok(ScheduleRow {
         id: r.try_get("id")?,
@@ -180,7 +186,7 @@ pub(crate) fn runs_query(f: &RunFilter) -> String {
         clauses.push("(created_at_ms < ?5 OR (created_at_ms = ?5 AND id < ?6))");
     }
     format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE {} ORDER BY created_at_ms DESC, id DESC LIMIT ?7",
+        "SELECT {RUN_LIST_COLUMNS} FROM runs WHERE {} ORDER BY created_at_ms DESC, id DESC LIMIT ?7",
         clauses.join(" AND ")
     )
 }
@@ -781,7 +787,7 @@ impl SchedStore {
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
-    /// Runs newest first, filtered, after the cursor.
+    /// Runs newest first, filtered, after the cursor, without their log tails.
     pub(crate) async fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
         let (before_at, before_id) = f
             .before
