@@ -5,3 +5,7 @@
 -- this column existed are filled by studiod at start, from their stored spec.
 
 ALTER TABLE schedules ADD COLUMN cadence_ms INTEGER;
+
+-- The rows still to fill, found at each start without reading the whole table.
+CREATE INDEX schedules_without_cadence ON schedules (id)
+    WHERE cadence_ms IS NULL AND trigger_kind <> 'at';

@@ -3,6 +3,8 @@
 //! schedules and their rollups), the runs of the last 24 hours from the hourly rollup,
 //! and the active runs.
 
+use std::collections::BTreeMap;
+
 use axum::{Json, extract::State};
 use serde_json::{Map, Value, json};
 use studio_contract::{
@@ -37,7 +39,7 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Value>
     }
     let total: i64 = census.iter().map(|(_, n)| n).sum();
 
-    let mut by_status: Map<String, Value> = Map::new();
+    let mut by_status: BTreeMap<&str, i64> = BTreeMap::new();
     let mut hourly: Vec<(i64, i64)> = vec![(0, 0); usize::try_from(HOURS).unwrap_or(24)];
     for (hour, status, n) in &counts {
         let Some(slot) = usize::try_from((hour - first_hour) / HOUR_MS)
@@ -50,8 +52,7 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Value>
         if matches!(status.as_str(), "failed" | "timed_out") {
             slot.1 += n;
         }
-        let c = by_status.entry(status.clone()).or_insert(0.into());
-        *c = (c.as_i64().unwrap_or(0) + n).into();
+        *by_status.entry(status).or_default() += n;
     }
     let hours: Vec<Value> = hourly
         .iter()

@@ -419,3 +419,42 @@ async fn scheduler_summary_health_filter_and_runs_by_name() {
     assert_eq!(report["health"], "healthy", "{report}");
     assert_eq!(report["last_outcome"], "completed", "{report}");
 }
+
+/// The runs page through the app: filtered by a schedule's name it lists that
+/// schedule's runs; an unknown name is said plainly instead of an empty list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_runs_page_filters_by_schedule_name() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let schedule = api
+        .create(&sh(
+            "nightly",
+            json!({"cron": {"expression": "0 3 1 1 *"}}),
+            "true",
+        ))
+        .await;
+    let run = api.trigger(schedule["id"].as_str().expect("id")).await;
+    api.finished(run["id"].as_str().expect("run id")).await;
+    let cookie = crate::paired_cookie(&studio).await;
+    let page = async |query: &str| {
+        let resp = studio_tests::http()
+            .get(studio.app_url(&format!("/runs?{query}")))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .expect("runs page");
+        assert_eq!(resp.status(), 200);
+        resp.text().await.expect("page body")
+    };
+    let html = page("schedule_name=nightly").await;
+    assert_eq!(
+        html.matches(r#"data-testid="run-row""#).count(),
+        1,
+        "{html}"
+    );
+    assert!(html.contains(run["id"].as_str().expect("run id")), "{html}");
+    let html = page("schedule_name=nope").await;
+    assert!(html.contains(r#"data-testid="problem""#), "{html}");
+    assert!(html.contains("No schedule is named"), "{html}");
+    assert_eq!(html.matches(r#"data-testid="run-row""#).count(), 0);
+}
