@@ -43,6 +43,7 @@ codes! {
     EpochEnded = "epoch_ended" => UNAUTHORIZED,
     PairingCodeInvalid = "pairing_code_invalid" => UNAUTHORIZED,
     OriginNotAllowed = "origin_not_allowed" => FORBIDDEN,
+    DaemonTokenRequired = "daemon_token_required" => FORBIDDEN,
     NotFound = "not_found" => NOT_FOUND,
     SessionNotFound = "session_not_found" => NOT_FOUND,
     ScheduleNotFound = "schedule_not_found" => NOT_FOUND,

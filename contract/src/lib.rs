@@ -9,6 +9,7 @@ pub mod forward;
 pub mod health;
 pub mod home;
 pub mod host;
+pub mod jobenv;
 pub mod lifecycle;
 pub mod origin;
 pub mod ready;

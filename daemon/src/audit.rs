@@ -13,6 +13,7 @@ pub(crate) enum Kind {
     PairingRedeemed,
     PairingFailed,
     SessionRevoked,
+    AllowlistChanged,
 }
 
 impl Kind {
@@ -24,6 +25,7 @@ impl Kind {
             Kind::PairingRedeemed => "pairing_redeemed",
             Kind::PairingFailed => "pairing_failed",
             Kind::SessionRevoked => "session_revoked",
+            Kind::AllowlistChanged => "allowlist_changed",
         }
     }
 }

@@ -7,7 +7,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 use clap::Parser;
 use studio_contract::{home::Home, origin, secret::AppKey};
 
-use crate::scheduling::{CrashPoint, SchedulerConfig};
+use crate::scheduling::{CrashPoint, SchedulerConfig, allowlist};
 
 /// Flags, as documented in `docs/ARCHITECTURE.md` ("Launch protocol").
 #[derive(Debug, Clone, Parser)]
@@ -151,12 +151,22 @@ fn scheduler_config(env: &impl Fn(&str) -> Option<String>) -> Result<SchedulerCo
     let mut c = SchedulerConfig::default();
     let bad = |name: &str, why: &str| ConfigError::Invalid(format!("{name}: {why}"));
     if let Some(list) = env("STUDIO_COMMAND_ALLOWLIST") {
-        c.allowlist = list
+        c.allowlist_seed = list
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
             .collect();
+        if let Some((entry, why)) = c
+            .allowlist_seed
+            .iter()
+            .find_map(|e| allowlist::entry_problem(e).map(|why| (e, why)))
+        {
+            return Err(bad("STUDIO_COMMAND_ALLOWLIST", &format!("{entry:?} {why}")));
+        }
+    }
+    if let Some(path) = env("PATH").filter(|p| !p.is_empty()) {
+        c.search_path = path;
     }
     if let Some(cmd) = env("STUDIO_AGENT_COMMAND") {
         c.agent_command = cmd.split_whitespace().map(str::to_owned).collect();

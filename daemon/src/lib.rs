@@ -7,6 +7,7 @@ mod admission;
 mod audit;
 pub mod config;
 mod control;
+pub mod entry;
 mod error;
 mod http;
 mod pairing;
@@ -207,7 +208,7 @@ impl Daemon {
             config.home.run_dir(),
             stop_rx.clone(),
         )
-        .map_err(DaemonError::io("cannot start the job launchers"))?;
+        .await?;
         let mut scheduler_task = tokio::spawn(scheduler.clone().run());
         let state = ApiState {
             authority: authority.clone(),

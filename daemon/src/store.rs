@@ -43,6 +43,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "schedule cadence",
         include_str!("../../migrations/daemon/0006_schedule_cadence.sql"),
     ),
+    (
+        7,
+        "command allowlist",
+        include_str!("../../migrations/daemon/0007_command_allowlist.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

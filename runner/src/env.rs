@@ -1,7 +1,11 @@
 //! The environment of a job: cleared, then only what is named here. No daemon secret can
-//! reach a job, because nothing is inherited unless it is on this list.
+//! reach a job, because nothing is inherited unless it is on this list; and a schedule's
+//! own variables never include one that changes which code runs
+//! (`studio_contract::jobenv`), even if validation was bypassed.
 
 use std::collections::BTreeMap;
+
+use studio_contract::jobenv;
 
 /// Host variables a job inherits (plus every `LC_*`).
 pub const INHERITED: &[&str] = &["PATH", "HOME", "LANG", "TZ", "USER"];
@@ -10,7 +14,7 @@ pub const INHERITED: &[&str] = &["PATH", "HOME", "LANG", "TZ", "USER"];
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Builds a job's whole environment from the host's, the schedule's own `extra`
-/// variables, and the runner's `STUDIO_*` ones (which win).
+/// variables (less any that `jobenv` refuses), and the runner's `STUDIO_*` ones.
 pub fn job_env(
     host: impl IntoIterator<Item = (String, String)>,
     extra: &BTreeMap<String, String>,
@@ -23,7 +27,7 @@ pub fn job_env(
     env.entry("PATH".into())
         .or_insert_with(|| DEFAULT_PATH.into());
     for (k, v) in extra {
-        if !k.starts_with("STUDIO_") {
+        if jobenv::refusal(k).is_none() {
             env.insert(k.clone(), v.clone());
         }
     }
@@ -51,11 +55,18 @@ mod tests {
         let extra = BTreeMap::from([
             ("MODE".to_owned(), "full".to_owned()),
             ("STUDIO_RUN_ID".to_owned(), "forged".to_owned()),
+            ("PATH".to_owned(), "/tmp/evil".to_owned()),
+            ("LD_PRELOAD".to_owned(), "/tmp/evil.so".to_owned()),
+            ("LD_AUDIT".to_owned(), "/tmp/evil.so".to_owned()),
         ]);
         let env = job_env(host, &extra, &[("STUDIO_RUN_ID", "r1".into())]);
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["HOME", "LC_ALL", "MODE", "PATH", "STUDIO_RUN_ID"]);
-        assert!(env.iter().all(|(_, v)| v != "secret"));
+        assert!(
+            env.iter()
+                .all(|(_, v)| v != "secret" && !v.starts_with("/tmp/evil"))
+        );
+        assert!(env.contains(&("PATH".into(), "/bin".into())));
         assert!(env.contains(&("STUDIO_RUN_ID".into(), "r1".into())));
     }
 

@@ -30,7 +30,8 @@ const REPORT_MAX_BYTES: u64 = 64 * 1024;
 /// What to run and how.
 #[derive(Debug, Clone)]
 pub struct JobSpec {
-    /// An executable name (looked up on the job's `PATH`) or a path; never a shell line.
+    /// The absolute path of the executable (see [`crate::program::resolve`]); never a
+    /// shell line, never looked up on the job's own `PATH`.
     pub program: String,
     pub args: Vec<String>,
     pub cwd: Option<PathBuf>,
@@ -61,6 +62,8 @@ pub enum SpawnError {
     RunDir { path: PathBuf, source: io::Error },
     #[error("cannot start {program:?}: {source}")]
     Exec { program: String, source: io::Error },
+    #[error("{0:?} is not an absolute path; nothing was started")]
+    NotAbsolute(String),
     #[error("the job launcher has stopped")]
     LauncherGone,
 }
@@ -163,6 +166,9 @@ impl Job {
 
 /// Starts the job. `Ok` means the child is confirmed launched (exec succeeded).
 pub fn spawn(spec: JobSpec) -> Result<Job, SpawnError> {
+    if !spec.program.starts_with('/') {
+        return Err(SpawnError::NotAbsolute(spec.program));
+    }
     std::fs::create_dir_all(&spec.run_dir).map_err(|source| SpawnError::RunDir {
         path: spec.run_dir.clone(),
         source,

@@ -10,8 +10,10 @@
 
 pub mod env;
 pub mod job;
+pub mod program;
 pub mod spawner;
 pub mod tail;
 
 pub use job::{Canceller, Ending, Job, JobSpec, Outcome, Report, SpawnError, StreamSummary, spawn};
+pub use program::{ResolveError, resolve};
 pub use spawner::Spawner;

@@ -13,7 +13,7 @@ fn run_dir(tag: &str) -> PathBuf {
 fn sh(tag: &str, script: &str) -> JobSpec {
     let dir = run_dir(tag);
     JobSpec {
-        program: "sh".into(),
+        program: "/bin/sh".into(),
         args: vec!["-c".into(), script.into()],
         cwd: Some(std::env::temp_dir()),
         env: job_env(
@@ -172,7 +172,7 @@ async fn a_flood_of_output_is_capped_on_disk_and_bounded_in_memory() {
 #[tokio::test]
 async fn a_missing_program_is_a_spawn_error_and_a_bad_report_is_explained() {
     let mut spec = sh("missing", "true");
-    spec.program = "studio-no-such-program".into();
+    spec.program = "/nonexistent/studio-no-such-program".into();
     let err = spawn(spec).expect_err("cannot exec");
     assert!(err.to_string().contains("studio-no-such-program"));
 
@@ -204,7 +204,7 @@ async fn the_spawner_launches_from_its_own_threads() {
         assert!(outcome.succeeded());
     }
     let mut missing = sh("spawner-missing", "true");
-    missing.program = "studio-no-such-program".into();
+    missing.program = "/nonexistent/studio-no-such-program".into();
     assert!(spawner.spawn(missing).await.is_err());
 }
 
@@ -216,7 +216,7 @@ async fn measure_launch_cost() {
     let (mut spawn_us, mut wait_us) = (0u128, 0u128);
     for i in 0..n {
         let mut spec = sh(&format!("cost{i}"), "");
-        spec.program = "true".into();
+        spec.program = "/bin/true".into();
         spec.args.clear();
         let t = std::time::Instant::now();
         let job = spawn(spec).expect("spawn");

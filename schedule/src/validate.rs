@@ -7,6 +7,7 @@ use std::fmt;
 
 use jiff::Timestamp;
 use serde::Serialize;
+use studio_contract::jobenv;
 
 use crate::{
     duration::parse_interval,
@@ -96,9 +97,12 @@ pub fn validate(spec: ScheduleSpec, ctx: &Context<'_>) -> Result<Validated, Vec<
     let armed = arm(&spec.trigger, ctx, &mut errors);
     check_action("action", &spec.action, ctx, &mut errors);
     if let Some(cwd) = &spec.cwd
-        && (cwd.is_empty() || cwd.contains('\0'))
+        && (!cwd.starts_with('/') || cwd.contains('\0'))
     {
-        errors.push(FieldError::new("cwd", "must be a non-empty path"));
+        errors.push(FieldError::new(
+            "cwd",
+            "must be an absolute path (declaration files may give one relative to the file)",
+        ));
     }
     for (key, value) in &spec.env {
         let path = format!("env.{key}");
@@ -112,11 +116,8 @@ pub fn validate(spec: ScheduleSpec, ctx: &Context<'_>) -> Result<Validated, Vec<
                 &path,
                 "a variable name is letters, digits and _, not starting with a digit",
             ));
-        } else if key.starts_with("STUDIO_") {
-            errors.push(FieldError::new(
-                &path,
-                "STUDIO_* variables are set by the runner and cannot be overridden",
-            ));
+        } else if let Some(why) = jobenv::refusal(key) {
+            errors.push(FieldError::new(&path, why));
         }
         if value.contains('\0') {
             errors.push(FieldError::new(&path, "must not contain a NUL byte"));
@@ -134,6 +135,27 @@ pub fn validate(spec: ScheduleSpec, ctx: &Context<'_>) -> Result<Validated, Vec<
     match armed {
         Some(armed) if errors.is_empty() => Ok(Validated { spec, armed }),
         _ => Err(errors),
+    }
+}
+
+/// Why `executable` may not run, with the command that allows it.
+pub fn not_allowed(executable: &str) -> String {
+    format!(
+        "{executable:?} is not on the command allow-list; the machine's owner can allow it \
+         from a terminal with: studio allow add {}",
+        shell_word(executable)
+    )
+}
+
+/// `word` as one shell word: as it is when that is safe, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = word
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+' | ':' | '@'));
+    if plain && !word.is_empty() {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 
@@ -220,15 +242,16 @@ fn check_action(path: &str, action: &Action, ctx: &Context<'_>, errors: &mut Vec
             let exe_path = format!("{path}.executable");
             if executable.is_empty() || executable.contains('\0') {
                 errors.push(FieldError::new(&exe_path, "must name an executable"));
+            } else if executable.contains('/') && !executable.starts_with('/') {
+                errors.push(FieldError::new(
+                    &exe_path,
+                    "must be a name on the command allow-list or an absolute path on it, \
+                     never a relative path",
+                ));
             } else if let Some(list) = ctx.allowlist
                 && !list.iter().any(|e| e == executable)
             {
-                errors.push(FieldError::new(
-                    &exe_path,
-                    format!(
-                        "{executable:?} is not on the command allow-list (STUDIO_COMMAND_ALLOWLIST)"
-                    ),
-                ));
+                errors.push(FieldError::new(&exe_path, not_allowed(executable)));
             }
             for (i, arg) in args.iter().enumerate() {
                 if arg.contains('\0') {
@@ -471,5 +494,63 @@ mod tests {
             );
             assert_eq!(paths(&json), ["name"], "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_schedule_cannot_change_which_code_runs() {
+        // The escapes of an allow-list of names: the search path, the loader, a relative
+        // working directory with a relative executable.
+        let p = paths(
+            r#"{"name":"a","trigger":{"every":"5m"},
+                "action":{"kind":"command","executable":"./echo"},"cwd":"payload",
+                "env":{"PATH":".","LD_PRELOAD":"/tmp/x.so","LD_AUDIT":"/tmp/x.so",
+                       "PYTHONPATH":"/tmp","MODE":"ok"},
+                "on_fail":{"action":{"kind":"command","executable":"bin/echo"}}}"#,
+        );
+        assert_eq!(
+            p,
+            [
+                "action.executable",
+                "cwd",
+                "env.LD_AUDIT",
+                "env.LD_PRELOAD",
+                "env.PATH",
+                "env.PYTHONPATH",
+                "on_fail.action.executable",
+            ],
+        );
+    }
+
+    #[test]
+    fn the_allow_list_is_exact_and_its_refusal_names_the_command_to_run() {
+        let zone = Zone::utc();
+        let list = ["echo".to_owned(), "/opt/tools/run".to_owned()];
+        let ctx = Context {
+            allowlist: Some(&list),
+            ..ctx(&zone)
+        };
+        let with = |exe: &str| {
+            let json = format!(
+                r#"{{"name":"a","trigger":{{"every":"5m"}},"action":{{"kind":"command","executable":{exe:?}}}}}"#
+            );
+            validate(parse_json(&json).expect("parses"), &ctx)
+        };
+        assert!(with("echo").is_ok());
+        assert!(with("/opt/tools/run").is_ok());
+        for refused in ["/bin/echo", "run", "/opt/tools/../tools/run", "my tool"] {
+            let errors = with(refused).expect_err(refused);
+            assert_eq!(errors[0].path, "action.executable");
+            assert!(
+                errors[0].reason.contains("studio allow add"),
+                "{}",
+                errors[0]
+            );
+        }
+        let errors = with("my tool").expect_err("refused");
+        assert!(
+            errors[0].reason.ends_with("studio allow add 'my tool'"),
+            "{}",
+            errors[0]
+        );
     }
 }

@@ -68,8 +68,13 @@ fn trigger() -> impl Strategy<Value = Trigger> {
 
 fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
-        (some_text(), collection::vec(text(), 0..4))
-            .prop_map(|(executable, args)| Action::Command { executable, args }),
+        // A bare name: validation refuses a relative path.
+        (some_text(), collection::vec(text(), 0..4)).prop_map(|(executable, args)| {
+            Action::Command {
+                executable: executable.replace('/', "_"),
+                args,
+            }
+        }),
         (some_text(), option::of(text()), option::of(text())).prop_map(
             |(prompt, model, profile)| Action::Agent {
                 prompt,
@@ -133,7 +138,7 @@ fn spec() -> impl Strategy<Value = ScheduleSpec> {
             option::of("/[a-z0-9/ ._-]{0,20}"),
             collection::btree_map("[A-Z_][A-Z0-9_]{0,8}", text(), 0..4).prop_map(|env| {
                 env.into_iter()
-                    .filter(|(k, _)| !k.starts_with("STUDIO_"))
+                    .filter(|(k, _)| studio_contract::jobenv::refusal(k).is_none())
                     .collect()
             }),
             policies(),

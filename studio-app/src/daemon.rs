@@ -242,6 +242,24 @@ pub(crate) struct RunPage {
     pub(crate) next_cursor: Option<String>,
 }
 
+/// `GET /api/admin/allowlist`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct AllowList {
+    pub(crate) entries: Vec<AllowEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct AllowEntry {
+    pub(crate) executable: String,
+    /// Where the entry leads on studiod's PATH now; `None` when nothing is there.
+    #[serde(default)]
+    pub(crate) resolved: Option<String>,
+    #[serde(default)]
+    pub(crate) added_at: Option<String>,
+    #[serde(default)]
+    pub(crate) added_by: String,
+}
+
 #[derive(Debug, Deserialize)]
 pub(crate) struct Sessions {
     pub(crate) sessions: Vec<Session>,
@@ -340,6 +358,10 @@ impl<'a> Daemon<'a> {
 
     pub(crate) async fn sessions(&self) -> Result<Sessions, DaemonError> {
         self.get("/api/studio/sessions", &[]).await
+    }
+
+    pub(crate) async fn allowlist(&self) -> Result<AllowList, DaemonError> {
+        self.get("/api/admin/allowlist", &[]).await
     }
 
     pub(crate) async fn identity(&self) -> Result<BTreeMap<String, Value>, DaemonError> {

@@ -8,6 +8,7 @@ mod attention;
 mod config;
 mod cookie;
 mod daemon;
+pub mod entry;
 mod frontdoor;
 mod http;
 mod page;

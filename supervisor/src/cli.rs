@@ -18,7 +18,10 @@ use crate::{
 #[command(
     name = "studio",
     version,
-    about = "Studio: start, watch and stop studiod and studio-app"
+    about = "Studio: start, watch and stop studiod and studio-app",
+    after_help = "This one executable also carries both children: `studio daemon [FLAGS]` runs studiod \
+                  and `studio app [FLAGS]` runs studio-app in the foreground (`--help` lists their \
+                  flags); `studio up` starts them that way."
 )]
 pub struct Cli {
     /// The Studio home (default: $XDG_STATE_HOME/studio or ~/.local/state/studio).
@@ -67,6 +70,33 @@ pub enum Command {
         #[command(subcommand)]
         command: RunCommand,
     },
+    /// The command allow-list: which executables `command` actions may run.
+    Allow {
+        #[command(subcommand)]
+        command: AllowCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AllowCommand {
+    /// Allow executables at once: bare names (found on studiod's PATH when a run starts)
+    /// or absolute paths.
+    Add(AllowArgs),
+    /// Stop allowing executables: no run starts them from then on.
+    Remove(AllowArgs),
+    /// What is allowed, and where each name leads on studiod's PATH.
+    List {
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AllowArgs {
+    #[arg(required = true, value_name = "EXECUTABLE")]
+    pub executables: Vec<String>,
+    #[command(flatten)]
+    pub remote: Remote,
 }
 
 #[derive(Debug, Subcommand)]

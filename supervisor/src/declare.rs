@@ -30,18 +30,10 @@ use crate::{
 fn load(files: &[PathBuf]) -> Result<Option<Vec<Loaded>>, Error> {
     let configured = std::env::var("STUDIO_SCHEDULER_TZ").ok();
     let zone = Zone::default_for(configured.as_deref()).map_err(Error::Usage)?;
-    // Set but empty refuses every executable, as it does in studiod.
-    let allowlist: Option<Vec<String>> =
-        std::env::var("STUDIO_COMMAND_ALLOWLIST").ok().map(|list| {
-            list.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        });
+    // The allow-list is studiod's (`studio allow list`); `plan` checks against it.
     let opts = LoadOptions {
         default_zone: &zone,
-        allowlist: allowlist.as_deref(),
+        allowlist: None,
         now_ms: Some(crate::table::now_ms()),
     };
     let (loaded, diagnostics) = load_all(files, &opts);

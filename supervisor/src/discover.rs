@@ -1,60 +1,72 @@
-//! Where the children's executables are: next to `studio` itself, unless
-//! `STUDIO_DAEMON_BIN` / `STUDIO_APP_BIN` name them. The supervisor knows only paths.
+//! What the children run: this very executable as `studio daemon` and `studio app`, unless
+//! `STUDIO_DAEMON_BIN` / `STUDIO_APP_BIN` name separate executables (`studiod`,
+//! `studio-app`). The supervisor knows only paths and leading arguments.
 
 use std::{
+    ffi::OsString,
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
 };
 
+/// One child's program and the arguments before its flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Program {
+    pub(crate) path: PathBuf,
+    pub(crate) leading: Vec<OsString>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Binaries {
-    pub(crate) daemon: PathBuf,
-    pub(crate) app: PathBuf,
+    pub(crate) daemon: Program,
+    pub(crate) app: Program,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DiscoverError {
-    #[error("cannot find {name} at {} (build it, or set {env})", path.display())]
-    Missing {
-        name: &'static str,
-        env: &'static str,
-        path: PathBuf,
-    },
+    #[error("cannot run {} ({env}): not an executable file", path.display())]
+    NotExecutable { env: &'static str, path: PathBuf },
     #[error("cannot locate the studio executable: {0}")]
     NoSelf(#[source] std::io::Error),
 }
 
-/// Resolves both binaries; `dir` is the directory of the running executable.
+/// Both children: `own` (the running executable) with a subcommand, or an override.
 pub(crate) fn find(
-    dir: &Path,
+    own: &Path,
     daemon_override: Option<PathBuf>,
     app_override: Option<PathBuf>,
 ) -> Result<Binaries, DiscoverError> {
     Ok(Binaries {
-        daemon: one(dir, "studiod", "STUDIO_DAEMON_BIN", daemon_override)?,
-        app: one(dir, "studio-app", "STUDIO_APP_BIN", app_override)?,
+        daemon: one(own, "daemon", "STUDIO_DAEMON_BIN", daemon_override)?,
+        app: one(own, "app", "STUDIO_APP_BIN", app_override)?,
     })
 }
 
-/// The directory of the running executable.
-pub(crate) fn own_dir() -> Result<PathBuf, DiscoverError> {
-    let exe = std::env::current_exe().map_err(DiscoverError::NoSelf)?;
-    Ok(exe.parent().map(Path::to_path_buf).unwrap_or_default())
+/// The running executable.
+pub(crate) fn own_exe() -> Result<PathBuf, DiscoverError> {
+    std::env::current_exe().map_err(DiscoverError::NoSelf)
 }
 
 fn one(
-    dir: &Path,
-    name: &'static str,
+    own: &Path,
+    subcommand: &str,
     env: &'static str,
     explicit: Option<PathBuf>,
-) -> Result<PathBuf, DiscoverError> {
-    let path = explicit.unwrap_or_else(|| dir.join(name));
+) -> Result<Program, DiscoverError> {
+    let Some(path) = explicit else {
+        return Ok(Program {
+            path: own.to_path_buf(),
+            leading: vec![subcommand.into()],
+        });
+    };
     let executable =
         std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if executable {
-        Ok(path)
+        Ok(Program {
+            path,
+            leading: Vec::new(),
+        })
     } else {
-        Err(DiscoverError::Missing { name, env, path })
+        Err(DiscoverError::NotExecutable { env, path })
     }
 }
 
@@ -71,42 +83,36 @@ mod tests {
     }
 
     #[test]
-    fn finds_siblings_of_the_executable() {
-        let dir = TestDir::new("disc");
-        touch(&dir.path().join("studiod"), 0o755);
-        touch(&dir.path().join("studio-app"), 0o755);
-        let found = find(dir.path(), None, None).expect("found");
-        assert_eq!(found.daemon, dir.path().join("studiod"));
-        assert_eq!(found.app, dir.path().join("studio-app"));
+    fn by_default_both_children_are_this_executable() {
+        let own = Path::new("/opt/studio/bin/studio");
+        let found = find(own, None, None).expect("found");
+        assert_eq!(found.daemon.path, own);
+        assert_eq!(found.daemon.leading, [OsString::from("daemon")]);
+        assert_eq!(found.app.path, own);
+        assert_eq!(found.app.leading, [OsString::from("app")]);
     }
 
     #[test]
-    fn overrides_win_and_missing_ones_are_named() {
+    fn overrides_win_and_take_no_subcommand() {
         let dir = TestDir::new("disc-ovr");
         let other = dir.path().join("my-daemon");
         touch(&other, 0o700);
-        let err = find(dir.path(), Some(other.clone()), None).expect_err("no app");
+        let found = find(Path::new("/x/studio"), Some(other.clone()), None).expect("found");
+        assert_eq!(found.daemon.path, other);
+        assert!(found.daemon.leading.is_empty());
+        assert_eq!(found.app.leading, [OsString::from("app")]);
+    }
+
+    #[test]
+    fn a_non_executable_override_is_named() {
+        let dir = TestDir::new("disc-x");
+        let app = dir.path().join("studio-app");
+        touch(&app, 0o644);
+        let err = find(Path::new("/x/studio"), None, Some(app)).expect_err("not executable");
         let text = err.to_string();
         assert!(
             text.contains("studio-app") && text.contains("STUDIO_APP_BIN"),
             "{text}"
         );
-        touch(&dir.path().join("studio-app"), 0o755);
-        let found = find(dir.path(), Some(other.clone()), None).expect("found");
-        assert_eq!(found.daemon, other);
-    }
-
-    #[test]
-    fn a_non_executable_file_does_not_count() {
-        let dir = TestDir::new("disc-x");
-        touch(&dir.path().join("studiod"), 0o644);
-        touch(&dir.path().join("studio-app"), 0o755);
-        assert!(matches!(
-            find(dir.path(), None, None),
-            Err(DiscoverError::Missing {
-                name: "studiod",
-                ..
-            })
-        ));
     }
 }

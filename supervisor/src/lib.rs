@@ -5,6 +5,7 @@
 //! but `studio-contract` and `studio-schedule` (pure trigger arithmetic, for
 //! `studio schedule preview`).
 
+mod allow;
 mod child;
 pub mod cli;
 mod client;
@@ -12,6 +13,7 @@ mod commands;
 mod control;
 mod declare;
 mod discover;
+pub mod entry;
 mod logs;
 mod pairing;
 mod policy;
@@ -112,6 +114,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Schedule { command } => schedules::run(&home, command).await,
         Command::Runs(args) => runs::list(&home, args, shutdown).await,
         Command::Run { command } => runs::one(&home, command, shutdown).await,
+        Command::Allow { command } => allow::run(&home, command).await,
     }
 }
 

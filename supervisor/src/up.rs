@@ -46,7 +46,7 @@ pub struct UpConfig {
     pub app_addr: SocketAddr,
     pub daemon_addr: SocketAddr,
     pub open: bool,
-    /// `STUDIO_DAEMON_BIN` / `STUDIO_APP_BIN`; else next to this executable.
+    /// `STUDIO_DAEMON_BIN` / `STUDIO_APP_BIN`; else this executable as `studio daemon` / `studio app`.
     pub daemon_bin: Option<PathBuf>,
     pub app_bin: Option<PathBuf>,
     /// `STUDIO_PUBLIC_ORIGIN`, normalised: the origin browsers use, if not the loopback one.
@@ -153,8 +153,8 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
         tracing::info!(home = %home.root().display(), "studio already runs here");
         return link_from_running(&home, config.open).await;
     };
-    let dir = discover::own_dir().map_err(|e| Error::Failed(e.to_string()))?;
-    let bins = discover::find(&dir, config.daemon_bin.clone(), config.app_bin.clone())
+    let own = discover::own_exe().map_err(|e| Error::Failed(e.to_string()))?;
+    let bins = discover::find(&own, config.daemon_bin.clone(), config.app_bin.clone())
         .map_err(|e| Error::Failed(e.to_string()))?;
     if !config.token_from_env {
         Home::write_secret(&home.token_file(), &secret::mint::<32>("stk_"))
@@ -303,7 +303,8 @@ impl Launch<'_> {
         let home = cfg.home.root().as_os_str().to_owned();
         let pid = std::process::id().to_string();
 
-        let mut args: Vec<OsString> = vec!["--home".into(), home.clone()];
+        let mut args = self.bins.daemon.leading.clone();
+        args.extend(["--home".into(), home.clone()]);
         args.extend(["--addr".into(), cfg.daemon_addr.to_string().into()]);
         args.extend(["--app-origin".into(), cfg.app_origin().into()]);
         if let Some(public) = &cfg.public_origin {
@@ -314,13 +315,14 @@ impl Launch<'_> {
             "--supervisor-pid".into(),
             pid.clone().into(),
         ]);
-        let spec = self.spec(self.bins.daemon.clone(), args);
+        let spec = self.spec(self.bins.daemon.path.clone(), args);
         tasks.daemon = Some(self.start("daemon", spec, cfg.daemon_addr.port() == 0, daemon));
         let ready = wait_ready(&self.shared.daemon.status, "daemon", &cfg.home).await?;
         // A `:0` daemon address is only known now; the app must dial the bound one.
         let daemon_addr = ready.addr.unwrap_or_else(|| cfg.daemon_addr.to_string());
 
-        let mut args: Vec<OsString> = vec!["--home".into(), home];
+        let mut args = self.bins.app.leading.clone();
+        args.extend(["--home".into(), home]);
         args.extend(["--addr".into(), cfg.app_addr.to_string().into()]);
         args.extend(["--daemon-addr".into(), daemon_addr.into()]);
         args.extend([
@@ -328,7 +330,7 @@ impl Launch<'_> {
             "--supervisor-pid".into(),
             pid.into(),
         ]);
-        let spec = self.spec(self.bins.app.clone(), args);
+        let spec = self.spec(self.bins.app.path.clone(), args);
         tasks.app = Some(self.start("app", spec, false, app));
         wait_ready(&self.shared.app.status, "app", &cfg.home).await?;
 

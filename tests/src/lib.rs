@@ -44,14 +44,7 @@ pub fn bins() -> &'static Bins {
         build
             .current_dir(&root)
             .args(["build", "--quiet", "--bins"])
-            .args([
-                "-p",
-                "studio-daemon",
-                "-p",
-                "studio-app",
-                "-p",
-                "studio-supervisor",
-            ]);
+            .args(["-p", "studio-daemon", "-p", "studio-app", "-p", "studio"]);
         if release {
             build.arg("--release");
         }
@@ -180,7 +173,13 @@ impl Studio {
     /// Starts `studio up` on an existing home (one a stopped instance handed back with
     /// [`Studio::stop_keep_home`]), on fresh ports, and waits for its ready line.
     pub fn start_in(home: TempDir, env: &[(&str, &str)]) -> Self {
-        let bins = bins();
+        Self::start_exe(&bins().studio, home, env)
+    }
+
+    /// Starts `exe up` (a `studio` executable anywhere, e.g. copied alone into an empty
+    /// directory) without `STUDIO_DAEMON_BIN` or `STUDIO_APP_BIN`, and waits for its ready
+    /// line.
+    pub fn start_exe(exe: &Path, home: TempDir, env: &[(&str, &str)]) -> Self {
         let app_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let daemon_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let stderr = std::fs::OpenOptions::new()
@@ -188,7 +187,7 @@ impl Studio {
             .append(true)
             .open(home.path().join("supervisor.stderr"))
             .expect("supervisor stderr file");
-        let mut cmd = Command::new(&bins.studio);
+        let mut cmd = Command::new(exe);
         cmd.arg("up")
             .arg("--home")
             .arg(home.path())
@@ -198,6 +197,8 @@ impl Studio {
             .arg(daemon_addr.to_string())
             .env_remove("STUDIO_TOKEN")
             .env_remove("STUDIO_HOME")
+            .env_remove("STUDIO_DAEMON_BIN")
+            .env_remove("STUDIO_APP_BIN")
             .env("STUDIO_STOP_GRACE_MS", "3000")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())

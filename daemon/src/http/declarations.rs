@@ -87,9 +87,10 @@ fn parse(body: &str) -> Result<Request, Refused> {
 async fn planned(state: &ApiState, req: &Request) -> Result<(Vec<ScheduleRow>, Plan), ApiError> {
     let s = &state.scheduler;
     let rows = s.store.all_schedules().await.map_err(store_error)?;
+    let allowlist = s.allowlist.snapshot();
     let env = Env {
         default_zone: &s.default_zone,
-        allowlist: &s.config.allowlist,
+        allowlist: &allowlist,
         now_ms: now_ms(),
     };
     let plan = declare::plan(&rows, req, env);

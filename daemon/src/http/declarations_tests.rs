@@ -45,7 +45,7 @@ impl Api {
 /// The router's scheduler refuses every command (empty allow-list), so these tests use
 /// members whose executable the test API allows: see `api_allowing`.
 async fn api_allowing() -> Api {
-    super::api_with(|c| c.allowlist = vec!["true".into()]).await
+    super::api_with(|c| c.allowlist_seed = vec!["true".into()]).await
 }
 
 #[tokio::test]

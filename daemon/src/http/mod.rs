@@ -1,6 +1,7 @@
 //! The loopback HTTP API: its state, its router and its graceful serving. Later routes
 //! (schedules, runs, …) join `router` and read what they need from [`ApiState`].
 
+mod allowlist;
 mod declarations;
 mod events;
 mod front;
@@ -67,6 +68,10 @@ pub(crate) fn router(state: ApiState) -> Router {
         .route("/api/runs/{id}/log", get(runs::log))
         .route("/api/runs/{id}/cancel", post(runs::cancel))
         .route("/api/events", get(events::stream))
+        .route(
+            "/api/admin/allowlist",
+            get(allowlist::list).post(allowlist::change),
+        )
         .route("/api/declarations/plan", post(declarations::plan))
         .route("/api/declarations/apply", post(declarations::apply))
         .route("/api/declarations/export", get(declarations::export))

@@ -63,6 +63,12 @@ impl From<ApiError> for Refused {
     }
 }
 
+impl From<Invalid> for Refused {
+    fn from(i: Invalid) -> Self {
+        Self::Invalid(i)
+    }
+}
+
 impl From<crate::store::StoreError> for Refused {
     fn from(e: crate::store::StoreError) -> Self {
         Self::Api(store_error(e))
@@ -104,9 +110,10 @@ fn scheduler(state: &ApiState) -> &Arc<Scheduler> {
 
 fn check(state: &ApiState, spec: ScheduleSpec, now: i64) -> Result<Validated, Refused> {
     let s = scheduler(state);
+    let allowlist = s.allowlist.snapshot();
     let ctx = Context {
         default_zone: &s.default_zone,
-        allowlist: Some(&s.config.allowlist),
+        allowlist: Some(&allowlist),
         now_ms: Some(now),
         require_name: true,
     };

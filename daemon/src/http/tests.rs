@@ -42,6 +42,7 @@ async fn api_with(configure: impl FnOnce(&mut crate::scheduling::SchedulerConfig
         dir.path().join("run"),
         stop_rx,
     )
+    .await
     .expect("scheduler");
     let authority = Arc::new(authority);
     let key = AppKey::generate();

@@ -21,10 +21,11 @@ use tokio::sync::{Notify, Semaphore, broadcast, watch};
 
 use super::{
     SchedulerConfig,
+    allowlist::AllowList,
     model::{EventRow, RunKind, RunRow, RunStatus, ScheduleRow},
     store::{Claim, Cursor, NewRun, SchedStore},
 };
-use crate::{error::chain, store::StoreError};
+use crate::{DaemonError, error::chain, store::StoreError};
 
 /// Threads that fork jobs: a launch partly waits for the child to exec, so more than
 /// the 2 cores of the reference machine.
@@ -111,6 +112,9 @@ pub(crate) struct Scheduler {
     pub(crate) spawner: studio_runner::Spawner,
     events: broadcast::Sender<EventRow>,
     pub(crate) stop: watch::Receiver<bool>,
+    /// What `command` actions may run (see `allowlist`).
+    pub(crate) allowlist: AllowList,
+    pub(crate) allowlist_writes: tokio::sync::Mutex<()>,
 }
 
 /// The spec of a stored row, armed in the zone recorded on the row.
@@ -147,17 +151,20 @@ pub(crate) fn arm(
 }
 
 impl Scheduler {
-    pub(crate) fn new(
+    /// The scheduler with its launchers started and its allow-list loaded (seeded at the
+    /// first start of `state.db`); its loop is [`Scheduler::run`].
+    pub(crate) async fn new(
         store: SchedStore,
         config: SchedulerConfig,
         default_zone: Zone,
         runs_dir: PathBuf,
         run_dir: PathBuf,
         stop: watch::Receiver<bool>,
-    ) -> std::io::Result<Arc<Self>> {
+    ) -> Result<Arc<Self>, DaemonError> {
         let (events, _) = broadcast::channel(4096);
-        let spawner = studio_runner::Spawner::new(tokio::runtime::Handle::current(), LAUNCHERS)?;
-        Ok(Arc::new(Self {
+        let spawner = studio_runner::Spawner::new(tokio::runtime::Handle::current(), LAUNCHERS)
+            .map_err(DaemonError::io("cannot start the job launchers"))?;
+        let this = Arc::new(Self {
             spawner,
             slots: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
             firing: Arc::new(Semaphore::new(FIRING_AT_ONCE)),
@@ -171,7 +178,11 @@ impl Scheduler {
             active: Mutex::default(),
             events,
             stop,
-        }))
+            allowlist: AllowList::default(),
+            allowlist_writes: tokio::sync::Mutex::default(),
+        });
+        this.load_allowlist().await?;
+        Ok(this)
     }
 
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<EventRow> {

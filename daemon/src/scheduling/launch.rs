@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 use serde_json::Value;
 use studio_contract::time::now_ms;
 use studio_runner::{Ending, JobSpec, Outcome, env::job_env};
-use studio_schedule::{Action, FollowUp, ScheduleSpec};
+use studio_schedule::{Action, FollowUp, ScheduleSpec, validate::not_allowed};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{
@@ -84,13 +84,14 @@ impl Scheduler {
             Ok(job) => job,
             Err(refusal) => return self.refuse(&run, refusal).await,
         };
+        let program = job.program.clone();
         let launched = match self.spawner.spawn(job).await {
             Ok(j) => j,
             Err(e) => return self.refuse(&run, Refusal::Spawn(e.to_string())).await,
         };
         CrashPoint::reached(self.config.crash_at, CrashPoint::AfterSpawn, &self.run_dir);
         self.store
-            .mark_dispatched(&run.id, launched.pid(), now_ms())
+            .mark_dispatched(&run.id, launched.pid(), &program, now_ms())
             .await?;
         CrashPoint::reached(
             self.config.crash_at,
@@ -145,10 +146,10 @@ impl Scheduler {
         let (program, args) = match action {
             Action::Command { executable, args } => {
                 // Checked again here, immediately before exec: a revoked entry spawns nothing.
-                if !self.config.allowlist.contains(&executable) {
+                if !self.allowlist.allows(&executable) {
                     return Err(Refusal::NotAllowed(executable));
                 }
-                (executable, args)
+                (self.program(&executable)?, args)
             }
             Action::Agent {
                 prompt,
@@ -159,6 +160,7 @@ impl Scheduler {
                 let program = words
                     .next()
                     .ok_or_else(|| Refusal::Spawn("STUDIO_AGENT_COMMAND is empty".into()))?;
+                let program = self.program(&program)?;
                 let mut args: Vec<String> = words.collect();
                 for (flag, value) in [("--model", model), ("--profile", profile)] {
                     if let Some(v) = value {
@@ -198,13 +200,18 @@ impl Scheduler {
         })
     }
 
+    /// The absolute path `name` runs, found on studiod's own `PATH`, never the job's.
+    fn program(&self, name: &str) -> Result<String, Refusal> {
+        studio_runner::resolve(name, &self.config.search_path)
+            .map(|path| path.display().to_string())
+            .map_err(|e| Refusal::Spawn(format!("{e}; nothing was started")))
+    }
+
     async fn refuse(&self, run: &RunRow, refusal: Refusal) -> Result<(), crate::store::StoreError> {
         let (reason, detail) = match refusal {
             Refusal::NotAllowed(exe) => (
                 "not_allowed",
-                format!(
-                    "{exe:?} is not on the command allow-list (STUDIO_COMMAND_ALLOWLIST); nothing was started"
-                ),
+                format!("nothing was started: {}", not_allowed(&exe)),
             ),
             Refusal::Spawn(why) => ("spawn_failed", why),
             Refusal::ScheduleGone => (

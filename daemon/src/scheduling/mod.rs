@@ -5,6 +5,7 @@
 //! Invariant: every status change is a compare-and-set in [`store`], committed with its
 //! transition and its event.
 
+pub(crate) mod allowlist;
 pub(crate) mod compare;
 pub(crate) mod declare;
 pub(crate) mod define;
@@ -25,8 +26,12 @@ pub(crate) use engine::Scheduler;
 /// The scheduler's settings (from the environment, read once in `config`).
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
-    /// `STUDIO_COMMAND_ALLOWLIST`: exact executable names; empty refuses every command.
-    pub allowlist: Vec<String>,
+    /// `STUDIO_COMMAND_ALLOWLIST`: seeds the stored allow-list at the first start of a
+    /// `state.db` (bare names or absolute paths); afterwards `studio allow` changes it.
+    pub allowlist_seed: Vec<String>,
+    /// studiod's own `PATH` (absolute directories only count): where allowed names and
+    /// the agent command are found. Never the job's.
+    pub search_path: String,
     /// `STUDIO_AGENT_COMMAND` split on whitespace (default `li agent`).
     pub agent_command: Vec<String>,
     /// `STUDIO_MAX_CONCURRENT_RUNS` (default 4).
@@ -47,7 +52,8 @@ pub struct SchedulerConfig {
 impl Default for SchedulerConfig {
     fn default() -> Self {
         Self {
-            allowlist: Vec::new(),
+            allowlist_seed: Vec::new(),
+            search_path: studio_runner::env::DEFAULT_PATH.to_owned(),
             agent_command: vec!["li".into(), "agent".into()],
             max_concurrent: 4,
             default_timezone: None,

@@ -146,6 +146,8 @@ pub(crate) struct RunRow {
     pub dispatched_at_ms: Option<i64>,
     pub finished_at_ms: Option<i64>,
     pub pid: Option<i64>,
+    /// The absolute path that ran (an allowed name as resolved at launch).
+    pub program: Option<String>,
     pub exit_code: Option<i64>,
     pub signal: Option<i64>,
     pub stdout_tail: Option<String>,
@@ -190,6 +192,7 @@ impl RunRow {
             "finished_at": time(self.finished_at_ms),
             "duration_ms": duration_ms,
             "pid": self.pid,
+            "program": self.program,
             "exit_code": self.exit_code,
             "signal": self.signal,
             "stdout_tail": self.stdout_tail,

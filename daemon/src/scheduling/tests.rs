@@ -255,9 +255,15 @@ async fn a_never_dispatched_run_is_tombstoned_and_replaced_once() {
     let Claim::Claimed(other, _, _) = s.claim(&chain, Cursor::Keep, 1).await.expect("claim") else {
         panic!("claimed");
     };
-    assert!(s.mark_dispatched(&other.id, 42, 7).await.expect("stamp"));
     assert!(
-        !s.mark_dispatched(&other.id, 43, 8).await.expect("stamp"),
+        s.mark_dispatched(&other.id, 42, "/bin/true", 7)
+            .await
+            .expect("stamp")
+    );
+    assert!(
+        !s.mark_dispatched(&other.id, 43, "/bin/true", 8)
+            .await
+            .expect("stamp"),
         "stamped once"
     );
     let other = s.run(&other.id).await.expect("read").expect("row");
@@ -664,7 +670,9 @@ async fn measure_fire_database_work() {
         };
         claim += t.elapsed().as_micros();
         let t = std::time::Instant::now();
-        s.mark_dispatched(&r.id, 1, i).await.expect("stamp");
+        s.mark_dispatched(&r.id, 1, "/bin/true", i)
+            .await
+            .expect("stamp");
         stamp += t.elapsed().as_micros();
         let t = std::time::Instant::now();
         s.transition(

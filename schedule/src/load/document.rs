@@ -286,7 +286,15 @@ fn schedule(
     stand_in::<Trigger>(&mut node, "trigger", trigger, path, format, sink);
     let action = serde_json::json!({"kind": "command", "executable": "true"});
     stand_in::<Action>(&mut node, "action", action, path, format, sink);
-    let spec: ScheduleSpec = typed(&node, path, format, sink)?;
+    let mut spec: ScheduleSpec = typed(&node, path, format, sink)?;
+    // Relative to the document's directory, made absolute before validation (which
+    // takes only absolute ones); an empty one is left for validation to name.
+    if let Some(cwd) = spec.cwd.take_if(|c| !c.is_empty()) {
+        match absolute_cwd(&cwd, sink.file) {
+            Ok(abs) => spec.cwd = Some(abs),
+            Err(reason) => sink.error(node.locate("cwd"), &join(path, "cwd"), reason),
+        }
+    }
     let broken = sink.error_count() > errors_before;
     // Every problem at once: allow-list warnings do not wait for the member to be valid.
     if let Some(list) = opts.allowlist {
@@ -296,9 +304,7 @@ fn schedule(
                     Severity::Warning,
                     node.locate(&field),
                     &join(path, &field),
-                    format!(
-                        "{exe:?} is not on the command allow-list (STUDIO_COMMAND_ALLOWLIST); the daemon's list decides"
-                    ),
+                    crate::validate::not_allowed(exe),
                 );
             }
         }
@@ -323,7 +329,7 @@ fn schedule(
         now_ms: None,
         require_name: false,
     };
-    let mut spec = match validate(spec, &ctx) {
+    let spec = match validate(spec, &ctx) {
         Ok(v) => v.spec,
         Err(errors) => {
             for e in errors {
@@ -332,19 +338,7 @@ fn schedule(
             return None;
         }
     };
-    if broken {
-        return None;
-    }
-    if let Some(cwd) = spec.cwd.take() {
-        match absolute_cwd(&cwd, sink.file) {
-            Ok(abs) => spec.cwd = Some(abs),
-            Err(reason) => {
-                sink.error(node.locate("cwd"), &join(path, "cwd"), reason);
-                return None;
-            }
-        }
-    }
-    Some(spec)
+    (!broken).then_some(spec)
 }
 
 fn stand_in<T: DeserializeOwned>(

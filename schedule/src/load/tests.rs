@@ -270,7 +270,7 @@ fn an_executable_off_the_allow_list_is_a_warning_at_its_value() {
     assert_eq!(
         d,
         [
-            "a.yaml:9:43: warning: schedules.reindex.on_fail.action.executable: \"notify\" is not on the command allow-list (STUDIO_COMMAND_ALLOWLIST); the daemon's list decides"
+            "a.yaml:9:43: warning: schedules.reindex.on_fail.action.executable: \"notify\" is not on the command allow-list; the machine's owner can allow it from a terminal with: studio allow add notify"
         ]
     );
 }

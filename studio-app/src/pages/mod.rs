@@ -6,6 +6,7 @@
 //! renders the layout's banner with the next step instead.
 
 mod assets;
+mod commands;
 mod forms;
 mod overview;
 mod runs;
@@ -44,6 +45,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/", get(overview::overview))
         .route("/attention", get(overview::attention))
         .route("/devices", get(overview::devices))
+        .route("/commands", get(commands::page))
         .route("/schedules", get(schedules::list))
         .route("/schedules/new", get(forms::new))
         .route("/schedules/{id}", get(schedules::detail))
@@ -60,6 +62,7 @@ pub(crate) enum Nav {
     Schedules,
     Runs,
     Attention,
+    Commands,
     Devices,
 }
 

@@ -13,8 +13,10 @@ use super::model::{
 };
 use crate::store::StoreError;
 
+mod allowlist;
 mod plans;
 
+pub(crate) use allowlist::AllowEntry;
 pub(crate) use plans::{PlanError, PlanWrite};
 
 const SCHEDULE_COLUMNS: &str = "id, name, spec, enabled, trigger_kind, timezone, \
@@ -27,13 +29,13 @@ const STATS_COLUMNS: &str = "has_runs, last_outcome, last_outcome_at_ms, spend_u
 const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
-    chain_parent_id, chain_depth, replaces_run_id, follow_ups";
+    chain_parent_id, chain_depth, replaces_run_id, follow_ups, program";
 
 /// A run as lists read it: its log tails (up to 64 KiB each) are left in the table.
 const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
-    counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups";
+    counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program";
 
 fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
     Ok(ScheduleRow {
@@ -86,6 +88,7 @@ fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
         dispatched_at_ms: r.try_get("dispatched_at_ms")?,
         finished_at_ms: r.try_get("finished_at_ms")?,
         pid: r.try_get("pid")?,
+        program: r.try_get("program")?,
         exit_code: r.try_get("exit_code")?,
         signal: r.try_get("signal")?,
         stdout_tail: r.try_get("stdout_tail")?,
@@ -679,13 +682,16 @@ impl SchedStore {
         &self,
         id: &str,
         pid: u32,
+        program: &str,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE runs SET dispatched_at_ms = ?, pid = ? WHERE id = ? AND dispatched_at_ms IS NULL",
+            "UPDATE runs SET dispatched_at_ms = ?, pid = ?, program = ? \
+             WHERE id = ? AND dispatched_at_ms IS NULL",
         )
         .bind(now_ms)
         .bind(i64::from(pid))
+        .bind(program)
         .bind(id)
         .execute(&self.writer)
         .await?;

@@ -130,23 +130,20 @@ async fn scheduler_allowlist_revoked_before_the_fire_spawns_nothing() {
     let touched = marker(&studio, "spawned");
     let spec = sh(
         "revoked",
-        json!({ "at": in_secs(8) }),
+        json!({ "at": in_secs(4) }),
         &format!("touch '{}'", touched.display()),
     );
     let id = api.create(&spec).await["id"]
         .as_str()
         .expect("id")
         .to_owned();
-    drop(api);
-    let home = studio.stop_keep_home(Duration::from_secs(20));
-    let studio = Studio::start_in(
-        home,
-        &[
-            ("STUDIO_COMMAND_ALLOWLIST", "true"),
-            ("STUDIO_SCHEDULER_TZ", "UTC"),
-        ],
+    // The owner takes it back while the daemon runs: no restart.
+    let out = studio.cli(&["allow", "remove", "sh"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "removed sh: no run starts it from now on\n"
     );
-    let api = Api::new(&studio);
     let runs = api
         .wait_runs(&id, "the fire to end", |runs| runs.iter().any(terminal))
         .await;

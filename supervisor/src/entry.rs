@@ -1,16 +1,20 @@
-//! `studio`: parse the command line, set up logging, run the command.
+//! The supervisor's and the CLI's process entry: parse the command line, set up logging,
+//! run the command. The `studio` executable calls it for everything but
+//! `studio daemon` and `studio app`.
 
-use std::{io::IsTerminal, process::ExitCode};
+use std::{ffi::OsString, io::IsTerminal, process::ExitCode};
 
 use clap::Parser;
-use studio_supervisor::{
+use tracing_subscriber::EnvFilter;
+
+use crate::{
     Error,
     cli::{Cli, Command},
 };
-use tracing_subscriber::EnvFilter;
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
+/// Runs one `studio` command with `args` (the first is the program name).
+pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = Cli::parse_from(args);
     // The supervisor narrates at info; the short commands stay quiet unless asked.
     let default = if matches!(cli.command, Command::Up(_)) {
         "info"
@@ -37,10 +41,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(studio_supervisor::run(
-        cli,
-        studio_supervisor::shutdown_signal(),
-    )) {
+    match runtime.block_on(crate::run(cli, crate::shutdown_signal())) {
         Ok(code) => ExitCode::from(code),
         Err(e @ Error::NotRunning(_)) => {
             eprintln!("{e}");

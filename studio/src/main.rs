@@ -1,0 +1,24 @@
+//! `studio`: one executable that is a whole installation. `studio daemon …` is studiod and
+//! `studio app …` is studio-app (the same libraries and flags as those executables);
+//! everything else is the supervisor and the user CLI, whose `up` starts this very file
+//! twice. Each process runs only its own library: the daemon runs no app code, the app
+//! none of the daemon's, and the supervisor neither.
+
+use std::{ffi::OsString, process::ExitCode};
+
+fn main() -> ExitCode {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    let child = args.get(1).and_then(|a| a.to_str()).map(str::to_owned);
+    match child.as_deref() {
+        Some(name @ ("daemon" | "app")) => {
+            // `studio daemon --help` names itself as such.
+            args.splice(0..2, [OsString::from(format!("studio {name}"))]);
+            if name == "daemon" {
+                studio_daemon::entry::main(args)
+            } else {
+                studio_app::entry::main(args)
+            }
+        }
+        _ => studio_supervisor::entry::main(args),
+    }
+}
