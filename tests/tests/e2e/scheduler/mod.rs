@@ -13,6 +13,7 @@ use rustix::process::Signal;
 use serde_json::{Value, json};
 use studio_tests::{Studio, TempDir, alive, signal};
 
+mod allowlist;
 mod api;
 mod events;
 mod gates;
