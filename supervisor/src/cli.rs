@@ -1,5 +1,5 @@
 //! The command line: `studio up | status | restart | stop | pair | logs | schedule | runs |
-//! run`, with the environment equivalents, turned into typed configuration. Clap's own
+//! run | sessions`, with the environment equivalents, turned into typed configuration. Clap's own
 //! usage errors exit with status 2; so do the checks made here.
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
@@ -66,6 +66,11 @@ pub enum Command {
     Run {
         #[command(subcommand)]
         command: RunCommand,
+    },
+    /// Paired browsers of the daemon's current epoch, with when each expires.
+    Sessions {
+        #[command(flatten)]
+        remote: Remote,
     },
 }
 

@@ -18,6 +18,7 @@ mod policy;
 pub mod preview;
 mod runs;
 mod schedules;
+mod sessions;
 mod supervise;
 mod table;
 #[cfg(test)]
@@ -112,6 +113,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Schedule { command } => schedules::run(&home, command).await,
         Command::Runs(args) => runs::list(&home, args, shutdown).await,
         Command::Run { command } => runs::one(&home, command, shutdown).await,
+        Command::Sessions { remote } => sessions::list(&home, remote).await,
     }
 }
 
