@@ -40,6 +40,7 @@ codes! {
     Unauthorized = "unauthorized" => UNAUTHORIZED,
     Revoked = "revoked" => UNAUTHORIZED,
     Expired = "expired" => UNAUTHORIZED,
+    SessionExpired = "session_expired" => UNAUTHORIZED,
     EpochEnded = "epoch_ended" => UNAUTHORIZED,
     PairingCodeInvalid = "pairing_code_invalid" => UNAUTHORIZED,
     OriginNotAllowed = "origin_not_allowed" => FORBIDDEN,

@@ -27,3 +27,8 @@ pub const DECISION_HEADER: &str = "x-studio-decision-token";
 
 /// Cookie holding a browser's admission token (set by studio-app, `HttpOnly`).
 pub const ADMISSION_COOKIE: &str = "studio_admission";
+
+/// How long an admission token is good for, from its redemption: a paired browser stays
+/// paired across its own restarts for this long (unless revoked or the epoch ends), and
+/// its cookie never outlives the token. Migration 0008 backfilled older rows with it.
+pub const ADMISSION_TTL_MS: i64 = 30 * 24 * 60 * 60 * 1000;

@@ -6,6 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 use serde_json::json;
 use studio_contract::{
+    ADMISSION_TTL_MS,
     control::PairingCode,
     error::{ApiError, Code},
     origin::{self, AllowedOrigins},
@@ -46,7 +47,7 @@ impl PrincipalKind {
 pub(crate) struct Admitted {
     pub id: String,
     pub kind: PrincipalKind,
-    /// 0 when the credential does not expire.
+    /// 0 when the credential does not expire (the daemon token).
     pub expires_at_ms: i64,
 }
 
@@ -57,6 +58,8 @@ pub(crate) struct Paired {
     pub decision_token: String,
     pub principal: String,
     pub decision_expires_at_ms: i64,
+    /// When the admission token stops being accepted.
+    pub expires_at_ms: i64,
 }
 
 pub(crate) struct Authority {
@@ -77,6 +80,13 @@ fn internal(error: StoreError) -> ApiError {
 
 fn unauthorized() -> ApiError {
     ApiError::new(Code::Unauthorized, "missing or unknown credential")
+}
+
+fn session_expired() -> ApiError {
+    ApiError::new(
+        Code::SessionExpired,
+        "this pairing has expired; pair again with `studio pair`",
+    )
 }
 
 impl Authority {
@@ -123,7 +133,7 @@ impl Authority {
         self.codes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Admits the daemon token or a current-epoch, unrevoked admission token.
+    /// Admits the daemon token or a current-epoch, unrevoked, unexpired admission token.
     #[tracing::instrument(skip_all, fields(principal))]
     pub(crate) async fn admit(&self, bearer: &str, now_ms: i64) -> Result<Admitted, ApiError> {
         let digest = secret::digest(bearer);
@@ -136,6 +146,11 @@ impl Authority {
         }
         if let Some(live) = self.live.by_token(&digest) {
             tracing::Span::current().record("principal", live.id.as_str());
+            if live.expired(now_ms) {
+                // Forgotten here; its durable row answers the same from now on.
+                self.live.remove(&live.id);
+                return Err(session_expired());
+            }
             if live.claim_touch(now_ms)
                 && let Err(error) = self.store.touch_principal(&live.id, now_ms).await
             {
@@ -145,7 +160,7 @@ impl Authority {
             return Ok(Admitted {
                 id: live.id.clone(),
                 kind: PrincipalKind::Browser,
-                expires_at_ms: 0,
+                expires_at_ms: live.expires_at_ms,
             });
         }
         let row = self
@@ -153,11 +168,11 @@ impl Authority {
             .principal_by_token(&digest)
             .await
             .map_err(internal)?;
-        Err(self.classify(row))
+        Err(self.classify(row, now_ms))
     }
 
     /// Why a credential not among the live principals is refused.
-    fn classify(&self, row: Option<PrincipalRow>) -> ApiError {
+    fn classify(&self, row: Option<PrincipalRow>, now_ms: i64) -> ApiError {
         match row {
             Some(r) if r.revoked_at_ms.is_some() => {
                 ApiError::new(Code::Revoked, "this credential was revoked")
@@ -166,6 +181,7 @@ impl Authority {
                 Code::EpochEnded,
                 "this credential belongs to an earlier daemon start",
             ),
+            Some(r) if r.expires_at_ms <= now_ms => session_expired(),
             _ => unauthorized(),
         }
     }
@@ -185,9 +201,13 @@ impl Authority {
                 .principal_by_decision(&digest)
                 .await
                 .map_err(internal)?;
-            return Err(self.classify(row));
+            return Err(self.classify(row, now_ms));
         };
         tracing::Span::current().record("principal", live.id.as_str());
+        // A decision needs a live pairing: an expired session's decision token is done too.
+        if live.expired(now_ms) {
+            return Err(session_expired());
+        }
         if origin::normalize(origin).as_deref() != Some(live.origin.as_str()) {
             return Err(ApiError::new(
                 Code::OriginNotAllowed,
@@ -264,6 +284,7 @@ impl Authority {
             decision_token: secret::mint::<32>("std_"),
             principal: uuid::Uuid::now_v7().to_string(),
             decision_expires_at_ms: now_ms + DECISION_TTL_MS,
+            expires_at_ms: now_ms + ADMISSION_TTL_MS,
         };
         let (token_digest, decision_digest) = (
             secret::digest(&paired.token),
@@ -278,6 +299,7 @@ impl Authority {
                 token_digest: &token_digest,
                 decision_digest: &decision_digest,
                 decision_expires_at_ms: paired.decision_expires_at_ms,
+                expires_at_ms: paired.expires_at_ms,
                 now_ms,
             })
             .await
@@ -288,6 +310,7 @@ impl Authority {
             token_digest,
             decision_digest,
             paired.decision_expires_at_ms,
+            paired.expires_at_ms,
             now_ms,
         ));
         self.audit
@@ -432,6 +455,60 @@ mod tests {
         assert_eq!(
             refusal(a.resolve_decision(&p.decision_token, APP, 6).await),
             Code::Revoked
+        );
+    }
+
+    #[tokio::test]
+    async fn admission_tokens_expire_in_memory_and_in_the_durable_record() {
+        let dir = TempDir::new("adm-exp");
+        let (store, a) = authority(&dir, "eeeeeeee0000").await;
+        let code = a.mint_code("test", 0).await;
+        let p = a.redeem(&code.code, Some(APP), 1).await.expect("paired");
+        assert_eq!(p.expires_at_ms, 1 + ADMISSION_TTL_MS);
+        let end = p.expires_at_ms;
+        let b = a.admit(&p.token, end - 1).await.expect("good until then");
+        assert_eq!(
+            b.expires_at_ms, end,
+            "the app may cache the verdict only so long"
+        );
+        // The fast path refuses at the instant, then the durable row answers the same.
+        assert_eq!(refusal(a.admit(&p.token, end).await), Code::SessionExpired);
+        assert_eq!(
+            refusal(a.admit(&p.token, end + 1).await),
+            Code::SessionExpired
+        );
+        assert_eq!(
+            refusal(a.resolve_decision(&p.decision_token, APP, end).await),
+            Code::SessionExpired
+        );
+        let sessions = a.sessions().await.expect("sessions");
+        assert_eq!(sessions[0].expires_at_ms, end);
+        assert!(
+            a.revoke(&p.principal, "test", end + 2)
+                .await
+                .expect("revoke")
+        );
+        assert_eq!(refusal(a.admit(&p.token, end + 3).await), Code::Revoked);
+
+        // A row that never was in memory: only the durable record can refuse it.
+        let (token_digest, decision_digest) = (secret::digest("sta_stale"), [8u8; 32]);
+        store
+            .insert_principal(&NewPrincipal {
+                id: "stale",
+                epoch: "eeeeeeee0000",
+                kind: "browser",
+                origin: APP,
+                token_digest: &token_digest,
+                decision_digest: &decision_digest,
+                decision_expires_at_ms: 50,
+                expires_at_ms: 100,
+                now_ms: 0,
+            })
+            .await
+            .expect("insert");
+        assert_eq!(
+            refusal(a.admit("sta_stale", 100).await),
+            Code::SessionExpired
         );
     }
 

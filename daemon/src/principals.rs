@@ -20,6 +20,9 @@ pub(crate) struct Live {
     pub id: String,
     pub origin: String,
     pub decision_expires_at_ms: i64,
+    /// When the admission token stops being accepted (`studio_contract::ADMISSION_TTL_MS`
+    /// after redemption).
+    pub expires_at_ms: i64,
     token_digest: Digest,
     decision_digest: Digest,
     last_seen_ms: AtomicI64,
@@ -32,16 +35,23 @@ impl Live {
         token_digest: Digest,
         decision_digest: Digest,
         decision_expires_at_ms: i64,
+        expires_at_ms: i64,
         now_ms: i64,
     ) -> Self {
         Self {
             id,
             origin,
             decision_expires_at_ms,
+            expires_at_ms,
             token_digest,
             decision_digest,
             last_seen_ms: AtomicI64::new(now_ms),
         }
+    }
+
+    /// Whether the admission token has run out: being in memory is no licence past it.
+    pub(crate) fn expired(&self, now_ms: i64) -> bool {
+        self.expires_at_ms <= now_ms
     }
 
     /// Whether this use should be written as `last_seen_at_ms`; claims the slot if so.
@@ -105,7 +115,7 @@ mod tests {
 
     #[test]
     fn touches_at_most_once_a_minute() {
-        let live = Live::new("p".into(), "o".into(), [1; 32], [2; 32], 0, 1_000);
+        let live = Live::new("p".into(), "o".into(), [1; 32], [2; 32], 0, i64::MAX, 1_000);
         assert!(!live.claim_touch(1_000 + TOUCH_INTERVAL_MS - 1));
         assert!(live.claim_touch(1_000 + TOUCH_INTERVAL_MS));
         assert!(!live.claim_touch(1_000 + TOUCH_INTERVAL_MS + 5));
@@ -114,11 +124,26 @@ mod tests {
     #[test]
     fn remove_forgets_every_key() {
         let set = LivePrincipals::default();
-        set.insert(Live::new("p".into(), "o".into(), [1; 32], [2; 32], 0, 0));
+        set.insert(Live::new(
+            "p".into(),
+            "o".into(),
+            [1; 32],
+            [2; 32],
+            0,
+            10,
+            0,
+        ));
         assert!(set.by_token(&[1; 32]).is_some());
         assert!(set.remove("p").is_some());
         assert!(set.by_token(&[1; 32]).is_none());
         assert!(set.by_decision(&[2; 32]).is_none());
         assert!(set.remove("p").is_none());
+    }
+
+    #[test]
+    fn expires_at_its_instant() {
+        let live = Live::new("p".into(), "o".into(), [1; 32], [2; 32], 0, 10, 0);
+        assert!(!live.expired(9));
+        assert!(live.expired(10));
     }
 }

@@ -48,6 +48,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "command allowlist",
         include_str!("../../migrations/daemon/0007_command_allowlist.sql"),
     ),
+    (
+        8,
+        "session expiry",
+        include_str!("../../migrations/daemon/0008_session_expiry.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +80,8 @@ pub(crate) struct PrincipalRow {
     pub kind: String,
     pub origin: String,
     pub decision_expires_at_ms: i64,
+    /// When the admission token stops being accepted.
+    pub expires_at_ms: i64,
     pub created_at_ms: i64,
     pub last_seen_at_ms: i64,
     pub revoked_at_ms: Option<i64>,
@@ -89,6 +96,7 @@ pub(crate) struct NewPrincipal<'a> {
     pub token_digest: &'a Digest,
     pub decision_digest: &'a Digest,
     pub decision_expires_at_ms: i64,
+    pub expires_at_ms: i64,
     pub now_ms: i64,
 }
 
@@ -104,7 +112,7 @@ pub(crate) struct EventRow {
 }
 
 const PRINCIPAL_COLUMNS: &str = "id, epoch, kind, origin, decision_expires_at_ms, \
-     created_at_ms, last_seen_at_ms, revoked_at_ms";
+     expires_at_ms, created_at_ms, last_seen_at_ms, revoked_at_ms";
 
 fn principal_from(row: &SqliteRow) -> Result<PrincipalRow, sqlx::Error> {
     Ok(PrincipalRow {
@@ -113,6 +121,7 @@ fn principal_from(row: &SqliteRow) -> Result<PrincipalRow, sqlx::Error> {
         kind: row.try_get("kind")?,
         origin: row.try_get("origin")?,
         decision_expires_at_ms: row.try_get("decision_expires_at_ms")?,
+        expires_at_ms: row.try_get("expires_at_ms")?,
         created_at_ms: row.try_get("created_at_ms")?,
         last_seen_at_ms: row.try_get("last_seen_at_ms")?,
         revoked_at_ms: row.try_get("revoked_at_ms")?,
@@ -187,8 +196,8 @@ impl Store {
     pub async fn insert_principal(&self, p: &NewPrincipal<'_>) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO principals (id, epoch, kind, origin, token_digest, decision_digest, \
-             decision_expires_at_ms, created_at_ms, last_seen_at_ms) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             decision_expires_at_ms, expires_at_ms, created_at_ms, last_seen_at_ms) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(p.id)
         .bind(p.epoch)
@@ -197,6 +206,7 @@ impl Store {
         .bind(&p.token_digest[..])
         .bind(&p.decision_digest[..])
         .bind(p.decision_expires_at_ms)
+        .bind(p.expires_at_ms)
         .bind(p.now_ms)
         .bind(p.now_ms)
         .execute(&self.pools.writer)
@@ -370,6 +380,7 @@ mod tests {
             token_digest: t,
             decision_digest: d,
             decision_expires_at_ms: 5_000,
+            expires_at_ms: 9_000,
             now_ms: 1_000,
         }
     }
@@ -440,6 +451,31 @@ mod tests {
                 (7_200_000, "running".into(), 1),
             ]
         );
+        after.close().await;
+    }
+
+    /// Principals paired before tokens expired get their 30 days from when they paired.
+    #[tokio::test]
+    async fn the_expiry_migration_backfills_paired_principals() {
+        let dir = TempDir::new("expiry");
+        let path = dir.path().join("state.db");
+        let before = studio_store::open(&path, &MIGRATIONS[..6], true)
+            .await
+            .expect("open at 0006");
+        sqlx::query(
+            "INSERT INTO epochs (epoch, pid, started_at_ms) VALUES ('e', 1, 0); \
+             INSERT INTO principals (id, epoch, kind, origin, token_digest, decision_digest, \
+             decision_expires_at_ms, created_at_ms, last_seen_at_ms) \
+             VALUES ('p', 'e', 'browser', 'o', x'01', x'02', 0, 1000, 1000)",
+        )
+        .execute(&before.writer)
+        .await
+        .expect("principal");
+        before.close().await;
+
+        let after = Store::open(&path).await.expect("migrate to 0008");
+        let row = after.principal("p").await.expect("q").expect("row");
+        assert_eq!(row.expires_at_ms, 1_000 + studio_contract::ADMISSION_TTL_MS);
         after.close().await;
     }
 

@@ -159,6 +159,7 @@ impl Verifier for VerifierService {
                 epoch: self.authority.epoch().to_owned(),
                 principal: p.principal,
                 decision_expires_at_ms: p.decision_expires_at_ms,
+                expires_at_ms: p.expires_at_ms,
             }),
             Err(e) => Outcome::Refusal(refusal(e)?),
         };

@@ -121,6 +121,37 @@ fn the_gate_needs_a_unix_peer() {
 }
 
 #[tokio::test]
+async fn admit_refuses_an_expired_session() {
+    let v = start().await;
+    let mut c = client(&v.socket, Some(v.key.to_hex())).await;
+    let then = now_ms() - studio_contract::ADMISSION_TTL_MS - 1_000;
+    let code = v.authority.mint_code("test", then).await.code;
+    let paired = v
+        .authority
+        .redeem(&code, Some(APP), then)
+        .await
+        .expect("paired");
+    for _ in 0..2 {
+        // Twice: first from memory, then from the durable record.
+        let verdict = c
+            .admit(AdmitRequest {
+                bearer: paired.token.clone(),
+                origin: APP.into(),
+                method: "GET".into(),
+                path: "/".into(),
+            })
+            .await
+            .expect("admit")
+            .into_inner()
+            .verdict;
+        assert!(
+            matches!(verdict, Some(Verdict::Refusal(ref r)) if r.code == "session_expired"),
+            "{verdict:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn admit_pair_resolve_and_revoke() {
     let v = start().await;
     let mut c = client(&v.socket, Some(v.key.to_hex())).await;
@@ -167,6 +198,7 @@ async fn admit_pair_resolve_and_revoke() {
         panic!("expected a pairing, got {paired:?}");
     };
     assert_eq!(p.epoch, v.authority.epoch());
+    assert!(p.expires_at_ms > now_ms() + studio_contract::ADMISSION_TTL_MS - 60_000);
     let verdict = c
         .admit(admit(&p.token, APP))
         .await
@@ -174,7 +206,8 @@ async fn admit_pair_resolve_and_revoke() {
         .into_inner()
         .verdict;
     assert!(
-        matches!(verdict, Some(Verdict::Principal(ref pr)) if pr.id == p.principal && pr.kind == "browser")
+        matches!(verdict, Some(Verdict::Principal(ref pr)) if pr.id == p.principal
+            && pr.kind == "browser" && pr.expires_at_ms == p.expires_at_ms)
     );
     let decision = c
         .resolve_decision(ResolveDecisionRequest {

@@ -297,9 +297,19 @@ async fn pairing_sets_the_cookie_and_keeps_the_token_out_of_the_body() {
         )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
-    assert_eq!(
-        r.headers[header::SET_COOKIE],
-        "studio_admission=sta_secret; HttpOnly; SameSite=Strict; Path=/"
+    // The token's remaining hour, rounded down (3599 if a second passed on the way).
+    let set_cookie = r.headers[header::SET_COOKIE].to_str().expect("ascii");
+    assert!(
+        [3600, 3599].iter().any(|s| set_cookie
+            == format!(
+                "studio_admission=sta_secret; HttpOnly; SameSite=Strict; Path=/; Max-Age={s}"
+            )),
+        "{set_cookie}"
+    );
+    assert!(
+        r.json["expires_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
     );
     assert!(!r.json.to_string().contains("sta_secret"));
     assert_eq!(r.json["paired"], true);

@@ -222,6 +222,9 @@ pub(crate) struct Session {
     pub(crate) created_at: Option<String>,
     #[serde(default)]
     pub(crate) last_seen_at: Option<String>,
+    /// When its admission token stops being accepted.
+    #[serde(default)]
+    pub(crate) expires_at: Option<String>,
     #[serde(default)]
     pub(crate) revoked_at: Option<String>,
     #[serde(default)]

@@ -1,5 +1,5 @@
 //! `POST /api/studio/pair`: redeems a pairing code through the verifier and hands the
-//! browser its admission token as an `HttpOnly` cookie.
+//! browser its admission token as an `HttpOnly` cookie that lasts as long as the token.
 //!
 //! Invariant: the admission token goes only into `Set-Cookie`, never into the body, so
 //! page script cannot read or leak it.
@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 use studio_contract::{
     error::{ApiError, Code},
-    time::rfc3339,
+    time::{now_ms, rfc3339},
 };
 
 use crate::{cookie, frontdoor, http::AppState};
@@ -51,7 +51,8 @@ async fn redeem(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Re
         .map_err(|_| ApiError::new(Code::BadRequest, "expected {\"code\": \"...\"}"))?;
     // The daemon checks the origin against its own list too and decides.
     let pairing = state.verifier.redeem_pairing(code.trim(), origin).await??;
-    let set_cookie = cookie::set_admission(&pairing.token, state.secure_cookies)
+    let max_age = cookie::max_age(pairing.expires_at_ms, now_ms());
+    let set_cookie = cookie::set_admission(&pairing.token, max_age, state.secure_cookies)
         .ok_or_else(|| ApiError::new(Code::Internal, "the daemon minted an unusable token"))?;
     tracing::info!(principal = %pairing.principal, "browser paired");
     let body = json!({
@@ -60,6 +61,7 @@ async fn redeem(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Re
         "epoch": pairing.epoch,
         "principal": pairing.principal,
         "decision_expires_at": rfc3339(pairing.decision_expires_at_ms),
+        "expires_at": (pairing.expires_at_ms > 0).then(|| rfc3339(pairing.expires_at_ms)),
     });
     Ok(([(header::SET_COOKIE, set_cookie)], Json(body)).into_response())
 }

@@ -1,5 +1,5 @@
 //! The command line: `studio up | status | restart | stop | pair | logs | schedule | runs |
-//! run`, with the environment equivalents, turned into typed configuration. Clap's own
+//! run | sessions`, with the environment equivalents, turned into typed configuration. Clap's own
 //! usage errors exit with status 2; so do the checks made here.
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
@@ -74,6 +74,11 @@ pub enum Command {
     Allow {
         #[command(subcommand)]
         command: AllowCommand,
+    },
+    /// Paired browsers of the daemon's current epoch, with when each expires.
+    Sessions {
+        #[command(flatten)]
+        remote: Remote,
     },
 }
 

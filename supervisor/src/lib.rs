@@ -20,6 +20,7 @@ mod policy;
 pub mod preview;
 mod runs;
 mod schedules;
+mod sessions;
 mod supervise;
 mod table;
 #[cfg(test)]
@@ -115,6 +116,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Runs(args) => runs::list(&home, args, shutdown).await,
         Command::Run { command } => runs::one(&home, command, shutdown).await,
         Command::Allow { command } => allow::run(&home, command).await,
+        Command::Sessions { remote } => sessions::list(&home, remote).await,
     }
 }
 

@@ -1,6 +1,7 @@
 //! A real browser for end-to-end tests: Debian's `chromedriver` on a free port driving
-//! headless Chromium through WebDriver (`fantoccini`), with a fresh profile and a fixed
-//! 1280×900 window. Every wait polls against a deadline; nothing sleeps a fixed time.
+//! headless Chromium through WebDriver (`fantoccini`), with a fresh profile (or one the
+//! test owns and reuses across browsers) and a fixed 1280×900 window. Every wait polls
+//! against a deadline; nothing sleeps a fixed time.
 //!
 //! Invariant: the chromedriver and every Chromium process it started are killed by
 //! process group when the [`Browser`] is dropped, even when a test panics.
@@ -17,7 +18,7 @@ use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 
-use crate::{TempDir, free_port, signal, wait_for};
+use crate::{TempDir, alive, free_port, signal, wait_for};
 
 /// How long a WebDriver command's page load may take before it fails.
 const PAGE_LOAD: Duration = Duration::from_secs(30);
@@ -78,16 +79,30 @@ pub fn testid_selector(testid: &str) -> String {
 pub struct Browser {
     client: Client,
     driver: Child,
-    /// The chromedriver log and the browser profile; removed after the processes die.
+    /// The chromedriver log (and the profile, unless the test owns one); removed after
+    /// the processes die.
     dir: TempDir,
+    /// The profile folder Chromium runs on.
+    profile: PathBuf,
 }
 
 impl Browser {
     /// Starts `chromedriver` on a free port, waits until it listens, and opens a session
     /// with a fresh profile and a 1280×900 window.
     pub async fn start() -> Self {
+        Self::launch(None).await
+    }
+
+    /// Like [`Browser::start`], on a profile folder the test owns: a browser started
+    /// later on the same folder finds what this one saved (cookies, storage), as a person
+    /// reopening their browser would. End this one with [`Browser::quit`] first.
+    pub async fn start_with_profile(profile: &Path) -> Self {
+        Self::launch(Some(profile)).await
+    }
+
+    async fn launch(profile: Option<&Path>) -> Self {
         let dir = TempDir::new("wd");
-        let profile = dir.path().join("profile");
+        let profile = profile.map_or_else(|| dir.path().join("profile"), Path::to_path_buf);
         std::fs::create_dir_all(&profile).expect("create the browser profile folder");
         let port = free_port();
         let out = std::fs::File::create(dir.path().join("chromedriver.out"))
@@ -177,6 +192,7 @@ impl Browser {
             client,
             driver: guard.0.take().expect("the guard still holds the driver"),
             dir,
+            profile,
         }
     }
 
@@ -420,6 +436,27 @@ impl Browser {
         let _ = tokio::time::timeout(Duration::from_secs(10), self.client.clone().close()).await;
     }
 
+    /// Quits as a person closing the browser would, and returns once no Chromium process
+    /// runs on the profile any more. On a profile it did not create, chromedriver shuts
+    /// Chromium down cleanly (instead of killing it), so the profile on disk holds what a
+    /// closed browser keeps: persistent cookies, not session ones.
+    pub async fn quit(self) {
+        let ended =
+            tokio::time::timeout(Duration::from_secs(30), self.client.clone().close()).await;
+        assert!(
+            matches!(ended, Ok(Ok(()))),
+            "the WebDriver session did not end: {ended:?}"
+        );
+        let gone = wait_for(Duration::from_secs(20), || {
+            processes_using(&self.profile).is_empty().then_some(())
+        });
+        assert!(
+            gone.is_some(),
+            "Chromium still runs on {} 20 s after quitting",
+            self.profile.display()
+        );
+    }
+
     /// Panics with `why`, the page's address and the start of its DOM.
     async fn fail(&self, why: &str) -> ! {
         let url = self.current_url().await;
@@ -437,6 +474,7 @@ impl Drop for Browser {
     fn drop(&mut self) {
         kill_group(&mut self.driver);
         kill_using(self.dir.path());
+        kill_using(&self.profile);
     }
 }
 
@@ -466,28 +504,41 @@ fn kill_group(child: &mut Child) {
 /// SIGKILL to every process whose command line names `dir` (Chromium helpers that left
 /// the driver's process group, such as the crash handler, still name the profile).
 fn kill_using(dir: &Path) {
+    for pid in processes_using(dir) {
+        signal(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// The live processes, other than this one, whose command line names `dir`.
+fn processes_using(dir: &Path) -> Vec<u32> {
     let needle = dir.to_string_lossy().into_owned();
     if needle.is_empty() {
-        return;
+        return Vec::new();
     }
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
+        return Vec::new();
     };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let named = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains(&needle))
-            .unwrap_or(false);
-        if named && pid != std::process::id() {
-            signal(pid, rustix::process::Signal::KILL);
-        }
-    }
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != std::process::id() && alive(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| names(&String::from_utf8_lossy(&c), &needle))
+        })
+        .collect()
+}
+
+/// Whether a command line (arguments separated by NUL) names the path `needle` itself or
+/// something inside it, and not merely a longer name that starts the same (`…-1` in
+/// `…-12`).
+fn names(cmdline: &str, needle: &str) -> bool {
+    cmdline.match_indices(needle).any(|(at, _)| {
+        matches!(
+            cmdline[at + needle.len()..].chars().next(),
+            None | Some('\0' | '/')
+        )
+    })
 }
 
 /// Where screenshots go: `STUDIO_SCREENSHOTS` (relative to the workspace root) when set,

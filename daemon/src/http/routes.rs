@@ -79,6 +79,7 @@ pub(crate) async fn pair(
         "epoch": state.authority.epoch(),
         "principal": paired.principal,
         "decision_expires_at": rfc3339(paired.decision_expires_at_ms),
+        "expires_at": rfc3339(paired.expires_at_ms),
     })))
 }
 
@@ -123,6 +124,7 @@ pub(crate) async fn sessions(
                 "origin": s.origin,
                 "created_at": rfc3339(s.created_at_ms),
                 "last_seen_at": rfc3339(s.last_seen_at_ms),
+                "expires_at": rfc3339(s.expires_at_ms),
                 "revoked_at": s.revoked_at_ms.map(rfc3339),
                 "current": s.id == who.id,
             })

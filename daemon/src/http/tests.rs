@@ -306,6 +306,7 @@ async fn pairing_over_http() {
         "epoch",
         "principal",
         "decision_expires_at",
+        "expires_at",
     ] {
         assert!(body[key].is_string(), "{key} in {body}");
     }
@@ -360,6 +361,38 @@ async fn bodies_that_cannot_be_read_answer_json() {
     );
 }
 
+/// A token paired a lifetime ago is refused by the bearer stage, with its own code.
+#[tokio::test]
+async fn an_expired_admission_token_is_refused() {
+    let api = api().await;
+    let then = now_ms() - studio_contract::ADMISSION_TTL_MS - 1_000;
+    let code = api.authority.mint_code("test", then).await.code;
+    let paired = api
+        .authority
+        .redeem(&code, Some(APP), then)
+        .await
+        .expect("paired");
+    let fresh = api.pair().await;
+    for _ in 0..2 {
+        // Twice: first from memory, then from the durable record.
+        let expired = empty(authed(Method::GET, "/api/identity", &paired.token));
+        assert_eq!(
+            api.code_of(expired).await,
+            (StatusCode::UNAUTHORIZED, "session_expired".into())
+        );
+    }
+    let token = fresh["token"].as_str().expect("token");
+    let (status, _, body) = api
+        .send(empty(authed(Method::GET, "/api/studio/sessions", token)))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["sessions"][0]["expires_at"],
+        studio_contract::time::rfc3339(paired.expires_at_ms),
+        "an expired session is still listed, with when it ended"
+    );
+}
+
 #[tokio::test]
 async fn sessions_disconnect_and_revoke() {
     let api = api().await;
@@ -379,6 +412,7 @@ async fn sessions_disconnect_and_revoke() {
     assert_eq!(sessions[0]["origin"], APP);
     assert_eq!(sessions[0]["revoked_at"], Value::Null);
     assert!(sessions[0]["created_at"].is_string() && sessions[0]["last_seen_at"].is_string());
+    assert_eq!(sessions[0]["expires_at"], first["expires_at"]);
 
     let id = second["principal"].as_str().expect("id");
     let delete = empty(

@@ -153,6 +153,9 @@ pub(crate) struct DeviceRow {
     pub(crate) origin: String,
     pub(crate) created: Option<words::Stamp>,
     pub(crate) last_seen: Option<words::Stamp>,
+    pub(crate) expires: Option<words::Stamp>,
+    /// Past its expiry: the daemon refuses it, so there is nothing left to revoke.
+    pub(crate) expired: bool,
     pub(crate) revoked: bool,
     pub(crate) current: bool,
 }
@@ -164,6 +167,12 @@ impl DeviceRow {
             origin: s.origin.clone(),
             created: words::Stamp::parse(s.created_at.as_deref(), now),
             last_seen: words::Stamp::parse(s.last_seen_at.as_deref(), now),
+            expires: words::Stamp::parse(s.expires_at.as_deref(), now),
+            expired: s
+                .expires_at
+                .as_deref()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .is_some_and(|t| t <= now),
             revoked: s.revoked_at.is_some(),
             current: s.current,
         }

@@ -265,17 +265,32 @@ fn overview_attention_and_devices_render() {
     .expect("renders");
     assert!(att.contains(r#"data-testid="attention-list""#));
     let session: Session = serde_json::from_value(serde_json::json!({
-        "id": "ses_1", "origin": "http://127.0.0.1:1", "created_at": "2026-01-01T10:00:00Z", "current": true
+        "id": "ses_1", "origin": "http://127.0.0.1:1", "created_at": "2026-01-01T10:00:00Z",
+        "expires_at": "2099-01-31T10:00:00Z", "current": true
+    }))
+    .expect("session");
+    let lapsed: Session = serde_json::from_value(serde_json::json!({
+        "id": "ses_0", "origin": "http://127.0.0.1:1", "expires_at": "2000-01-01T00:00:00Z"
     }))
     .expect("session");
     let dev = overview::DevicesPage {
-        devices: vec![overview::DeviceRow::new(&session, now())],
+        devices: vec![
+            overview::DeviceRow::new(&session, now()),
+            overview::DeviceRow::new(&lapsed, now()),
+        ],
         ctx: paired(Nav::Devices),
     }
     .render()
     .expect("renders");
     assert!(dev.contains(r#"data-testid="device-disconnect""#));
     assert!(dev.contains(r#"data-testid="device-row" data-id="ses_1""#));
+    // The expiry in the viewer's zone, as every time on the pages (app.js reads `data-local`).
+    assert!(
+        dev.contains(r#"<td data-testid="device-expires"><time datetime="2099-01-31T10:00:00Z""#),
+        "{dev}"
+    );
+    assert_eq!(dev.matches(r#"data-testid="device-revoke""#).count(), 0);
+    assert!(dev.contains("<td>expired</td>"), "{dev}");
 }
 
 #[test]

@@ -167,6 +167,8 @@ impl Verifier for Service {
                     epoch: self.0.epoch.clone(),
                     principal,
                     decision_expires_at_ms: 1_795_000_000_123,
+                    // An hour from now, less than a second ago: a cookie of 3600 s.
+                    expires_at_ms: studio_contract::time::now_ms() + 3_600_999,
                 })
             }
             None => redeem_pairing_reply::Outcome::Refusal(refusal("pairing_code_invalid")),

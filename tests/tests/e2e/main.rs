@@ -12,6 +12,7 @@ mod lifecycle;
 mod pairing;
 mod preview;
 mod scheduler;
+mod sessions;
 mod verifier;
 
 use serde_json::{Value, json};

@@ -1,0 +1,125 @@
+//! A pairing outlives the browser session: the admission cookie carries the token's
+//! remaining lifetime (`Max-Age`), so Chromium keeps it across a restart on the same
+//! profile; and `studio sessions` lists each paired browser with when it expires.
+
+use jiff::Timestamp;
+use serde_json::Value;
+use studio_contract::ADMISSION_TTL_MS;
+use studio_tests::{Studio, TempDir, browser::Browser};
+
+use crate::{
+    cockpit::{self, WAIT},
+    json_of, pair,
+};
+
+/// Milliseconds since the Unix epoch of an RFC 3339 string.
+fn ms(v: &Value) -> i64 {
+    v.as_str()
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .unwrap_or_else(|| panic!("not an RFC 3339 instant: {v}"))
+        .as_millisecond()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pairing_survives_a_browser_restart() {
+    let studio = cockpit::start();
+    let profile = TempDir::new("profile");
+    let browser = Browser::start_with_profile(profile.path()).await;
+    browser.goto(&studio.pair_url).await;
+    browser
+        .wait_for_attr("state-banner", "data-server-state", &["paired"], WAIT)
+        .await;
+    browser.quit().await;
+
+    // Reopened on the same profile, the browser still holds its admission cookie: the
+    // server renders the paired page at once, with no pairing link involved.
+    let reopened = Browser::start_with_profile(profile.path()).await;
+    reopened.goto(&studio.app_url("/devices")).await;
+    let state = reopened.attr("state-banner", "data-server-state").await;
+    assert_eq!(
+        state.as_deref(),
+        Some("paired"),
+        "a browser restart lost the pairing"
+    );
+    reopened.wait_for_testid("device-current", WAIT).await;
+    // The row shows when this pairing ends, about 30 days on.
+    let expires = reopened
+        .execute(
+            r#"return document.querySelector('[data-testid="device-expires"] time')
+                   .getAttribute('datetime');"#,
+            vec![],
+        )
+        .await;
+    let left = ms(&expires) - Timestamp::now().as_millisecond();
+    assert!(
+        (ADMISSION_TTL_MS - 10 * 60_000..=ADMISSION_TTL_MS).contains(&left),
+        "expires {expires} is not 30 days on"
+    );
+    reopened.quit().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn studio_sessions_lists_the_paired_browser_with_its_expiry() {
+    let studio = Studio::start();
+    let resp = pair(&studio, &studio.first_code()).await;
+    let set_cookie = resp
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let (status, body) = json_of(resp).await;
+    assert_eq!(status, 200, "{body}");
+    // The cookie lives exactly as long as the token has left, in whole seconds.
+    let max_age: i64 = set_cookie
+        .split("; ")
+        .find_map(|a| a.strip_prefix("Max-Age="))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no Max-Age in {set_cookie:?}"));
+    let left = ms(&body["expires_at"]) - Timestamp::now().as_millisecond();
+    assert!(
+        max_age * 1000 <= left + 1000 && max_age * 1000 > left - 60_000,
+        "Max-Age={max_age} s against {left} ms left"
+    );
+
+    let out = studio.cli(&["sessions", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let sessions = listed["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 1, "{listed}");
+    let s = &sessions[0];
+    assert_eq!(s["id"], body["principal"]);
+    assert_eq!(s["origin"], studio.app_origin());
+    assert_eq!(s["expires_at"], body["expires_at"]);
+    assert_eq!(
+        ms(&s["expires_at"]) - ms(&s["created_at"]),
+        ADMISSION_TTL_MS
+    );
+    assert_eq!(s["revoked_at"], Value::Null);
+
+    let out = studio.cli(&["sessions"]);
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split("  ").collect();
+    let header: Vec<&str> = header
+        .iter()
+        .map(|h| h.trim())
+        .filter(|h| !h.is_empty())
+        .collect();
+    assert_eq!(
+        header,
+        ["ID", "ORIGIN", "CREATED", "LAST SEEN", "EXPIRES", "REVOKED"],
+        "{table}"
+    );
+    let row = lines.next().unwrap_or_default();
+    let id = s["id"].as_str().expect("id");
+    assert!(
+        row.starts_with(id) && row.contains(" in 29d ") && row.ends_with(" -"),
+        "{table}"
+    );
+}
