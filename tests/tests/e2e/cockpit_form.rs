@@ -111,7 +111,7 @@ async fn a_policy_error_is_shown_next_to_its_control() {
     open(&browser, &studio, "/schedules/new", "schedule-form").await;
     browser.fill("field-name", "refused").await;
     browser.fill("field-cron", "30 2 * * *").await;
-    browser.fill("field-executable", "true").await;
+    browser.fill("field-executable", "reindex").await;
     browser.click("advanced-summary").await;
     browser.fill("field-deadline", "0").await;
     browser.fill("field-env", "STUDIO_RUN_ID=mine").await;
@@ -136,9 +136,16 @@ async fn a_policy_error_is_shown_next_to_its_control() {
         .await;
     assert!(env.contains("runner"), "{env:?}");
     assert!(error_beside(&browser, "error-env", "field-env").await);
+    // Off the allow-list: the exact command that allows it, beside the executable.
+    let exe = browser
+        .wait_for_text("error-executable", "studio allow add reindex", WAIT)
+        .await;
+    assert!(exe.contains("terminal"), "{exe:?}");
+    assert!(error_beside(&browser, "error-executable", "field-executable").await);
     assert!(schedules(&studio).await.is_empty(), "nothing was created");
 
     // Half a rate limit is refused before anything is sent, next to the missing half.
+    browser.fill("field-executable", "true").await;
     browser.fill("field-deadline", "600").await;
     browser.fill("field-env", "MODE=ok").await;
     browser.fill("field-max-fires", "3").await;

@@ -11,6 +11,7 @@ mod frontdoor;
 mod lifecycle;
 mod pairing;
 mod preview;
+mod quickstart;
 mod scheduler;
 mod sessions;
 mod verifier;
