@@ -53,6 +53,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "session expiry",
         include_str!("../../migrations/daemon/0008_session_expiry.sql"),
     ),
+    (
+        9,
+        "run attempt",
+        include_str!("../../migrations/daemon/0009_run_attempt.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

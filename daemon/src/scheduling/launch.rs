@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
-use studio_contract::time::now_ms;
+use studio_contract::time::{now_ms, rfc3339};
 use studio_runner::{Ending, JobSpec, Outcome, env::job_env};
 use studio_schedule::{Action, FollowUp, ScheduleSpec, validate::not_allowed};
 use tokio::sync::OwnedSemaphorePermit;
@@ -182,6 +182,12 @@ impl Scheduler {
                 "STUDIO_RESULT_FILE",
                 run_dir.join("result.json").display().to_string(),
             ),
+            // The instant this run stands for, so a job can process exactly its window.
+            (
+                "STUDIO_SCHEDULED_AT",
+                run.scheduled_at_ms.map(rfc3339).unwrap_or_default(),
+            ),
+            ("STUDIO_ATTEMPT", run.attempt.to_string()),
         ];
         Ok(JobSpec {
             program,

@@ -148,6 +148,8 @@ pub(crate) struct RunRow {
     pub pid: Option<i64>,
     /// The absolute path that ran (an allowed name as resolved at launch).
     pub program: Option<String>,
+    /// 1, or one more than the run this one replaces.
+    pub attempt: i64,
     pub exit_code: Option<i64>,
     pub signal: Option<i64>,
     pub stdout_tail: Option<String>,
@@ -193,6 +195,7 @@ impl RunRow {
             "duration_ms": duration_ms,
             "pid": self.pid,
             "program": self.program,
+            "attempt": self.attempt,
             "exit_code": self.exit_code,
             "signal": self.signal,
             "stdout_tail": self.stdout_tail,

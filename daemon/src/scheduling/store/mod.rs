@@ -29,13 +29,13 @@ const STATS_COLUMNS: &str = "has_runs, last_outcome, last_outcome_at_ms, spend_u
 const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
-    chain_parent_id, chain_depth, replaces_run_id, follow_ups, program";
+    chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt";
 
 /// A run as lists read it: its log tails (up to 64 KiB each) are left in the table.
 const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
-    counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program";
+    counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt";
 
 fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
     Ok(ScheduleRow {
@@ -89,6 +89,7 @@ fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
         finished_at_ms: r.try_get("finished_at_ms")?,
         pid: r.try_get("pid")?,
         program: r.try_get("program")?,
+        attempt: r.try_get("attempt")?,
         exit_code: r.try_get("exit_code")?,
         signal: r.try_get("signal")?,
         stdout_tail: r.try_get("stdout_tail")?,
@@ -275,7 +276,8 @@ async fn insert_run(
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO runs (id, schedule_id, occurrence_key, kind, status, reason, action, \
          scheduled_at_ms, created_at_ms, finished_at_ms, counted, chain_parent_id, chain_depth, \
-         replaces_run_id, follow_ups) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+         replaces_run_id, follow_ups, attempt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
+         COALESCE((SELECT r.attempt + 1 FROM runs r WHERE r.id = ?14), 1)) \
          RETURNING {RUN_COLUMNS}"
     )))
     .bind(&run.id)

@@ -291,6 +291,11 @@ async fn scheduler_crash_after_claim_tombstones_and_replaces_once() {
         replacement["scheduled_at"], tomb[0]["scheduled_at"],
         "same occurrence"
     );
+    assert_eq!(tomb[0]["attempt"], 1, "{}", tomb[0]);
+    assert_eq!(
+        replacement["attempt"], 2,
+        "the second attempt: {replacement}"
+    );
     assert_eq!(runs.len(), 2, "{runs:?}");
     assert_eq!(
         lines,

@@ -337,3 +337,41 @@ async fn scheduler_budget_exhausted_skips_the_next_fire() {
         "{body}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_jobs_know_their_occurrence_and_attempt() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let out = marker(&studio, "occurrence");
+    let script = format!(
+        "printf '%s|%s|%s\\n' \"$STUDIO_RUN_ID\" \"$STUDIO_SCHEDULED_AT\" \"$STUDIO_ATTEMPT\" >> '{}'",
+        out.display()
+    );
+    let id = api
+        .create(&sh("window", json!({ "at": in_secs(2) }), &script))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let scheduled = api
+        .wait_runs(&id, "the one-shot to end", |runs| runs.iter().any(terminal))
+        .await
+        .remove(0);
+    let manual = api.trigger(&id).await;
+    let manual = api.finished(manual["id"].as_str().expect("run id")).await;
+    let lines = lines_of(&out);
+    let at = scheduled["scheduled_at"].as_str().expect("scheduled_at");
+    assert!(at.parse::<Timestamp>().is_ok(), "RFC 3339: {at}");
+    assert_eq!(
+        lines,
+        [
+            format!("{}|{at}|1", text(&scheduled["id"])),
+            format!("{}||1", text(&manual["id"])),
+        ],
+        "the scheduled run knows its instant; a manual run has none"
+    );
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or_default()
+}
