@@ -58,6 +58,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "run attempt",
         include_str!("../../migrations/daemon/0009_run_attempt.sql"),
     ),
+    (
+        10,
+        "run process identity",
+        include_str!("../../migrations/daemon/0010_run_process_identity.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

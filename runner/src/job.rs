@@ -130,6 +130,7 @@ impl Canceller {
 #[derive(Debug)]
 pub struct Job {
     pid: u32,
+    start_ticks: Option<u64>,
     cancel: watch::Sender<bool>,
     task: JoinHandle<Outcome>,
 }
@@ -137,6 +138,15 @@ pub struct Job {
 impl Job {
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The leader's identity on boot `boot_id`, for signalling its group after a restart.
+    pub fn identity(&self, boot_id: &str) -> Option<crate::ProcessIdentity> {
+        self.start_ticks.map(|start_ticks| crate::ProcessIdentity {
+            pid: self.pid,
+            start_ticks,
+            boot_id: boot_id.to_owned(),
+        })
     }
 
     pub fn canceller(&self) -> Canceller {
@@ -184,15 +194,22 @@ pub fn spawn(spec: JobSpec) -> Result<Job, SpawnError> {
         cmd.current_dir(cwd);
     }
     let die_with_parent = spec.die_with_parent;
-    // SAFETY: setsid and prctl are async-signal-safe and touch no memory of the parent.
-    // setsid makes the job the leader of a new session and process group (pgid = its
-    // pid), so the whole group can be signalled and none of it shares our terminal.
+    let parent = rustix::process::getpid();
+    // SAFETY: setsid, prctl and getppid are async-signal-safe system calls that touch no
+    // memory of the parent. setsid makes the job the leader of a new session and process
+    // group (pgid = its pid), so the whole group can be signalled and none of it shares
+    // our terminal.
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(move || {
             rustix::process::setsid()?;
             if die_with_parent {
                 rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+                // The parent may have died before the signal was asked for: then nobody
+                // would ever deliver it, so the job must not start at all.
+                if rustix::process::getppid() != Some(parent) {
+                    return Err(io::Error::other("the launching daemon is gone"));
+                }
             }
             Ok(())
         });
@@ -202,11 +219,19 @@ pub fn spawn(spec: JobSpec) -> Result<Job, SpawnError> {
         source,
     })?;
     let pid = child.id().unwrap_or(0);
+    // Fixed at fork, so read now even if the job ends at once; `None` only if it is
+    // already reaped.
+    let start_ticks = crate::identity::start_ticks(pid).ok();
     let (cancel, cancelled) = watch::channel(false);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let task = tokio::spawn(supervise(spec, child, pid, stdout, stderr, cancelled));
-    Ok(Job { pid, cancel, task })
+    Ok(Job {
+        pid,
+        start_ticks,
+        cancel,
+        task,
+    })
 }
 
 async fn supervise(

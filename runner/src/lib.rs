@@ -9,11 +9,13 @@
 //! Invariant: when [`Job::wait`] returns, no process of the job's group is left.
 
 pub mod env;
+pub mod identity;
 pub mod job;
 pub mod program;
 pub mod spawner;
 pub mod tail;
 
+pub use identity::ProcessIdentity;
 pub use job::{Canceller, Ending, Job, JobSpec, Outcome, Report, SpawnError, StreamSummary, spawn};
 pub use program::{ResolveError, resolve};
 pub use spawner::Spawner;

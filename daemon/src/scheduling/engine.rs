@@ -115,6 +115,8 @@ pub(crate) struct Scheduler {
     /// What `command` actions may run (see `allowlist`).
     pub(crate) allowlist: AllowList,
     pub(crate) allowlist_writes: tokio::sync::Mutex<()>,
+    /// This boot's id: recorded with every job leader, checked before signalling one.
+    pub(crate) boot_id: String,
 }
 
 /// The spec of a stored row, armed in the zone recorded on the row.
@@ -164,6 +166,8 @@ impl Scheduler {
         let (events, _) = broadcast::channel(4096);
         let spawner = studio_runner::Spawner::new(tokio::runtime::Handle::current(), LAUNCHERS)
             .map_err(DaemonError::io("cannot start the job launchers"))?;
+        let boot_id = studio_runner::identity::boot_id()
+            .map_err(DaemonError::io("cannot read this boot's id"))?;
         let this = Arc::new(Self {
             spawner,
             slots: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
@@ -180,6 +184,7 @@ impl Scheduler {
             stop,
             allowlist: AllowList::default(),
             allowlist_writes: tokio::sync::Mutex::default(),
+            boot_id,
         });
         this.load_allowlist().await?;
         Ok(this)

@@ -91,7 +91,13 @@ impl Scheduler {
         };
         CrashPoint::reached(self.config.crash_at, CrashPoint::AfterSpawn, &self.run_dir);
         self.store
-            .mark_dispatched(&run.id, launched.pid(), &program, now_ms())
+            .mark_dispatched(
+                &run.id,
+                launched.pid(),
+                launched.identity(&self.boot_id).as_ref(),
+                &program,
+                now_ms(),
+            )
             .await?;
         CrashPoint::reached(
             self.config.crash_at,

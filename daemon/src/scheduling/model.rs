@@ -150,6 +150,8 @@ pub(crate) struct RunRow {
     pub program: Option<String>,
     /// 1, or one more than the run this one replaces.
     pub attempt: i64,
+    /// The job leader as dispatched (pid, start time, boot), when all three were recorded.
+    pub leader: Option<studio_runner::ProcessIdentity>,
     pub exit_code: Option<i64>,
     pub signal: Option<i64>,
     pub stdout_tail: Option<String>,

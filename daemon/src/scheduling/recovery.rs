@@ -86,18 +86,21 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Ends a run no live job backs: kills what is left of its group, marks it failed.
+    /// Ends a run no live job backs: kills its group if its leader is still the very
+    /// process recorded (pid, start time and boot all match), and marks it failed.
     async fn lost(&self, run: &RunRow, reason: &str) -> Result<(), StoreError> {
-        if let Some(pgid) = run
-            .pid
-            .and_then(|p| i32::try_from(p).ok())
-            .and_then(Pid::from_raw)
-        {
-            // A pgid is never reused while its group has a member, so a group that still
-            // exists under this id is what remains of the job.
-            if kill_process_group(pgid, Signal::KILL).is_ok() {
-                tracing::warn!(run = %run.id, pgid = pgid.as_raw_nonzero().get(), "killed the remains of a lost job");
+        match &run.leader {
+            Some(leader) if leader.is_running(&self.boot_id) => {
+                let pgid = i32::try_from(leader.pid).ok().and_then(Pid::from_raw);
+                if let Some(pgid) = pgid
+                    && kill_process_group(pgid, Signal::KILL).is_ok()
+                {
+                    tracing::warn!(run = %run.id, pgid = leader.pid, "killed the remains of a lost job");
+                }
             }
+            // Gone, another process under a reused pid, another boot, or never recorded:
+            // nothing of this run's to signal.
+            _ => {}
         }
         let from = run.status().unwrap_or(RunStatus::Running);
         let finish = Finish {

@@ -256,12 +256,12 @@ async fn a_never_dispatched_run_is_tombstoned_and_replaced_once() {
         panic!("claimed");
     };
     assert!(
-        s.mark_dispatched(&other.id, 42, "/bin/true", 7)
+        s.mark_dispatched(&other.id, 42, None, "/bin/true", 7)
             .await
             .expect("stamp")
     );
     assert!(
-        !s.mark_dispatched(&other.id, 43, "/bin/true", 8)
+        !s.mark_dispatched(&other.id, 43, None, "/bin/true", 8)
             .await
             .expect("stamp"),
         "stamped once"
@@ -670,7 +670,7 @@ async fn measure_fire_database_work() {
         };
         claim += t.elapsed().as_micros();
         let t = std::time::Instant::now();
-        s.mark_dispatched(&r.id, 1, "/bin/true", i)
+        s.mark_dispatched(&r.id, 1, None, "/bin/true", i)
             .await
             .expect("stamp");
         stamp += t.elapsed().as_micros();
@@ -751,4 +751,115 @@ async fn measure_health_over_ten_thousand_schedules() {
         page.len(),
         t.elapsed().as_secs_f64() * 1e3 / f64::from(rounds)
     );
+}
+
+/// A scheduler over a fresh home (its loop not started).
+async fn scheduler(dir: &TempDir) -> Arc<super::Scheduler> {
+    let store = Store::open(&dir.path().join("state.db"))
+        .await
+        .expect("open");
+    let (_stop, stop) = tokio::sync::watch::channel(false);
+    super::Scheduler::new(
+        SchedStore::new(&store),
+        super::SchedulerConfig::default(),
+        studio_schedule::Zone::utc(),
+        dir.path().join("runs"),
+        dir.path().join("run"),
+        stop,
+    )
+    .await
+    .expect("scheduler")
+}
+
+/// A process the test started, killed when the test ends however it ends.
+struct Bystander(std::process::Child);
+
+impl Drop for Bystander {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An unrelated process leading its own group, as a recorded pid's new owner would be.
+fn bystander() -> Bystander {
+    use std::os::unix::process::CommandExt;
+    Bystander(
+        std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .expect("spawn sleep"),
+    )
+}
+
+/// A dispatched `running` run whose leader was recorded as `leader`.
+async fn dispatched(s: &super::Scheduler, leader: &studio_runner::ProcessIdentity) -> String {
+    let mut r = run("a", None, RunKind::Chain);
+    r.counted = false;
+    let Claim::Claimed(row, _, _) = s.store.claim(&r, Cursor::Keep, 1).await.expect("claim") else {
+        panic!("claimed");
+    };
+    s.store
+        .mark_dispatched(&row.id, leader.pid, Some(leader), "/bin/sleep", 2)
+        .await
+        .expect("stamp");
+    row.id
+}
+
+#[tokio::test]
+async fn recovery_signals_a_recorded_leader_only_while_it_is_that_very_process() {
+    let dir = TempDir::new("reuse");
+    let s = scheduler(&dir).await;
+    s.store
+        .insert_schedule(&schedule("a", None, None))
+        .await
+        .expect("schedule");
+    // The pid now belongs to another process than the one recorded (it started later).
+    let mut other = bystander();
+    let now = studio_runner::ProcessIdentity::of(other.0.id(), &s.boot_id).expect("identity");
+    let earlier = studio_runner::ProcessIdentity {
+        start_ticks: now.start_ticks - 1,
+        ..now.clone()
+    };
+    let reused = dispatched(&s, &earlier).await;
+    // The same process, but recorded on another boot.
+    let rebooted = dispatched(
+        &s,
+        &studio_runner::ProcessIdentity {
+            boot_id: "an-earlier-boot".into(),
+            ..now.clone()
+        },
+    )
+    .await;
+    // And one recorded as exactly itself: what is left of a lost job.
+    let mut own = bystander();
+    let own_id = studio_runner::ProcessIdentity::of(own.0.id(), &s.boot_id).expect("identity");
+    let lost = dispatched(&s, &own_id).await;
+
+    s.recover().await.expect("recover");
+
+    assert!(
+        other.0.try_wait().expect("poll").is_none(),
+        "a process under a reused pid was signalled"
+    );
+    let killed = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        loop {
+            if let Some(status) = own.0.try_wait().expect("poll") {
+                return status;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the recorded leader was killed");
+    assert!(!killed.success());
+    for id in [reused, rebooted, lost] {
+        let row = s.store.run(&id).await.expect("read").expect("row");
+        assert_eq!(
+            (row.status.as_str(), row.reason.as_deref()),
+            ("failed", Some("daemon_lost")),
+            "{id}"
+        );
+    }
 }

@@ -460,7 +460,7 @@ async fn screenshots_of_every_page() {
     wait_terminal(&api, &failed).await;
 
     let browser = paired_browser(&studio).await;
-    let shots: [(&str, &str, &str); 7] = [
+    let shots: [(&str, &str, &str); 8] = [
         ("overview", "/", "daemon-facts"),
         ("schedules", "/schedules", "schedules-table"),
         (
@@ -472,6 +472,7 @@ async fn screenshots_of_every_page() {
         ("run", &format!("/runs/{ok}"), "log-view"),
         ("attention", "/attention", "attention-list"),
         ("devices", "/devices", "devices-table"),
+        ("commands", "/commands", "commands-table"),
     ];
     for (name, path, testid) in shots {
         open(&browser, &studio, path, testid).await;
@@ -504,6 +505,7 @@ async fn screenshots_of_every_page() {
         "run",
         "attention",
         "devices",
+        "commands",
     ] {
         let png = std::fs::read(dir.join(format!("{name}.png"))).expect("screenshot written");
         assert!(png.starts_with(b"\x89PNG"), "{name}.png is a PNG");

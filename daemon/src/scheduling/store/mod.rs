@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 use sqlx::{Row, Sqlite, SqlitePool, Transaction, sqlite::SqliteRow};
+use studio_runner::ProcessIdentity;
 
 use super::health::health_sql;
 use super::model::{
@@ -29,13 +30,15 @@ const STATS_COLUMNS: &str = "has_runs, last_outcome, last_outcome_at_ms, spend_u
 const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
-    chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt";
+    chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
+    pid_start_ticks, boot_id";
 
 /// A run as lists read it: its log tails (up to 64 KiB each) are left in the table.
 const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
-    counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt";
+    counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
+    pid_start_ticks, boot_id";
 
 fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
     Ok(ScheduleRow {
@@ -90,6 +93,23 @@ fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
         pid: r.try_get("pid")?,
         program: r.try_get("program")?,
         attempt: r.try_get("attempt")?,
+        leader: match (
+            r.try_get::<Option<i64>, _>("pid")?,
+            r.try_get::<Option<i64>, _>("pid_start_ticks")?,
+            r.try_get::<Option<String>, _>("boot_id")?,
+        ) {
+            (Some(pid), Some(ticks), Some(boot_id)) => {
+                match (u32::try_from(pid), u64::try_from(ticks)) {
+                    (Ok(pid), Ok(start_ticks)) => Some(ProcessIdentity {
+                        pid,
+                        start_ticks,
+                        boot_id,
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        },
         exit_code: r.try_get("exit_code")?,
         signal: r.try_get("signal")?,
         stdout_tail: r.try_get("stdout_tail")?,
@@ -684,15 +704,18 @@ impl SchedStore {
         &self,
         id: &str,
         pid: u32,
+        leader: Option<&ProcessIdentity>,
         program: &str,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE runs SET dispatched_at_ms = ?, pid = ?, program = ? \
-             WHERE id = ? AND dispatched_at_ms IS NULL",
+            "UPDATE runs SET dispatched_at_ms = ?, pid = ?, pid_start_ticks = ?, boot_id = ?, \
+             program = ? WHERE id = ? AND dispatched_at_ms IS NULL",
         )
         .bind(now_ms)
         .bind(i64::from(pid))
+        .bind(leader.and_then(|l| i64::try_from(l.start_ticks).ok()))
+        .bind(leader.map(|l| l.boot_id.as_str()))
         .bind(program)
         .bind(id)
         .execute(&self.writer)
