@@ -78,7 +78,7 @@ pub enum Ending {
 }
 
 /// One output stream, accounted.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamSummary {
     /// Everything the job wrote.
     pub bytes: u64,
@@ -97,7 +97,7 @@ pub struct Report {
     pub tokens: Option<u64>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
     pub ending: Ending,
     pub exit_code: Option<i32>,

@@ -3,12 +3,15 @@
 //! Owns: the child's session and process group, its environment (cleared, then an
 //! explicit allow-list), concurrent draining of stdout and stderr into capped log files
 //! and 64 KiB tails, the deadline (TERM to the group, a grace, KILL to the group), cancel
-//! through the same path, and the job's spend report. Knows nothing of schedules or the
-//! store: the caller decides what to run and records the outcome.
+//! through the same path, and the job's spend report; which process a pid names
+//! (`identity`) and a launch's durable evidence (`evidence`, `docs/SHIMS.md`). Knows
+//! nothing of schedules or the store: the caller decides what to run and records the
+//! outcome.
 //!
 //! Invariant: when [`Job::wait`] returns, no process of the job's group is left.
 
 pub mod env;
+pub mod evidence;
 pub mod identity;
 pub mod job;
 pub mod program;
