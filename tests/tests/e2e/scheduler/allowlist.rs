@@ -29,15 +29,23 @@ fn echo(name: &str) -> Value {
     command(name, every("1h"), "echo", &["hello"])
 }
 
+/// `field` of each object in the array `items`.
+fn field_of_each<'a>(items: &'a Value, field: &str) -> Vec<&'a str> {
+    items
+        .as_array()
+        .expect("an array")
+        .iter()
+        .filter_map(|item| item[field].as_str())
+        .collect()
+}
+
 /// The field paths of a `400 validation_failed`.
 fn refused_paths(status: u16, body: &Value) -> Vec<String> {
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["code"], "validation_failed", "{body}");
-    body["errors"]
-        .as_array()
-        .expect("errors")
-        .iter()
-        .map(|e| e["path"].as_str().expect("path").to_owned())
+    field_of_each(&body["errors"], "path")
+        .into_iter()
+        .map(str::to_owned)
         .collect()
 }
 
@@ -125,13 +133,7 @@ async fn allowlist_escapes_through_env_paths_and_cwd_are_refused() {
 
     // Nothing but the good schedule was stored, and the attacker's echo never ran.
     let (_, list) = api.get("/api/schedules").await;
-    let names: Vec<&str> = list["schedules"]
-        .as_array()
-        .expect("schedules")
-        .iter()
-        .filter_map(|s| s["name"].as_str())
-        .collect();
-    assert_eq!(names, ["good"]);
+    assert_eq!(field_of_each(&list["schedules"], "name"), ["good"]);
     let run = api.trigger(id).await;
     let run = api.finished(run["id"].as_str().expect("run id")).await;
     assert_eq!(run["status"], "completed", "{run}");
@@ -320,11 +322,5 @@ async fn allowlist_changes_at_once_with_the_daemon_token_only() {
     let out = studio.cli(&["allow", "list", "--json"]);
     assert!(out.status.success(), "{out:?}");
     let list: Value = serde_json::from_slice(&out.stdout).expect("json");
-    let names: Vec<&str> = list["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .filter_map(|e| e["executable"].as_str())
-        .collect();
-    assert_eq!(names, ["echo"]);
+    assert_eq!(field_of_each(&list["entries"], "executable"), ["echo"]);
 }
