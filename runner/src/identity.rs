@@ -52,18 +52,31 @@ pub fn start_ticks(pid: u32) -> io::Result<u64> {
     })
 }
 
-/// Field 22 (`starttime`) of a stat line, unless the process is a zombie. The command
-/// name (field 2) may hold spaces and parentheses, so fields are counted after the last
-/// `)`.
+/// When our own child `pid` started, even if it already exited: until its parent reaps
+/// it, a zombie keeps its pid, so the pid cannot name another process yet. For the
+/// identity of a job that may end the instant it starts.
+pub(crate) fn child_start_ticks(pid: u32) -> io::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    parse_stat_fields(&stat)
+        .map(|(_, ticks)| ticks)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unreadable stat line"))
+}
+
+/// Field 22 (`starttime`) of a stat line, unless the process is a zombie.
 fn parse_stat(stat: &str) -> Option<u64> {
+    parse_stat_fields(stat)
+        .filter(|(state, _)| !matches!(*state, "Z" | "X"))
+        .map(|(_, ticks)| ticks)
+}
+
+/// The state (field 3) and `starttime` (field 22) of a stat line. The command name
+/// (field 2) may hold spaces and parentheses, so fields are counted after the last `)`.
+fn parse_stat_fields(stat: &str) -> Option<(&str, u64)> {
     let (_, rest) = stat.rsplit_once(')')?;
     let mut fields = rest.split_whitespace();
-    // Field 3 is the state; starttime is field 22, the 20th after the name.
+    // starttime is field 22, the 19th after the state.
     let state = fields.next()?;
-    if matches!(state, "Z" | "X") {
-        return None;
-    }
-    fields.nth(18)?.parse().ok()
+    Some((state, fields.nth(18)?.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -77,6 +90,7 @@ mod tests {
         assert_eq!(parse_stat(stat), Some(98_765));
         let zombie = "4242 (x) Z 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 0 0";
         assert_eq!(parse_stat(zombie), None);
+        assert_eq!(parse_stat_fields(zombie), Some(("Z", 98_765)));
     }
 
     #[test]

@@ -219,9 +219,9 @@ pub fn spawn(spec: JobSpec) -> Result<Job, SpawnError> {
         source,
     })?;
     let pid = child.id().unwrap_or(0);
-    // Fixed at fork, so read now even if the job ends at once; `None` only if it is
-    // already reaped.
-    let start_ticks = crate::identity::start_ticks(pid).ok();
+    // Fixed at fork, so read now even if the job ends at once (nothing reaps it before
+    // its supervising task runs, so a zombie is still ours to name).
+    let start_ticks = crate::identity::child_start_ticks(pid).ok();
     let (cancel, cancelled) = watch::channel(false);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
