@@ -4,9 +4,10 @@
 //! explicit allow-list), concurrent draining of stdout and stderr into capped log files
 //! and 64 KiB tails, the deadline (TERM to the group, a grace, KILL to the group), cancel
 //! through the same path, and the job's spend report; which process a pid names
-//! (`identity`) and a launch's durable evidence (`evidence`, `docs/SHIMS.md`). Knows
-//! nothing of schedules or the store: the caller decides what to run and records the
-//! outcome.
+//! (`identity`) and a launch's durable evidence (`evidence`, `docs/SHIMS.md`); the
+//! messages between a daemon and the shims that will let a job outlive it (`launch`).
+//! Knows nothing of schedules or the store: the caller decides what to run and records
+//! the outcome.
 //!
 //! Invariant: when [`Job::wait`] returns, no process of the job's group is left.
 
@@ -14,11 +15,13 @@ pub mod env;
 pub mod evidence;
 pub mod identity;
 pub mod job;
+pub mod launch;
 pub mod program;
 pub mod spawner;
 pub mod tail;
 
 pub use identity::ProcessIdentity;
 pub use job::{Canceller, Ending, Job, JobSpec, Outcome, Report, SpawnError, StreamSummary, spawn};
+pub use launch::{LaunchReport, LaunchRequest, LaunchSpec};
 pub use program::{ResolveError, resolve};
 pub use spawner::Spawner;
