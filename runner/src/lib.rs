@@ -5,9 +5,9 @@
 //! and 64 KiB tails, the deadline (TERM to the group, a grace, KILL to the group), cancel
 //! through the same path, and the job's spend report; which process a pid names
 //! (`identity`) and a launch's durable evidence (`evidence`, `docs/SHIMS.md`); the
-//! messages between a daemon and the shims that will let a job outlive it (`launch`).
-//! Knows nothing of schedules or the store: the caller decides what to run and records
-//! the outcome.
+//! launcher and the per-job shim that let a job outlive its daemon (`launcher`, `shim`,
+//! their messages in `launch`). Knows nothing of schedules or the store: the caller
+//! decides what to run and records the outcome.
 //!
 //! Invariant: when [`Job::wait`] returns, no process of the job's group is left.
 
@@ -16,7 +16,9 @@ pub mod evidence;
 pub mod identity;
 pub mod job;
 pub mod launch;
+pub mod launcher;
 pub mod program;
+pub mod shim;
 pub mod spawner;
 pub mod tail;
 
