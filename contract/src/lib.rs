@@ -12,6 +12,7 @@ pub mod host;
 pub mod jobenv;
 pub mod lifecycle;
 pub mod origin;
+pub mod output;
 pub mod ready;
 pub mod secret;
 pub mod time;

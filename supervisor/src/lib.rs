@@ -5,6 +5,10 @@
 //! but `studio-contract` and `studio-schedule` (pure trigger arithmetic, for
 //! `studio schedule preview`).
 
+// First: the printing macros are in scope only in the modules declared after it.
+#[macro_use]
+mod output;
+
 mod allow;
 mod child;
 pub mod cli;
@@ -55,6 +59,9 @@ pub enum Error {
     Api(Box<ApiFailure>),
     #[error("{0}")]
     Failed(String),
+    /// stdout could not be written; a closed pipe (`| head`) ends the command quietly.
+    #[error("cannot write to stdout: {0}")]
+    Output(#[source] io::Error),
 }
 
 /// A non-2xx answer of studiod's API, kept whole so callers can match its code.
@@ -78,8 +85,14 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Usage(_) => 2,
+            Error::Output(_) if self.reader_gone() => 0,
             _ => 1,
         }
+    }
+
+    /// Whether whoever read stdout went away: what they wanted, they have.
+    pub fn reader_gone(&self) -> bool {
+        matches!(self, Error::Output(e) if e.kind() == io::ErrorKind::BrokenPipe)
     }
 }
 

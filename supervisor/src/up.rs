@@ -239,10 +239,7 @@ async fn link_from_running(home: &Home, open: bool) -> Result<(), Error> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let last = match commands::supervisor_link(home).await {
-            Ok(url) => {
-                commands::print_link(&url, open).await;
-                return Ok(());
-            }
+            Ok(url) => return commands::print_link(&url, open).await,
             Err(e @ (Error::NotRunning(_) | Error::Remote(_))) => e,
             Err(e) => return Err(e),
         };
@@ -335,15 +332,19 @@ impl Launch<'_> {
         wait_ready(&self.shared.app.status, "app", &cfg.home).await?;
 
         let url = self.shared.app_url.clone();
-        match pairing::daemon_code_patiently(cfg.home.daemon_socket(), Duration::from_secs(3)).await
-        {
-            Ok(code) => {
-                commands::print_link(&pairing::link(&url, &code.code), cfg.open).await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "no pairing code; run `studio pair` for one");
-                println!("Studio is ready: {url}/");
-            }
+        let printed =
+            match pairing::daemon_code_patiently(cfg.home.daemon_socket(), Duration::from_secs(3))
+                .await
+            {
+                Ok(code) => commands::print_link(&pairing::link(&url, &code.code), cfg.open).await,
+                Err(error) => {
+                    tracing::warn!(%error, "no pairing code; run `studio pair` for one");
+                    outln!("Studio is ready: {url}/")
+                }
+            };
+        // Nobody reading stdout is no reason to stop supervising.
+        if let Err(error) = printed {
+            tracing::warn!(%error, "cannot print the pairing link; run `studio pair` for one");
         }
         Ok(())
     }
