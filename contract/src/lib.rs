@@ -15,6 +15,7 @@ pub mod origin;
 pub mod output;
 pub mod ready;
 pub mod secret;
+pub mod socket;
 pub mod time;
 
 /// The identity `/api/identity` and `Hello` report.

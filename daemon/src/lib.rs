@@ -41,6 +41,7 @@ use crate::{
     admission::Authority,
     audit::Kind as AuditKind,
     http::{ApiState, FrontDoor},
+    socket::Bound,
     store::Store,
     verifier::VerifierService,
 };
@@ -61,8 +62,8 @@ pub struct Daemon {
     authority: Arc<Authority>,
     front: Arc<FrontDoor>,
     http: TcpListener,
-    verifier: tokio::net::UnixListener,
-    control: tokio::net::UnixListener,
+    verifier: Bound,
+    control: Bound,
     addr: SocketAddr,
     default_zone: studio_schedule::Zone,
     /// When the epoch started (ms since the Unix epoch).
@@ -230,14 +231,17 @@ impl Daemon {
             let (stop_tx, done) = (stop_tx.clone(), stopped(&stop_rx));
             let key = config.app_key.clone();
             async move {
-                if let Err(error) = verifier::serve(verifier, service, key, done).await {
+                if let Err(error) = verifier::serve(verifier.listener, service, key, done).await {
                     tracing::error!(error = %chain(&error), "verifier failed");
                 }
                 stop_tx.send_replace(true);
             }
         });
-        let mut control_task =
-            tokio::spawn(control::serve(control, authority.clone(), stop_rx.clone()));
+        let mut control_task = tokio::spawn(control::serve(
+            control.listener,
+            authority.clone(),
+            stop_rx.clone(),
+        ));
 
         on_ready(&Ready {
             pid: std::process::id(),
@@ -268,8 +272,9 @@ impl Daemon {
             control_task.abort();
             scheduler_task.abort();
         }
-        socket::remove(&config.home.verifier_socket());
-        socket::remove(&config.home.daemon_socket());
+        // Only the files bound here: a successor may already have bound the paths.
+        socket::remove(&verifier.file);
+        socket::remove(&control.file);
         let recorded = store.stop_epoch(authority.epoch(), now_ms()).await;
         authority
             .audit()

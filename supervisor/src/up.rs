@@ -194,7 +194,7 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
         stop,
     });
     let socket = home.supervisor_socket();
-    let listener = control::bind(&socket)
+    let (listener, socket_file) = control::bind(&socket)
         .map_err(|e| Error::io(format!("cannot bind {}", socket.display()), e))?;
     let server = tokio::spawn(control::serve(listener, shared.clone()));
 
@@ -226,7 +226,7 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
     stop_task(&shared.app, tasks.app.take()).await;
     stop_task(&shared.daemon, tasks.daemon.take()).await;
     server.abort();
-    let _ = std::fs::remove_file(&socket);
+    control::unbind(&socket_file);
     // Explicit, though closing the file would also release it: the lock says "done".
     let _ = lock.unlock();
     tracing::info!("studio stopped");
