@@ -1,7 +1,7 @@
 //! The daemon's process entry, shared by the `studiod` executable and `studio daemon`:
 //! parse the flags, set up logging, run until SIGTERM or SIGINT. Exit 64 on bad
-//! configuration. Nothing here writes with `eprintln!`: a supervisor that died closes
-//! the stderr pipe, and a stop must not turn into a panic.
+//! configuration or a home another studiod keeps. Nothing here writes with `eprintln!`:
+//! a supervisor that died closes the stderr pipe, and a stop must not turn into a panic.
 
 use std::{ffi::OsString, io::IsTerminal, process::ExitCode};
 
@@ -84,7 +84,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        // Bad configuration: one plain line, as above.
+        // Bad configuration, or a home another studiod keeps: one plain line, as above.
         Err(e) if e.is_config() => {
             eprint_line(format_args!("studiod: {}", chain(&e)));
             ExitCode::from(EX_CONFIG)

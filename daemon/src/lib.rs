@@ -1,7 +1,8 @@
 //! studiod: the only process that opens `state.db` or mints a credential.
 //!
-//! [`Daemon::build`] prepares the home, the store, the epoch and binds every listener;
-//! [`Daemon::run_until`] serves them and owns the one shutdown path. [`run`] is both.
+//! [`Daemon::build`] takes the home's lock, prepares the home, the store, the epoch and
+//! binds every listener; [`Daemon::run_until`] serves them and owns the one shutdown
+//! path. [`run`] is both.
 
 mod admission;
 mod audit;
@@ -9,6 +10,7 @@ pub mod config;
 mod control;
 pub mod entry;
 mod error;
+mod home_lock;
 mod http;
 mod pairing;
 mod principals;
@@ -34,12 +36,14 @@ use tokio::{net::TcpListener, sync::watch};
 
 pub use config::{Args, Config, ConfigError};
 pub use error::{DaemonError, chain};
+pub use home_lock::LockError;
 pub use scheduling::{CrashPoint, SchedulerConfig};
 pub use store::StoreError;
 
 use crate::{
     admission::Authority,
     audit::Kind as AuditKind,
+    home_lock::HomeLock,
     http::{ApiState, FrontDoor},
     socket::Bound,
     store::Store,
@@ -68,6 +72,8 @@ pub struct Daemon {
     default_zone: studio_schedule::Zone,
     /// When the epoch started (ms since the Unix epoch).
     started_at_ms: i64,
+    /// Held from before the first bind until the very end of the stop.
+    lock: HomeLock,
 }
 
 /// `STUDIO_TOKEN`, else `run/token`, else a fresh token written to `run/token`.
@@ -101,13 +107,17 @@ fn allowed_origins(config: &Config, port: u16) -> AllowedOrigins {
 }
 
 impl Daemon {
-    /// Prepares the home, opens the store, starts a new epoch and binds every listener.
+    /// Takes the home's lock (waiting up to `config.lock_wait` for a previous studiod),
+    /// then [`Daemon::build_locked`].
     pub async fn build(config: Config) -> Result<Self, DaemonError> {
+        let lock = lock_home(&config).await?;
+        Self::build_locked(config, lock).await
+    }
+
+    /// Prepares the home, opens the store, starts a new epoch and binds every listener,
+    /// under the home's lock.
+    async fn build_locked(config: Config, lock: HomeLock) -> Result<Self, DaemonError> {
         let home = config.home.clone();
-        home.prepare().map_err(DaemonError::io(format!(
-            "cannot prepare {}",
-            home.root().display()
-        )))?;
         let token = daemon_token(&config)?;
         let http = TcpListener::bind(config.addr)
             .await
@@ -163,6 +173,7 @@ impl Daemon {
             addr,
             default_zone,
             started_at_ms,
+            lock,
         })
     }
 
@@ -194,6 +205,7 @@ impl Daemon {
             addr,
             default_zone,
             started_at_ms,
+            lock,
         } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let stop_tx = Arc::new(stop_tx);
@@ -283,8 +295,20 @@ impl Daemon {
         store.close().await;
         recorded?;
         tracing::info!("studiod stopped");
+        // Last: a successor may take the home only once nothing of this one is left.
+        drop(lock);
         Ok(())
     }
+}
+
+/// Prepares the home and takes its lock.
+async fn lock_home(config: &Config) -> Result<HomeLock, DaemonError> {
+    let home = &config.home;
+    home.prepare().map_err(DaemonError::io(format!(
+        "cannot prepare {}",
+        home.root().display()
+    )))?;
+    Ok(HomeLock::acquire(home, config.lock_wait).await?)
 }
 
 /// Builds the daemon, announces readiness on stdout and serves until `shutdown`.
@@ -292,7 +316,17 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
-    let daemon = Daemon::build(config).await?;
+    let mut shutdown = Box::pin(shutdown);
+    // A stop asked while a previous studiod still holds the home ends the wait: nothing
+    // is bound or opened yet, so there is nothing to drain.
+    let lock = tokio::select! {
+        lock = lock_home(&config) => lock?,
+        () = &mut shutdown => {
+            tracing::info!("stopped while waiting for the home");
+            return Ok(());
+        }
+    };
+    let daemon = Daemon::build_locked(config, lock).await?;
     daemon
         .run_until(shutdown, |ready| {
             if let Err(error) = ready.announce() {

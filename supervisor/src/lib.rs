@@ -116,7 +116,16 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
     match command {
         Command::Up(args) => {
             let token_from_env = std::env::var_os("STUDIO_TOKEN").is_some();
-            done(up(args.into_config(home, token_from_env)?, shutdown).await)
+            let mut config = args.into_config(home, token_from_env)?;
+            // studiod reads it from the environment it inherits; a bad value makes it
+            // exit 64, so the default is as good as any here.
+            if let Some(wait) = std::env::var(studio_contract::home::DAEMON_LOCK_WAIT_ENV)
+                .ok()
+                .and_then(|v| studio_contract::home::parse_lock_wait(&v))
+            {
+                config.daemon_lock_wait = wait;
+            }
+            done(up(config, shutdown).await)
         }
         Command::Status { json } => done(commands::status(&home, json).await),
         Command::Restart { child } => done(commands::restart(&home, child.into()).await),
