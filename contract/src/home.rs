@@ -3,7 +3,8 @@
 //! ```text
 //! state.db            studiod's store (SQLite, WAL)
 //! app.db              studio-app's store
-//! run/          0700  token (0600), verifier.sock, daemon.sock, supervisor.sock, studio.lock
+//! run/          0700  token (0600), verifier.sock, daemon.sock, supervisor.sock,
+//!                     studio.lock (the supervisor's), daemon.lock (studiod's, holds its pid)
 //! logs/         0700  daemon.log, app.log (+ rotated .1 … .N)
 //! runs/               job output, one folder per run
 //! ```
@@ -12,7 +13,25 @@ use std::{
     fs, io,
     os::unix::fs::{DirBuilderExt, PermissionsExt},
     path::{Path, PathBuf},
+    time::Duration,
 };
+
+/// How long a starting studiod waits for the previous studiod of its home to finish its
+/// graceful stop (which takes seconds while jobs drain) before it gives up with exit 64.
+pub const DAEMON_LOCK_WAIT: Duration = Duration::from_secs(15);
+/// Overrides [`DAEMON_LOCK_WAIT`], in milliseconds: studiod waits this long, and the
+/// supervisor gives studiod this long on top of its readiness timeout.
+pub const DAEMON_LOCK_WAIT_ENV: &str = "STUDIO_DAEMON_LOCK_WAIT_MS";
+
+/// Reads a [`DAEMON_LOCK_WAIT_ENV`] value: whole milliseconds, at most ten minutes.
+pub fn parse_lock_wait(value: &str) -> Option<Duration> {
+    value
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|ms| *ms <= 600_000)
+        .map(Duration::from_millis)
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Home {
@@ -62,8 +81,13 @@ impl Home {
     pub fn supervisor_socket(&self) -> PathBuf {
         self.run_dir().join("supervisor.sock")
     }
+    /// The supervisor's lock: one `studio up` per home.
     pub fn lock_file(&self) -> PathBuf {
         self.run_dir().join("studio.lock")
+    }
+    /// studiod's lock, held for the daemon's whole life: one studiod per home.
+    pub fn daemon_lock_file(&self) -> PathBuf {
+        self.run_dir().join("daemon.lock")
     }
     pub fn logs_dir(&self) -> PathBuf {
         self.root.join("logs")
@@ -139,5 +163,14 @@ mod tests {
         fs::set_permissions(home.token_file(), fs::Permissions::from_mode(0o644)).expect("chmod");
         assert!(Home::read_secret(&home.token_file()).is_err());
         fs::remove_dir_all(&root).expect("cleanup");
+    }
+
+    #[test]
+    fn lock_wait_values() {
+        assert_eq!(parse_lock_wait(" 250 "), Some(Duration::from_millis(250)));
+        assert_eq!(parse_lock_wait("0"), Some(Duration::ZERO));
+        assert_eq!(parse_lock_wait("600001"), None);
+        assert_eq!(parse_lock_wait("-1"), None);
+        assert_eq!(parse_lock_wait("15s"), None);
     }
 }

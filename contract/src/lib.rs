@@ -12,8 +12,10 @@ pub mod host;
 pub mod jobenv;
 pub mod lifecycle;
 pub mod origin;
+pub mod output;
 pub mod ready;
 pub mod secret;
+pub mod socket;
 pub mod time;
 
 /// The identity `/api/identity` and `Hello` report.

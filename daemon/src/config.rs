@@ -5,7 +5,11 @@
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::Parser;
-use studio_contract::{home::Home, origin, secret::AppKey};
+use studio_contract::{
+    home::{self, Home},
+    origin,
+    secret::AppKey,
+};
 
 use crate::scheduling::{CrashPoint, SchedulerConfig, allowlist};
 
@@ -60,6 +64,8 @@ pub struct Config {
     pub app_key: AppKey,
     pub supervisor_pid: Option<u32>,
     pub scheduler: SchedulerConfig,
+    /// How long to wait for a previous studiod to release the home (`run/daemon.lock`).
+    pub lock_wait: Duration,
 }
 
 impl Config {
@@ -75,6 +81,7 @@ impl Config {
             app_key: AppKey::generate(),
             supervisor_pid: None,
             scheduler: SchedulerConfig::default(),
+            lock_wait: home::DAEMON_LOCK_WAIT,
         }
     }
 }
@@ -142,8 +149,22 @@ impl Args {
             app_key,
             supervisor_pid: self.supervisor_pid,
             scheduler: scheduler_config(&env)?,
+            lock_wait: lock_wait(&env)?,
         })
     }
+}
+
+/// `STUDIO_DAEMON_LOCK_WAIT_MS`, else the default wait for a previous studiod.
+fn lock_wait(env: &impl Fn(&str) -> Option<String>) -> Result<Duration, ConfigError> {
+    let Some(value) = env(home::DAEMON_LOCK_WAIT_ENV) else {
+        return Ok(home::DAEMON_LOCK_WAIT);
+    };
+    home::parse_lock_wait(&value).ok_or_else(|| {
+        ConfigError::Invalid(format!(
+            "{}: must be 0 to 600000 milliseconds",
+            home::DAEMON_LOCK_WAIT_ENV
+        ))
+    })
 }
 
 /// The scheduler's settings from the environment.
@@ -255,6 +276,12 @@ mod tests {
             ]
         );
         assert_eq!(c.home.root(), std::path::Path::new("/tmp/h"));
+        assert_eq!(c.lock_wait, Duration::from_secs(15));
+        let env = |k: &str| (k == "STUDIO_DAEMON_LOCK_WAIT_MS").then(|| "250".to_owned());
+        let c = args(&[]).into_config(env, no_key).expect("config");
+        assert_eq!(c.lock_wait, Duration::from_millis(250));
+        let env = |k: &str| (k == "STUDIO_DAEMON_LOCK_WAIT_MS").then(|| "soon".to_owned());
+        assert!(args(&[]).into_config(env, no_key).is_err());
     }
 
     #[test]

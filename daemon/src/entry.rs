@@ -1,11 +1,15 @@
 //! The daemon's process entry, shared by the `studiod` executable and `studio daemon`:
 //! parse the flags, set up logging, run until SIGTERM or SIGINT. Exit 64 on bad
-//! configuration.
+//! configuration or a home another studiod keeps. Nothing here writes with `eprintln!`:
+//! a supervisor that died closes the stderr pipe, and a stop must not turn into a panic.
 
 use std::{ffi::OsString, io::IsTerminal, process::ExitCode};
 
 use clap::Parser;
-use studio_contract::lifecycle::{die_with_parent, read_app_key_from_stdin};
+use studio_contract::{
+    lifecycle::{die_with_parent, read_app_key_from_stdin},
+    output::{Stderr, eprint_line},
+};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
@@ -23,28 +27,30 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
         Err(e) => {
             let text = e.to_string();
-            eprintln!(
+            eprint_line(format_args!(
                 "studiod: {}",
                 text.lines().next().unwrap_or("bad arguments")
-            );
+            ));
             return ExitCode::from(EX_CONFIG);
         }
     };
     if let Some(pid) = args.supervisor_pid
         && let Err(e) = die_with_parent(pid)
     {
-        eprintln!("studiod: {e}");
+        eprint_line(format_args!("studiod: {e}"));
         return ExitCode::FAILURE;
     }
     let config = match args.into_config(|k| std::env::var(k).ok(), read_app_key_from_stdin) {
         Ok(config) => config,
         Err(e) => {
-            eprintln!("studiod: {}", chain(&e));
+            eprint_line(format_args!("studiod: {}", chain(&e)));
             return ExitCode::from(EX_CONFIG);
         }
     };
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| Stderr)
+        // Its report of a failed write is an `eprintln!`, which would panic in turn.
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -53,7 +59,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("studiod: cannot start the runtime: {e}");
+            eprint_line(format_args!("studiod: cannot start the runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -78,10 +84,15 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // Bad configuration, or a home another studiod keeps: one plain line, as above.
+        Err(e) if e.is_config() => {
+            eprint_line(format_args!("studiod: {}", chain(&e)));
+            ExitCode::from(EX_CONFIG)
+        }
         Err(e) => {
             tracing::error!(error = %chain(&e), "studiod failed");
-            eprintln!("studiod: {}", chain(&e));
-            ExitCode::from(if e.is_config() { EX_CONFIG } else { 1 })
+            eprint_line(format_args!("studiod: {}", chain(&e)));
+            ExitCode::from(1)
         }
     }
 }

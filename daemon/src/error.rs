@@ -3,7 +3,7 @@
 
 use std::{error::Error, fmt::Write};
 
-use crate::{config::ConfigError, store::StoreError};
+use crate::{config::ConfigError, home_lock::LockError, store::StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -17,6 +17,8 @@ pub enum DaemonError {
     },
     #[error("state.db")]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
 }
 
 impl DaemonError {
@@ -27,7 +29,8 @@ impl DaemonError {
 
     /// Whether the operator must fix something (exit 64) rather than retry (exit 1).
     pub fn is_config(&self) -> bool {
-        matches!(self, Self::Config(_))
+        // Another studiod on the home will not go away by retrying either.
+        matches!(self, Self::Config(_) | Self::Lock(LockError::Busy { .. }))
     }
 }
 

@@ -1,7 +1,8 @@
 //! studiod: the only process that opens `state.db` or mints a credential.
 //!
-//! [`Daemon::build`] prepares the home, the store, the epoch and binds every listener;
-//! [`Daemon::run_until`] serves them and owns the one shutdown path. [`run`] is both.
+//! [`Daemon::build`] takes the home's lock, prepares the home, the store, the epoch and
+//! binds every listener; [`Daemon::run_until`] serves them and owns the one shutdown
+//! path. [`run`] is both.
 
 mod admission;
 mod audit;
@@ -9,6 +10,7 @@ pub mod config;
 mod control;
 pub mod entry;
 mod error;
+mod home_lock;
 mod http;
 mod pairing;
 mod principals;
@@ -34,13 +36,16 @@ use tokio::{net::TcpListener, sync::watch};
 
 pub use config::{Args, Config, ConfigError};
 pub use error::{DaemonError, chain};
+pub use home_lock::LockError;
 pub use scheduling::{CrashPoint, SchedulerConfig};
 pub use store::StoreError;
 
 use crate::{
     admission::Authority,
     audit::Kind as AuditKind,
+    home_lock::HomeLock,
     http::{ApiState, FrontDoor},
+    socket::Bound,
     store::Store,
     verifier::VerifierService,
 };
@@ -61,12 +66,14 @@ pub struct Daemon {
     authority: Arc<Authority>,
     front: Arc<FrontDoor>,
     http: TcpListener,
-    verifier: tokio::net::UnixListener,
-    control: tokio::net::UnixListener,
+    verifier: Bound,
+    control: Bound,
     addr: SocketAddr,
     default_zone: studio_schedule::Zone,
     /// When the epoch started (ms since the Unix epoch).
     started_at_ms: i64,
+    /// Held from before the first bind until the very end of the stop.
+    lock: HomeLock,
 }
 
 /// `STUDIO_TOKEN`, else `run/token`, else a fresh token written to `run/token`.
@@ -100,13 +107,17 @@ fn allowed_origins(config: &Config, port: u16) -> AllowedOrigins {
 }
 
 impl Daemon {
-    /// Prepares the home, opens the store, starts a new epoch and binds every listener.
+    /// Takes the home's lock (waiting up to `config.lock_wait` for a previous studiod),
+    /// then [`Daemon::build_locked`].
     pub async fn build(config: Config) -> Result<Self, DaemonError> {
+        let lock = lock_home(&config).await?;
+        Self::build_locked(config, lock).await
+    }
+
+    /// Prepares the home, opens the store, starts a new epoch and binds every listener,
+    /// under the home's lock.
+    async fn build_locked(config: Config, lock: HomeLock) -> Result<Self, DaemonError> {
         let home = config.home.clone();
-        home.prepare().map_err(DaemonError::io(format!(
-            "cannot prepare {}",
-            home.root().display()
-        )))?;
         let token = daemon_token(&config)?;
         let http = TcpListener::bind(config.addr)
             .await
@@ -162,6 +173,7 @@ impl Daemon {
             addr,
             default_zone,
             started_at_ms,
+            lock,
         })
     }
 
@@ -193,6 +205,7 @@ impl Daemon {
             addr,
             default_zone,
             started_at_ms,
+            lock,
         } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let stop_tx = Arc::new(stop_tx);
@@ -230,14 +243,17 @@ impl Daemon {
             let (stop_tx, done) = (stop_tx.clone(), stopped(&stop_rx));
             let key = config.app_key.clone();
             async move {
-                if let Err(error) = verifier::serve(verifier, service, key, done).await {
+                if let Err(error) = verifier::serve(verifier.listener, service, key, done).await {
                     tracing::error!(error = %chain(&error), "verifier failed");
                 }
                 stop_tx.send_replace(true);
             }
         });
-        let mut control_task =
-            tokio::spawn(control::serve(control, authority.clone(), stop_rx.clone()));
+        let mut control_task = tokio::spawn(control::serve(
+            control.listener,
+            authority.clone(),
+            stop_rx.clone(),
+        ));
 
         on_ready(&Ready {
             pid: std::process::id(),
@@ -268,8 +284,9 @@ impl Daemon {
             control_task.abort();
             scheduler_task.abort();
         }
-        socket::remove(&config.home.verifier_socket());
-        socket::remove(&config.home.daemon_socket());
+        // Only the files bound here: a successor may already have bound the paths.
+        socket::remove(&verifier.file);
+        socket::remove(&control.file);
         let recorded = store.stop_epoch(authority.epoch(), now_ms()).await;
         authority
             .audit()
@@ -278,8 +295,20 @@ impl Daemon {
         store.close().await;
         recorded?;
         tracing::info!("studiod stopped");
+        // Last: a successor may take the home only once nothing of this one is left.
+        drop(lock);
         Ok(())
     }
+}
+
+/// Prepares the home and takes its lock.
+async fn lock_home(config: &Config) -> Result<HomeLock, DaemonError> {
+    let home = &config.home;
+    home.prepare().map_err(DaemonError::io(format!(
+        "cannot prepare {}",
+        home.root().display()
+    )))?;
+    Ok(HomeLock::acquire(home, config.lock_wait).await?)
 }
 
 /// Builds the daemon, announces readiness on stdout and serves until `shutdown`.
@@ -287,7 +316,17 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
-    let daemon = Daemon::build(config).await?;
+    let mut shutdown = Box::pin(shutdown);
+    // A stop asked while a previous studiod still holds the home ends the wait: nothing
+    // is bound or opened yet, so there is nothing to drain.
+    let lock = tokio::select! {
+        lock = lock_home(&config) => lock?,
+        () = &mut shutdown => {
+            tracing::info!("stopped while waiting for the home");
+            return Ok(());
+        }
+    };
+    let daemon = Daemon::build_locked(config, lock).await?;
     daemon
         .run_until(shutdown, |ready| {
             if let Err(error) = ready.announce() {

@@ -111,3 +111,59 @@ async fn token_sources() {
     .expect("chmod");
     assert!(daemon_token(&config).expect_err("too open").is_config());
 }
+
+#[tokio::test]
+async fn a_second_daemon_on_the_home_waits_for_the_first_to_finish() {
+    let dir = TempDir::new("two");
+    let first = Daemon::build(Config::for_home(dir.path()))
+        .await
+        .expect("first");
+    let home = Home::new(dir.path());
+
+    let mut impatient = Config::for_home(dir.path());
+    impatient.lock_wait = Duration::from_millis(200);
+    let err = Daemon::build(impatient).await.err().expect("held");
+    assert!(err.is_config(), "exit 64: {err}");
+    let line = chain(&err);
+    assert!(
+        line.contains(&format!("pid {}", std::process::id())),
+        "{line}"
+    );
+    assert!(line.contains(&dir.path().display().to_string()), "{line}");
+    // The refused one bound nothing: the first one's sockets are untouched.
+    assert!(home.daemon_socket().exists() && home.verifier_socket().exists());
+
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(first.run_until(
+        async move {
+            let _ = stopped.await;
+        },
+        |_| {},
+    ));
+    let second = tokio::spawn(Daemon::build(Config::for_home(dir.path())));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!second.is_finished(), "it waits while the first one runs");
+    stop.send(()).expect("stop");
+    running.await.expect("join").expect("clean stop");
+    let second = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("in time")
+        .expect("join")
+        .expect("second builds once the first is gone");
+    // The first one's stop removed only its own files; these are the second's.
+    assert!(home.daemon_socket().exists() && home.verifier_socket().exists());
+    let epoch = second.epoch().to_owned();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(second.run_until(
+        async move {
+            let _ = stopped.await;
+        },
+        |_| {},
+    ));
+    let DaemonReply::Pair(code) = pair_over_control(&home).await else {
+        panic!("expected a pairing code");
+    };
+    assert_eq!(code.epoch, epoch);
+    stop.send(()).expect("stop");
+    running.await.expect("join").expect("clean stop");
+}

@@ -39,7 +39,7 @@ async fn start() -> Running {
     let (_store, authority) = authority(&dir, "feedfacefeedfacefeedfacefeedface").await;
     let authority = Arc::new(authority);
     let socket = dir.path().join("verifier.sock");
-    let listener = crate::socket::bind_private(&socket).expect("bind");
+    let listener = crate::socket::bind_private(&socket).expect("bind").listener;
     let key = AppKey::generate();
     let (stop, stop_rx) = watch::channel(false);
     let service = VerifierService::new(authority.clone(), stop_rx.clone());

@@ -1,10 +1,12 @@
 //! The app's process entry, shared by the `studio-app` executable and `studio app`: parse
 //! the flags, set up logging, serve until SIGTERM or SIGINT. Exit 64 on bad configuration.
+//! Nothing here writes with `eprintln!`: a supervisor that died closes the stderr pipe,
+//! and a stop must not turn into a panic.
 
 use std::{ffi::OsString, process::ExitCode};
 
 use clap::Parser;
-use studio_contract::lifecycle;
+use studio_contract::{lifecycle, output};
 
 use crate::{Cli, Config, StartError, shutdown_signal};
 
@@ -37,7 +39,9 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         return fail(&e.to_string(), 1);
     }
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| output::Stderr)
+        // Its report of a failed write is an `eprintln!`, which would panic in turn.
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -62,6 +66,6 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 
 /// One line on stderr, then the exit status.
 fn fail(line: &str, code: u8) -> ExitCode {
-    eprintln!("studio-app: {line}");
+    output::eprint_line(format_args!("studio-app: {line}"));
     ExitCode::from(code)
 }

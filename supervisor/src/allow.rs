@@ -21,7 +21,7 @@ pub(crate) async fn run(home: &Home, command: AllowCommand) -> Result<u8, Error>
             if remote.json {
                 print_json(&answer)?;
             } else {
-                print_list(&answer);
+                print_list(&answer)?;
             }
             Ok(0)
         }
@@ -65,7 +65,7 @@ async fn change(home: &Home, args: crate::cli::AllowArgs, add: bool) -> Result<u
             (false, true) => format!("removed {exe}: no run starts it from now on"),
             (false, false) => format!("{exe} was not on the allow-list"),
         };
-        println!("{line}");
+        outln!("{line}")?;
     }
     Ok(0)
 }
@@ -83,13 +83,11 @@ fn resolution(entries: &[Value], exe: &str) -> String {
     }
 }
 
-fn print_list(answer: &Value) {
+fn print_list(answer: &Value) -> Result<(), Error> {
     let entries = answer["entries"].as_array().cloned().unwrap_or_default();
     if entries.is_empty() {
-        eprintln!(
-            "the allow-list is empty: no command runs (allow one with `studio allow add NAME`)"
-        );
-        return;
+        errln!("the allow-list is empty: no command runs (allow one with `studio allow add NAME`)");
+        return Ok(());
     }
     let now = now_ms();
     let mut table = Table::new(&["EXECUTABLE", "RUNS", "ADDED", "BY"]);
@@ -105,5 +103,5 @@ fn print_list(answer: &Value) {
             (text(&e["added_by"]), Tone::Dim),
         ]);
     }
-    print!("{}", table.render(Style::detect()));
+    out!("{}", table.render(Style::detect()))
 }

@@ -369,6 +369,8 @@ impl UpArgs {
             token_from_env,
             stop_grace: Duration::from_millis(self.stop_grace_ms),
             ready_timeout: Duration::from_millis(self.ready_timeout_ms),
+            // The caller reads the variable studiod reads (`lib::run`).
+            daemon_lock_wait: studio_contract::home::DAEMON_LOCK_WAIT,
             log_max_bytes: self.log_max_bytes,
             log_keep: self.log_keep,
         })
@@ -462,6 +464,7 @@ mod tests {
         assert_eq!(cfg.app_origin(), "http://127.0.0.1:9000");
         assert_eq!(cfg.app_url(), "https://studio.example");
         assert_eq!(cfg.stop_grace, Duration::from_secs(5));
+        assert_eq!(cfg.daemon_lock_wait, Duration::from_secs(15));
         assert_eq!(cfg.log_keep, 5);
     }
 

@@ -41,12 +41,12 @@ pub(crate) async fn status(home: &Home, json: bool) -> Result<(), Error> {
         return Err(unexpected(&reply));
     };
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&reply).map_err(|e| Error::Failed(e.to_string()))?
-        );
+        )?;
     } else {
-        print!("{}", table(status));
+        out!("{}", table(status))?;
     }
     Ok(())
 }
@@ -92,7 +92,7 @@ fn table(s: &Status) -> String {
 pub(crate) async fn restart(home: &Home, child: ChildName) -> Result<(), Error> {
     match ask(home, &Request::Restart { child }).await? {
         Reply::Ok(_) => {
-            println!("restarting {}", child.as_str());
+            outln!("restarting {}", child.as_str())?;
             Ok(())
         }
         other => Err(unexpected(&other)),
@@ -117,7 +117,7 @@ pub(crate) async fn stop(home: &Home) -> Result<(), Error> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    println!("studio stopped");
+    outln!("studio stopped")?;
     Ok(())
 }
 
@@ -138,13 +138,10 @@ fn lock_held(home: &Home) -> Result<bool, Error> {
 /// A fresh pairing link from the supervisor; in daemon-only mode, a bare code from studiod.
 pub(crate) async fn pair(home: &Home, open: bool) -> Result<(), Error> {
     match supervisor_link(home).await {
-        Ok(url) => {
-            print_link(&url, open).await;
-            Ok(())
-        }
+        Ok(url) => print_link(&url, open).await,
         Err(Error::NotRunning(root)) => match pairing::daemon_code(home.daemon_socket()).await {
             Ok(code) => {
-                println!("Pairing code: {}", code.code);
+                outln!("Pairing code: {}", code.code)?;
                 Ok(())
             }
             Err(e) if e.is_absent() => Err(Error::NotRunning(root)),
@@ -162,14 +159,16 @@ pub(crate) async fn supervisor_link(home: &Home) -> Result<String, Error> {
     }
 }
 
-/// The one place a pairing link is shown: stdout, and the browser if asked.
-pub(crate) async fn print_link(url: &str, open: bool) {
-    println!("Studio is ready: {url}");
+/// The one place a pairing link is shown: stdout, and the browser if asked (even when
+/// stdout is gone).
+pub(crate) async fn print_link(url: &str, open: bool) -> Result<(), Error> {
+    let printed = outln!("Studio is ready: {url}");
     if open {
         pairing::open(url);
         // Give xdg-open a moment before a short-lived process exits.
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    printed
 }
 
 /// Prints `logs/<child>.log`; with `follow`, keeps printing until `stop` resolves.
@@ -181,11 +180,18 @@ pub(crate) async fn logs(
 ) -> Result<(), Error> {
     let path = home.log_file(child.as_str());
     let mut out = io::stdout().lock();
+    // A reader that went away (`| head`) ends the command quietly; see `output`.
+    let failed = |context: String| {
+        move |e: io::Error| match e.kind() {
+            io::ErrorKind::BrokenPipe => Error::Output(e),
+            _ => Error::io(context, e),
+        }
+    };
     if !follow {
         let mut file = File::open(&path)
             .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
-        io::copy(&mut file, &mut out).map_err(|e| Error::io("cannot print the log", e))?;
-        return Ok(());
+        io::copy(&mut file, &mut out).map_err(failed("cannot print the log".into()))?;
+        return out.flush().map_err(Error::Output);
     }
     let mut follower = Follower::new(&path);
     tokio::pin!(stop);
@@ -193,7 +199,7 @@ pub(crate) async fn logs(
         follower
             .poll(&mut out)
             .and_then(|()| out.flush())
-            .map_err(|e| Error::io(format!("cannot follow {}", path.display()), e))?;
+            .map_err(failed(format!("cannot follow {}", path.display())))?;
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(250)) => {}
             () = &mut stop => return Ok(()),

@@ -7,7 +7,10 @@ use std::{
 };
 
 use serde::{Deserialize, Serialize};
-use studio_contract::error::ErrorBody;
+use studio_contract::{
+    error::ErrorBody,
+    socket::{Removal, SocketFile},
+};
 use tokio::{
     io::{AsyncWriteExt, BufReader},
     net::{UnixListener, UnixStream},
@@ -146,8 +149,9 @@ pub(crate) trait Handler: Send + Sync + 'static {
     fn handle(&self, req: Request) -> impl Future<Output = Reply> + Send;
 }
 
-/// Binds the socket (replacing a stale one: the caller holds the home's lock) as 0600.
-pub(crate) fn bind(path: &Path) -> io::Result<UnixListener> {
+/// Binds the socket (replacing a stale one: the caller holds the home's lock) as 0600,
+/// and records which file it is, so the stop removes this one and never a successor's.
+pub(crate) fn bind(path: &Path) -> io::Result<(UnixListener, SocketFile)> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
@@ -155,7 +159,25 @@ pub(crate) fn bind(path: &Path) -> io::Result<UnixListener> {
     let listener = UnixListener::bind(path)?;
     // run/ is 0700, so nobody else could reach the socket before this narrows it.
     fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
-    Ok(listener)
+    // After the chmod, which changes the status time that identifies the file.
+    let file = SocketFile::bound(path)?;
+    Ok((listener, file))
+}
+
+/// Removes the socket [`bind`] made, unless another process has bound the path since.
+pub(crate) fn unbind(file: &SocketFile) {
+    match file.remove() {
+        Ok(Removal::Removed | Removal::Missing) => {}
+        Ok(Removal::Replaced) => tracing::info!(
+            path = %file.path().display(),
+            "left the socket another process bound in its place"
+        ),
+        Err(error) => tracing::warn!(
+            path = %file.path().display(),
+            %error,
+            "cannot remove the control socket"
+        ),
+    }
 }
 
 /// Answers connections until the task is dropped.
@@ -351,7 +373,7 @@ mod tests {
     async fn server_and_client_talk_over_a_0600_socket() {
         let dir = TestDir::new("ctl");
         let path = dir.path().join("s.sock");
-        let listener = bind(&path).expect("bind");
+        let (listener, _) = bind(&path).expect("bind");
         let mode = fs::metadata(&path).expect("meta").permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let server = tokio::spawn(serve(listener, Arc::new(Fake)));
@@ -376,5 +398,21 @@ mod tests {
             request(&path, &Request::Status, t).await,
             Err(ClientError::NotRunning)
         ));
+    }
+
+    #[tokio::test]
+    async fn the_stop_removes_only_its_own_socket() {
+        let dir = TestDir::new("ctl-own");
+        let path = dir.path().join("s.sock");
+        let (old, old_file) = bind(&path).expect("bind");
+        drop(old);
+        // Past one tick of the coarse clock that stamps files (see `contract::socket`).
+        std::thread::sleep(Duration::from_millis(30));
+        let (_new, new_file) = bind(&path).expect("a successor binds the path");
+        unbind(&old_file);
+        assert!(path.exists(), "the successor's socket stays");
+        std::os::unix::net::UnixStream::connect(&path).expect("and still answers");
+        unbind(&new_file);
+        assert!(!path.exists());
     }
 }

@@ -219,7 +219,7 @@ pub(crate) async fn plan(home: &Home, args: PlanArgs) -> Result<u8, Error> {
     if args.remote.json {
         print_json(&plan)?;
     } else {
-        print!("{}", render_plan(&plan, Style::detect()));
+        out!("{}", render_plan(&plan, Style::detect()))?;
     }
     Ok(Verdict::of(&plan).exit_code())
 }
@@ -235,13 +235,13 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
     let style = Style::detect();
     // With --json, stdout carries only the final JSON answer; the plan goes to stderr.
     if args.remote.json {
-        eprint!("{}", render_plan(&plan, Style::plain()));
+        err!("{}", render_plan(&plan, Style::plain()));
     } else {
-        print!("{}", render_plan(&plan, style));
+        out!("{}", render_plan(&plan, style))?;
     }
     match Verdict::of(&plan) {
         Verdict::Errors => {
-            eprintln!("the plan has errors: nothing applied");
+            errln!("the plan has errors: nothing applied");
             return Ok(2);
         }
         Verdict::NothingToDo => {
@@ -253,7 +253,7 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
         Verdict::Changes => {}
     }
     if !yes && !confirm()? {
-        eprintln!("nothing applied");
+        errln!("nothing applied");
         return Ok(1);
     }
     let mut request = request;
@@ -278,8 +278,8 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
             } else {
                 &f.body
             };
-            eprint!("{}", render_plan(plan, Style::plain()));
-            eprintln!("plan_has_errors: {}: nothing applied", f.message);
+            err!("{}", render_plan(plan, Style::plain()));
+            errln!("plan_has_errors: {}: nothing applied", f.message);
             return Ok(2);
         }
         Err(e) => return Err(e),
@@ -287,7 +287,7 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
     if args.remote.json {
         print_json(&applied)?;
     } else {
-        println!("{}", self::applied(&applied));
+        outln!("{}", self::applied(&applied))?;
     }
     Ok(0)
 }
@@ -314,7 +314,7 @@ fn confirm() -> Result<bool, Error> {
             "refusing to apply without confirmation: stdin is not a terminal (pass --yes)".into(),
         ));
     }
-    eprint!("apply these changes? [y/N] ");
+    err!("apply these changes? [y/N] ");
     let _ = io::stderr().flush();
     let mut answer = String::new();
     io::stdin()
@@ -343,7 +343,7 @@ pub(crate) async fn export(
         return Ok(0);
     }
     for b in answer["blocked"].as_array().into_iter().flatten() {
-        eprintln!(
+        errln!(
             "BLOCKED {}: {}",
             b["name"].as_str().unwrap_or("?"),
             b["reason"].as_str().unwrap_or("cannot be expressed")
@@ -362,9 +362,9 @@ pub(crate) async fn export(
             Some(dir) => write_doc(dir, project, &yaml)?,
             None => {
                 if !first {
-                    println!("---");
+                    outln!("---")?;
                 }
-                print!("{yaml}");
+                out!("{yaml}")?;
             }
         }
         first = false;
@@ -384,7 +384,7 @@ fn write_doc(dir: &Path, project: &str, yaml: &str) -> Result<(), Error> {
     let path = dir.join(format!("{project}.yaml"));
     std::fs::write(&path, yaml)
         .map_err(|e| Error::io(format!("cannot write {}", path.display()), e))?;
-    eprintln!("wrote {}", path.display());
+    errln!("wrote {}", path.display());
     Ok(())
 }
 

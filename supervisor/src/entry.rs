@@ -1,6 +1,7 @@
 //! The supervisor's and the CLI's process entry: parse the command line, set up logging,
 //! run the command. The `studio` executable calls it for everything but
-//! `studio daemon` and `studio app`.
+//! `studio daemon` and `studio app`. A closed stdout ends a command quietly, and a
+//! closed stderr costs only the lines written to it (`output`).
 
 use std::{ffi::OsString, io::IsTerminal, process::ExitCode};
 
@@ -25,7 +26,9 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| studio_contract::output::Stderr)
+        // Its report of a failed write is an `eprintln!`, which would panic in turn.
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter)
         .init();
@@ -37,18 +40,19 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("studio: cannot start the runtime: {e}");
+            errln!("studio: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(crate::run(cli, crate::shutdown_signal())) {
         Ok(code) => ExitCode::from(code),
+        Err(e) if e.reader_gone() => ExitCode::from(e.exit_code()),
         Err(e @ Error::NotRunning(_)) => {
-            eprintln!("{e}");
+            errln!("{e}");
             ExitCode::from(e.exit_code())
         }
         Err(e) => {
-            eprintln!("studio: {e}");
+            errln!("studio: {e}");
             ExitCode::from(e.exit_code())
         }
     }

@@ -5,6 +5,10 @@
 //! but `studio-contract` and `studio-schedule` (pure trigger arithmetic, for
 //! `studio schedule preview`).
 
+// First: the printing macros are in scope only in the modules declared after it.
+#[macro_use]
+mod output;
+
 mod allow;
 mod child;
 pub mod cli;
@@ -55,6 +59,9 @@ pub enum Error {
     Api(Box<ApiFailure>),
     #[error("{0}")]
     Failed(String),
+    /// stdout could not be written; a closed pipe (`| head`) ends the command quietly.
+    #[error("cannot write to stdout: {0}")]
+    Output(#[source] io::Error),
 }
 
 /// A non-2xx answer of studiod's API, kept whole so callers can match its code.
@@ -78,8 +85,14 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Usage(_) => 2,
+            Error::Output(_) if self.reader_gone() => 0,
             _ => 1,
         }
+    }
+
+    /// Whether whoever read stdout went away: what they wanted, they have.
+    pub fn reader_gone(&self) -> bool {
+        matches!(self, Error::Output(e) if e.kind() == io::ErrorKind::BrokenPipe)
     }
 }
 
@@ -103,7 +116,16 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
     match command {
         Command::Up(args) => {
             let token_from_env = std::env::var_os("STUDIO_TOKEN").is_some();
-            done(up(args.into_config(home, token_from_env)?, shutdown).await)
+            let mut config = args.into_config(home, token_from_env)?;
+            // studiod reads it from the environment it inherits; a bad value makes it
+            // exit 64, so the default is as good as any here.
+            if let Some(wait) = std::env::var(studio_contract::home::DAEMON_LOCK_WAIT_ENV)
+                .ok()
+                .and_then(|v| studio_contract::home::parse_lock_wait(&v))
+            {
+                config.daemon_lock_wait = wait;
+            }
+            done(up(config, shutdown).await)
         }
         Command::Status { json } => done(commands::status(&home, json).await),
         Command::Restart { child } => done(commands::restart(&home, child.into()).await),

@@ -139,7 +139,7 @@ pub(crate) fn run(req: &PreviewRequest) -> Result<(), Error> {
         out.push_str(&line);
         out.push('\n');
     }
-    print!("{out}");
+    out!("{out}")?;
     Ok(())
 }
 

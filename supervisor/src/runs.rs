@@ -92,7 +92,7 @@ pub(crate) async fn list(
         if args.follow {
             // A stream for scripts: one JSON object a line.
             for run in &runs {
-                println!("{run}");
+                outln!("{run}")?;
             }
         } else {
             print_json(&page)?;
@@ -116,9 +116,9 @@ pub(crate) async fn list(
             ]);
         }
         if table.is_empty() {
-            eprintln!("no runs");
+            errln!("no runs");
         } else {
-            print!("{}", table.render(style));
+            out!("{}", table.render(style))?;
         }
     }
     let Some(events) = events else {
@@ -150,10 +150,10 @@ pub(crate) async fn list(
             continue;
         }
         if args.remote.json {
-            println!("{run}");
+            outln!("{run}")?;
         } else {
             let status = text(&run["status"]);
-            println!(
+            outln!(
                 "{}  {}  {}  {}  {}  {}",
                 jiff::Zoned::now().strftime("%H:%M:%S"),
                 text(&run["id"]),
@@ -161,9 +161,8 @@ pub(crate) async fn list(
                 text(&run["kind"]),
                 style.paint(&status, tone_of(&status)),
                 text(&run["reason"]),
-            );
+            )?;
         }
-        let _ = io::stdout().flush();
     }
 }
 
@@ -293,7 +292,7 @@ async fn show(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
         ),
     ];
     for (key, value, tone) in lines {
-        println!("{:<11} {}", format!("{key}:"), style.paint(&value, tone));
+        outln!("{:<11} {}", format!("{key}:"), style.paint(&value, tone))?;
     }
     let mut table = Table::new(&["AT", "FROM", "TO", "REASON"]);
     for t in run["transitions"].as_array().into_iter().flatten() {
@@ -308,12 +307,12 @@ async fn show(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
         ]);
     }
     if !table.is_empty() {
-        println!("\ntransitions:\n{}", table.render(style));
+        outln!("\ntransitions:\n{}", table.render(style))?;
     }
     for stream in ["stdout", "stderr"] {
         let tail = run[format!("{stream}_tail")].as_str().unwrap_or_default();
         if !tail.is_empty() {
-            println!("{stream} (last {} B):\n{tail}", tail.len());
+            outln!("{stream} (last {} B):\n{tail}", tail.len())?;
         }
     }
     Ok(0)
@@ -345,7 +344,7 @@ async fn drain(client: &Client, id: &str, stream: &str, mut offset: u64) -> Resu
         }
         out.write_all(&bytes)
             .and_then(|()| out.flush())
-            .map_err(|e| Error::io("cannot print the log", e))?;
+            .map_err(Error::Output)?;
         offset += bytes.len() as u64;
     }
 }
@@ -391,11 +390,11 @@ async fn cancel(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
     if args.remote.json {
         print_json(&run)?;
     } else {
-        println!(
+        outln!(
             "cancelling run {} ({})",
             text(&run["id"]),
             text(&run["status"])
-        );
+        )?;
     }
     Ok(0)
 }

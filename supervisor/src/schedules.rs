@@ -101,7 +101,7 @@ fn id_of(schedule: &Value) -> Result<String, Error> {
 pub(crate) fn print_json(value: &Value) -> Result<(), Error> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Error::Failed(format!("cannot print JSON: {e}")))?;
-    println!("{text}");
+    outln!("{text}")?;
     Ok(())
 }
 
@@ -141,9 +141,9 @@ async fn list(
         ]);
     }
     if table.is_empty() {
-        eprintln!("no schedules");
+        errln!("no schedules");
     } else {
-        print!("{}", table.render(style));
+        out!("{}", table.render(style))?;
     }
     Ok(0)
 }
@@ -202,11 +202,11 @@ async fn show(home: &Home, args: NameArgs) -> Result<u8, Error> {
         ("updated", at("updated_at"), Tone::Plain),
     ];
     for (key, value, tone) in lines {
-        println!("{:<11} {}", format!("{key}:"), style.paint(&value, tone));
+        outln!("{:<11} {}", format!("{key}:"), style.paint(&value, tone))?;
     }
     let spec = serde_json::to_string_pretty(&s["spec"])
         .map_err(|e| Error::Failed(format!("cannot print the spec: {e}")))?;
-    println!("spec:\n{spec}");
+    outln!("spec:\n{spec}")?;
     Ok(0)
 }
 
@@ -223,7 +223,7 @@ async fn toggle(home: &Home, args: NameArgs, verb: &str) -> Result<u8, Error> {
     if args.remote.json {
         print_json(&after)?;
     } else {
-        println!("{verb}d {}", text(&after["name"]));
+        outln!("{verb}d {}", text(&after["name"]))?;
     }
     Ok(0)
 }
@@ -241,13 +241,13 @@ async fn trigger(home: &Home, args: NameArgs) -> Result<u8, Error> {
     if args.remote.json {
         print_json(&run)?;
     } else {
-        println!(
+        outln!(
             "triggered {}: run {} ({}); `studio run logs {} -f` follows it",
             text(&s["name"]),
             text(&run["id"]),
             text(&run["status"]),
             text(&run["id"]),
-        );
+        )?;
     }
     Ok(0)
 }
@@ -266,7 +266,7 @@ async fn delete(home: &Home, args: NameArgs) -> Result<u8, Error> {
     if args.remote.json {
         print_json(&answer)?;
     } else {
-        println!("deleted {} ({id}); its runs stay", text(&s["name"]));
+        outln!("deleted {} ({id}); its runs stay", text(&s["name"]))?;
     }
     Ok(0)
 }

@@ -21,9 +21,9 @@ pub(crate) async fn list(home: &Home, remote: Remote) -> Result<u8, Error> {
     let sessions = answer["sessions"].as_array().cloned().unwrap_or_default();
     let table = table(&sessions, now_ms());
     if table.is_empty() {
-        eprintln!("no paired browsers in this epoch (`studio pair` prints a link)");
+        errln!("no paired browsers in this epoch (`studio pair` prints a link)");
     } else {
-        print!("{}", table.render(Style::detect()));
+        out!("{}", table.render(Style::detect()))?;
     }
     Ok(0)
 }

@@ -55,6 +55,10 @@ pub struct UpConfig {
     pub token_from_env: bool,
     pub stop_grace: Duration,
     pub ready_timeout: Duration,
+    /// How long studiod may wait for a previous studiod of the home to finish
+    /// (`STUDIO_DAEMON_LOCK_WAIT_MS`, which studiod reads too): its readiness may take
+    /// this much longer than `ready_timeout`.
+    pub daemon_lock_wait: Duration,
     pub log_max_bytes: u64,
     pub log_keep: u32,
 }
@@ -151,7 +155,8 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
     let lock = lock(&home)?;
     let Some(lock) = lock else {
         tracing::info!(home = %home.root().display(), "studio already runs here");
-        return link_from_running(&home, config.open).await;
+        let patience = config.ready_timeout + config.daemon_lock_wait;
+        return link_from_running(&home, config.open, patience).await;
     };
     let own = discover::own_exe().map_err(|e| Error::Failed(e.to_string()))?;
     let bins = discover::find(&own, config.daemon_bin.clone(), config.app_bin.clone())
@@ -194,7 +199,7 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
         stop,
     });
     let socket = home.supervisor_socket();
-    let listener = control::bind(&socket)
+    let (listener, socket_file) = control::bind(&socket)
         .map_err(|e| Error::io(format!("cannot bind {}", socket.display()), e))?;
     let server = tokio::spawn(control::serve(listener, shared.clone()));
 
@@ -226,7 +231,7 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
     stop_task(&shared.app, tasks.app.take()).await;
     stop_task(&shared.daemon, tasks.daemon.take()).await;
     server.abort();
-    let _ = std::fs::remove_file(&socket);
+    control::unbind(&socket_file);
     // Explicit, though closing the file would also release it: the lock says "done".
     let _ = lock.unlock();
     tracing::info!("studio stopped");
@@ -234,15 +239,13 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
 }
 
 /// Prints a fresh link from the supervisor that holds the lock. It may still be binding
-/// its socket, or waiting for studiod, so both are retried for a while.
-async fn link_from_running(home: &Home, open: bool) -> Result<(), Error> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+/// its socket, or waiting for studiod (which may wait for its predecessor), so both are
+/// retried for as long as that supervisor would wait for studiod.
+async fn link_from_running(home: &Home, open: bool, patience: Duration) -> Result<(), Error> {
+    let deadline = tokio::time::Instant::now() + patience;
     loop {
         let last = match commands::supervisor_link(home).await {
-            Ok(url) => {
-                commands::print_link(&url, open).await;
-                return Ok(());
-            }
+            Ok(url) => return commands::print_link(&url, open).await,
             Err(e @ (Error::NotRunning(_) | Error::Remote(_))) => e,
             Err(e) => return Err(e),
         };
@@ -316,7 +319,11 @@ impl Launch<'_> {
             pid.clone().into(),
         ]);
         let spec = self.spec(self.bins.daemon.path.clone(), args);
-        tasks.daemon = Some(self.start("daemon", spec, cfg.daemon_addr.port() == 0, daemon));
+        // studiod waits for a previous one on the home before it binds anything (a
+        // supervisor killed with SIGKILL leaves its studiod draining): allow for it.
+        let patience = cfg.ready_timeout + cfg.daemon_lock_wait;
+        let pin = cfg.daemon_addr.port() == 0;
+        tasks.daemon = Some(self.start("daemon", spec, pin, patience, daemon));
         let ready = wait_ready(&self.shared.daemon.status, "daemon", &cfg.home).await?;
         // A `:0` daemon address is only known now; the app must dial the bound one.
         let daemon_addr = ready.addr.unwrap_or_else(|| cfg.daemon_addr.to_string());
@@ -331,19 +338,23 @@ impl Launch<'_> {
             pid.into(),
         ]);
         let spec = self.spec(self.bins.app.path.clone(), args);
-        tasks.app = Some(self.start("app", spec, false, app));
+        tasks.app = Some(self.start("app", spec, false, cfg.ready_timeout, app));
         wait_ready(&self.shared.app.status, "app", &cfg.home).await?;
 
         let url = self.shared.app_url.clone();
-        match pairing::daemon_code_patiently(cfg.home.daemon_socket(), Duration::from_secs(3)).await
-        {
-            Ok(code) => {
-                commands::print_link(&pairing::link(&url, &code.code), cfg.open).await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "no pairing code; run `studio pair` for one");
-                println!("Studio is ready: {url}/");
-            }
+        let printed =
+            match pairing::daemon_code_patiently(cfg.home.daemon_socket(), Duration::from_secs(3))
+                .await
+            {
+                Ok(code) => commands::print_link(&pairing::link(&url, &code.code), cfg.open).await,
+                Err(error) => {
+                    tracing::warn!(%error, "no pairing code; run `studio pair` for one");
+                    outln!("Studio is ready: {url}/")
+                }
+            };
+        // Nobody reading stdout is no reason to stop supervising.
+        if let Err(error) = printed {
+            tracing::warn!(%error, "cannot print the pairing link; run `studio pair` for one");
         }
         Ok(())
     }
@@ -368,12 +379,13 @@ impl Launch<'_> {
         name: &'static str,
         spec: Spec,
         pin_addr: bool,
+        ready_timeout: Duration,
         parts: ChildParts,
     ) -> JoinHandle<()> {
         let (status, cmds, log) = parts;
         let opts = Options {
             name,
-            ready_timeout: self.config.ready_timeout,
+            ready_timeout,
             grace: self.config.stop_grace,
             policy: Params::default(),
             pin_addr,

@@ -396,6 +396,21 @@ impl Studio {
         std::mem::replace(&mut self.home, TempDir::placeholder())
     }
 
+    /// SIGKILLs the supervisor alone, as a crash would: its children get SIGTERM through
+    /// their parent-death signal and stop on their own, in their own time. Hands back the
+    /// home (for [`Studio::start_in`]) and the children, which are killed on drop if they
+    /// still run.
+    pub fn kill_supervisor(mut self) -> (TempDir, Orphans) {
+        signal(self.supervisor.id(), rustix::process::Signal::KILL);
+        let _ = self.supervisor.wait();
+        let orphans = Orphans {
+            home: self.home.path().to_path_buf(),
+            pids: self.seen_pids(),
+        };
+        let home = std::mem::replace(&mut self.home, TempDir::placeholder());
+        (home, orphans)
+    }
+
     fn kill_leftovers(&self) {
         for pid in self.seen_pids() {
             if self.owns(pid) {
@@ -447,6 +462,60 @@ impl Drop for Studio {
         }
         self.kill_leftovers();
     }
+}
+
+/// Processes a killed supervisor left behind; each is killed on drop while it still runs
+/// the home (its command line names it), so a failing test leaves none.
+pub struct Orphans {
+    home: PathBuf,
+    pids: Vec<u32>,
+}
+
+impl Orphans {
+    pub fn pids(&self) -> &[u32] {
+        &self.pids
+    }
+}
+
+impl Drop for Orphans {
+    fn drop(&mut self) {
+        let home = self.home.to_string_lossy().into_owned();
+        for &pid in &self.pids {
+            let runs_home = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(&home))
+                .unwrap_or(false);
+            if runs_home && alive(pid) {
+                signal(pid, rustix::process::Signal::CONT);
+                signal(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
+/// The live studiod processes of `home`: `studiod --home <home>` or
+/// `studio daemon --home <home>`, by their command lines in /proc.
+pub fn daemons_of(home: &Path) -> Vec<u32> {
+    let home = home.to_string_lossy();
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|pid: &u32| {
+            let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let args: Vec<String> = raw
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            let daemon = args.first().is_some_and(|a| a.ends_with("studiod"))
+                || args.get(1).is_some_and(|a| a == "daemon");
+            daemon && args.iter().any(|a| *a == *home) && alive(*pid)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
 }
 
 /// A `studio <args>` command with extra environment, run in `dir`; the caller's

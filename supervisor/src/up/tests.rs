@@ -52,6 +52,7 @@ fn config(dir: &TestDir, daemon: &str, app: &str) -> UpConfig {
         token_from_env: false,
         stop_grace: Duration::from_secs(2),
         ready_timeout: Duration::from_secs(10),
+        daemon_lock_wait: Duration::from_secs(1),
         log_max_bytes: 1024 * 1024,
         log_keep: 2,
     }

@@ -350,6 +350,178 @@ async fn the_daemon_runs_alone_and_the_app_alone_fails_closed() {
     drop(guard);
 }
 
+/// The crash a tester found: only the supervisor is killed, and `studio up` runs again at
+/// once while the old studiod still drains a job that ignores SIGTERM. The new studiod
+/// waits for the old one, and the old one's stop leaves the new one's sockets alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_up_after_a_killed_supervisor_waits_for_the_draining_daemon() {
+    let env = [("STUDIO_COMMAND_ALLOWLIST", "sh")];
+    let first = Studio::start_with(&env);
+    let pidfile = first.home_path().join("job.pid");
+    let job_pid = start_stubborn_job(&first, &pidfile).await;
+    let mut jobs = KillOnDrop(vec![job_pid]);
+    let old_daemon = first.child_pid("daemon");
+
+    let (home, orphans) = first.kill_supervisor();
+    let killed = Instant::now();
+    let second = Studio::start_in(home, &env);
+    let ready_after = killed.elapsed();
+    let new_daemon = second.child_pid("daemon");
+    eprintln!("second studio up ready {ready_after:?} after the kill");
+
+    // One studiod per home: the old one was gone before the new one served.
+    assert!(!alive(old_daemon), "the old studiod still runs");
+    assert_eq!(
+        studio_tests::daemons_of(second.home_path()),
+        vec![new_daemon]
+    );
+    let log = second.log("daemon");
+    assert!(
+        log.contains("waiting for the previous studiod of this home to finish"),
+        "the new studiod started while the old one drained: {log}"
+    );
+    assert!(!alive(job_pid), "the old studiod's drain killed its job");
+    jobs.0.clear();
+
+    // Its sockets are there and answer: the old one's stop did not take them.
+    let run = second.home_path().join("run");
+    let reply = studio_contract::control::request(
+        &run.join("daemon.sock"),
+        &studio_contract::control::DaemonRequest::Pair,
+        Duration::from_secs(5),
+    )
+    .expect("run/daemon.sock answers");
+    assert!(
+        matches!(reply, studio_contract::control::DaemonReply::Pair(_)),
+        "{reply:?}"
+    );
+    let refused = crate::verifier::hello_without_key(run.join("verifier.sock")).await;
+    assert_eq!(
+        refused,
+        tonic::Code::PermissionDenied,
+        "the verifier answers"
+    );
+    let out = second.cli(&["pair"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("#pair="),
+        "studio pair: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let healthy = wait_for(Duration::from_secs(10), || {
+        let resp = block(http().get(second.app_url("/health")).send()).ok()?;
+        let (_, health) = block(json_of(resp));
+        (health["daemon"] == "ok").then_some(())
+    });
+    assert!(
+        healthy.is_some(),
+        "the new app reports the daemon available"
+    );
+    drop(orphans);
+}
+
+/// Starts a run whose shell ignores SIGTERM (so a stopping studiod spends its drain on it)
+/// and returns the shell's pid once the run is dispatched.
+async fn start_stubborn_job(studio: &Studio, pidfile: &std::path::Path) -> u32 {
+    let script = format!("trap '' TERM; echo $$ > '{}'; sleep 30", pidfile.display());
+    let spec = serde_json::json!({
+        "name": "stubborn",
+        "trigger": {"every": "1d"},
+        "action": {"kind": "command", "executable": "sh", "args": ["-c", script]},
+    });
+    let api = |path: &str| {
+        http()
+            .post(studio.daemon_url(path))
+            .bearer_auth(studio.token())
+            .header("content-type", "application/json")
+    };
+    let (status, schedule) = json_of(
+        api("/api/schedules")
+            .body(spec.to_string())
+            .send()
+            .await
+            .expect("create"),
+    )
+    .await;
+    assert_eq!(status, 201, "{schedule}");
+    let id = schedule["id"].as_str().expect("schedule id");
+    let (status, run) = json_of(
+        api(&format!("/api/schedules/{id}/trigger"))
+            .body("{}")
+            .send()
+            .await
+            .expect("trigger"),
+    )
+    .await;
+    assert_eq!(status, 202, "{run}");
+    wait_for(Duration::from_secs(20), || {
+        std::fs::read_to_string(pidfile)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+            .filter(|pid| alive(*pid))
+    })
+    .expect("the job started")
+}
+
+/// A studiod on a home another studiod keeps waits (bounded), then exits 64 with one line
+/// naming the home and the holder, and leaves the holder's sockets alone.
+#[test]
+fn a_second_daemon_on_a_busy_home_waits_then_exits_64_naming_the_holder() {
+    let home = TempDir::new("busy");
+    let daemon = |wait_ms: &str| {
+        let mut cmd = Command::new(&bins().studiod);
+        cmd.arg("--home")
+            .arg(home.path())
+            .args(["--addr", &format!("127.0.0.1:{}", free_port())])
+            .env_remove("STUDIO_TOKEN")
+            .env("STUDIO_DAEMON_LOCK_WAIT_MS", wait_ms)
+            .stdin(Stdio::null());
+        cmd
+    };
+    let mut first = daemon("0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("first studiod");
+    let guard = KillOnDrop(vec![first.id()]);
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(first.stdout.take().expect("stdout"));
+    std::io::BufRead::read_line(&mut out, &mut line).expect("readiness line");
+    assert!(
+        studio_contract::ready::Ready::parse(&line).is_some(),
+        "{line:?}"
+    );
+
+    let started = Instant::now();
+    let second = daemon("700").output().expect("second studiod");
+    let waited = started.elapsed();
+    eprintln!("a second studiod gave up after {waited:?}");
+    assert_eq!(second.status.code(), Some(64));
+    assert!(
+        waited >= Duration::from_millis(700) && waited < Duration::from_secs(10),
+        "{waited:?}"
+    );
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("waiting for the previous studiod"),
+        "{stderr}"
+    );
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("studiod: "), "{stderr}");
+    assert!(last.contains(&format!("pid {}", first.id())), "{last}");
+    assert!(last.contains(&home.path().display().to_string()), "{last}");
+    let run = home.path().join("run");
+    assert!(run.join("daemon.sock").exists() && run.join("verifier.sock").exists());
+
+    signal(first.id(), Signal::TERM);
+    let status = wait_for(Duration::from_secs(10), || first.try_wait().ok().flatten())
+        .expect("the first studiod stops");
+    assert!(status.success());
+    drop(guard);
+}
+
 #[test]
 fn bad_configuration_exits_64_with_one_line() {
     let home = TempDir::new("badcfg");

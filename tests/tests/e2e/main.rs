@@ -10,6 +10,7 @@ mod declarations;
 mod frontdoor;
 mod lifecycle;
 mod pairing;
+mod pipes;
 mod preview;
 mod quickstart;
 mod scheduler;

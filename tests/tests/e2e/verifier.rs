@@ -21,6 +21,19 @@ async fn client(socket: PathBuf) -> VerifierClient<tonic::transport::Channel> {
     VerifierClient::new(channel)
 }
 
+/// The code a `Hello` without an app key gets from the verifier at `socket`.
+pub(crate) async fn hello_without_key(socket: PathBuf) -> Code {
+    let mut verifier = client(socket).await;
+    let hello = HelloRequest {
+        protocol_version: 1,
+        client: "test".into(),
+    };
+    match verifier.hello(hello).await {
+        Ok(_) => Code::Ok,
+        Err(status) => status.code(),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_without_the_app_key_is_refused() {
     let studio = Studio::start();
