@@ -314,4 +314,25 @@ mod tests {
             .expect("config");
         assert!(c.app_key.matches_hex(&hex));
     }
+
+    #[test]
+    fn the_allow_list_seed_and_the_search_path() {
+        let env = |k: &str| match k {
+            "STUDIO_COMMAND_ALLOWLIST" => Some(" echo, /opt/tools/run ,,".to_owned()),
+            "PATH" => Some("/usr/bin:/bin".to_owned()),
+            _ => None,
+        };
+        let c = args(&[]).into_config(env, no_key).expect("config");
+        assert_eq!(c.scheduler.allowlist_seed, ["echo", "/opt/tools/run"]);
+        assert_eq!(c.scheduler.search_path, "/usr/bin:/bin");
+        // A seed entry that could never be added by `studio allow add` is bad configuration.
+        for bad in ["bin/echo", "./echo", "/usr/../bin/sh"] {
+            let env = |k: &str| (k == "STUDIO_COMMAND_ALLOWLIST").then(|| bad.to_owned());
+            let err = args(&[]).into_config(env, no_key).expect_err(bad);
+            assert!(
+                err.to_string().contains("STUDIO_COMMAND_ALLOWLIST"),
+                "{err}"
+            );
+        }
+    }
 }

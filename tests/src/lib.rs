@@ -35,16 +35,40 @@ pub fn bins() -> &'static Bins {
             .to_path_buf();
         let exe = std::env::current_exe().expect("current exe");
         let mut dir = exe.parent().expect("exe has a folder").to_path_buf();
-        if dir.ends_with("deps") {
+        let in_a_test = dir.ends_with("deps");
+        if in_a_test {
             dir.pop();
         }
         let release = dir.ends_with("release");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        // In a test, the binaries as the test build itself resolves features (`--tests`,
+        // as `scripts/test` builds them first): a no-op there, where a plain `--bins`
+        // build would relink all three once per test run.
         let mut build = Command::new(cargo);
         build
             .current_dir(&root)
-            .args(["build", "--quiet", "--bins"])
-            .args(["-p", "studio-daemon", "-p", "studio-app", "-p", "studio"]);
+            .args(["build", "--quiet", "--workspace", "--bins"]);
+        if in_a_test {
+            build.arg("--tests");
+        }
+        // What cargo set for this test process only: build scripts that watch one of
+        // these (ring's watches CARGO_MANIFEST_DIR) would rerun, and every crate above
+        // them rebuild, twice per test run.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            let per_target = [
+                "CARGO_PKG_",
+                "CARGO_BIN_",
+                "CARGO_MANIFEST_",
+                "CARGO_CRATE_",
+            ]
+            .iter()
+            .any(|p| name.starts_with(p))
+                || matches!(&*name, "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR");
+            if per_target {
+                build.env_remove(&*name);
+            }
+        }
         if release {
             build.arg("--release");
         }

@@ -397,6 +397,7 @@ impl Scheduler {
             chain_depth: 0,
             replaces_run_id: None,
             follow_ups,
+            attempt: 1,
         }
     }
 

@@ -291,6 +291,7 @@ impl Scheduler {
             chain_depth: parent.chain_depth + 1,
             replaces_run_id: None,
             follow_ups,
+            attempt: 1,
         };
         match self.claim_and_launch(run, schedule, Cursor::Keep).await {
             Ok(Claim::Claimed(..)) => {}

@@ -57,6 +57,7 @@ fn run(schedule_id: &str, key: Option<String>, kind: RunKind) -> NewRun {
         chain_depth: 0,
         replaces_run_id: None,
         follow_ups: None,
+        attempt: 1,
     }
 }
 
@@ -862,4 +863,34 @@ async fn recovery_signals_a_recorded_leader_only_while_it_is_that_very_process()
             "{id}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_claimed_run_keeps_its_follow_ups_and_a_replacement_is_the_next_attempt() {
+    let dir = TempDir::new("attempt");
+    let s = store(&dir).await;
+    s.insert_schedule(&schedule("a", None, None))
+        .await
+        .expect("schedule");
+    let mut r = run("a", Some("a:1".into()), RunKind::Scheduled);
+    r.follow_ups = Some(r#"{"on_success":null,"on_fail":null}"#.into());
+    let Claim::Claimed(row, _, _) = s.claim(&r, Cursor::Keep, 1).await.expect("claim") else {
+        panic!("claimed");
+    };
+    assert_eq!(
+        row.follow_ups, r.follow_ups,
+        "every column lands in its own place"
+    );
+    assert_eq!(row.attempt, 1);
+    let (replacement, _) = s
+        .tombstone_and_replace(&row, "r2", 2)
+        .await
+        .expect("replace")
+        .expect("replaced");
+    assert_eq!(replacement.attempt, 2);
+    assert_eq!(replacement.follow_ups, r.follow_ups);
+    assert_eq!(
+        replacement.replaces_run_id.as_deref(),
+        Some(row.id.as_str())
+    );
 }

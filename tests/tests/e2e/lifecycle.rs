@@ -151,6 +151,82 @@ async fn studio_stop_leaves_no_process_behind() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not running"));
 }
 
+/// Whether any process still belongs to process group `pgid`.
+fn group_alive(pgid: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| alive(*pid))
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|stat| {
+            let (_, rest) = stat.rsplit_once(')')?;
+            rest.split_whitespace().nth(2)?.parse::<u32>().ok()
+        })
+        .any(|group| group == pgid)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn studio_stop_cancels_running_jobs_and_records_it() {
+    let mut studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "sh")]);
+    let pidfile = studio.home_path().join("job.pid");
+    let script = format!("echo $$ > '{}'; sleep 60 & sleep 60", pidfile.display());
+    let api = |path: &str| {
+        http()
+            .post(studio.daemon_url(path))
+            .bearer_auth(studio.token())
+            .header("content-type", "application/json")
+    };
+    let spec = serde_json::json!({
+        "name": "long",
+        "trigger": {"every": "1d"},
+        "action": {"kind": "command", "executable": "sh", "args": ["-c", script]},
+    });
+    let (status, schedule) = json_of(
+        api("/api/schedules")
+            .body(spec.to_string())
+            .send()
+            .await
+            .expect("create"),
+    )
+    .await;
+    assert_eq!(status, 201, "{schedule}");
+    let id = schedule["id"].as_str().expect("schedule id").to_owned();
+    let (status, run) = json_of(
+        api(&format!("/api/schedules/{id}/trigger"))
+            .body("{}")
+            .send()
+            .await
+            .expect("trigger"),
+    )
+    .await;
+    assert_eq!(status, 202, "{run}");
+    let run_id = run["id"].as_str().expect("run id").to_owned();
+    let pid: u32 = wait_for(Duration::from_secs(20), || {
+        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
+    })
+    .expect("the job started");
+    let _guard = KillOnDrop(Vec::new()).with(pid);
+    assert!(group_alive(pid));
+
+    let out = studio.cli(&["stop"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(studio.wait_exit(Duration::from_secs(15)), Some(true));
+    assert!(
+        !group_alive(pid),
+        "a process of the job's group outlived studio stop"
+    );
+    // Recorded as cancelled by the daemon that stopped, not found lost by the next one.
+    let home = studio.stop_keep_home(Duration::from_secs(5));
+    let studio = Studio::start_in(home, &[]);
+    let (status, run) =
+        json_of(get_with_token(&studio, &studio.daemon_url(&format!("/api/runs/{run_id}"))).await)
+            .await;
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["status"], "cancelled", "{run}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_the_app_then_the_daemon_and_exits_zero() {
     let mut studio = Studio::start();

@@ -142,6 +142,8 @@ pub(crate) struct NewRun {
     pub chain_depth: i64,
     pub replaces_run_id: Option<String>,
     pub follow_ups: Option<String>,
+    /// 1, or one more than the run this one replaces.
+    pub attempt: i64,
 }
 
 /// How the schedule's cursor moves with a claim.
@@ -296,8 +298,7 @@ async fn insert_run(
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO runs (id, schedule_id, occurrence_key, kind, status, reason, action, \
          scheduled_at_ms, created_at_ms, finished_at_ms, counted, chain_parent_id, chain_depth, \
-         replaces_run_id, follow_ups, attempt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \
-         COALESCE((SELECT r.attempt + 1 FROM runs r WHERE r.id = ?14), 1)) \
+         replaces_run_id, follow_ups, attempt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
          RETURNING {RUN_COLUMNS}"
     )))
     .bind(&run.id)
@@ -315,6 +316,7 @@ async fn insert_run(
     .bind(run.chain_depth)
     .bind(&run.replaces_run_id)
     .bind(&run.follow_ups)
+    .bind(run.attempt)
     .fetch_one(&mut **tx)
     .await?;
     let row = run_from(&row)?;
@@ -771,6 +773,7 @@ impl SchedStore {
             chain_depth: old.chain_depth,
             replaces_run_id: Some(old.id.clone()),
             follow_ups: old.follow_ups.clone(),
+            attempt: old.attempt + 1,
         };
         let row = insert_run(&mut tx, &replacement, now_ms).await?;
         let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
