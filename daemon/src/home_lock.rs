@@ -23,7 +23,7 @@ const POLL: Duration = Duration::from_millis(50);
 /// The held lock. Dropping it (closing the file) releases it.
 #[derive(Debug)]
 pub(crate) struct HomeLock {
-    _file: File,
+    file: File,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +59,11 @@ fn holder_text(holder: Option<u32>) -> String {
 }
 
 impl HomeLock {
+    /// The lock's descriptor, for the job launcher to inherit (`docs/SHIMS.md`).
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.file)
+    }
+
     /// Takes the lock, waiting up to `wait` for a previous studiod to let go of it.
     /// `run/` must exist.
     pub(crate) async fn acquire(home: &Home, wait: Duration) -> Result<Self, LockError> {
@@ -107,7 +112,7 @@ impl HomeLock {
             tracing::info!(waited_ms, "the previous studiod finished; starting");
         }
         write_pid(&file).map_err(|source| LockError::Lock { path, source })?;
-        Ok(Self { _file: file })
+        Ok(Self { file })
     }
 }
 

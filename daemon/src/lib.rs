@@ -220,6 +220,7 @@ impl Daemon {
             config.home.runs_dir(),
             config.home.run_dir(),
             stop_rx.clone(),
+            Some(lock.raw_fd()),
         )
         .await?;
         let mut scheduler_task = tokio::spawn(scheduler.clone().run());

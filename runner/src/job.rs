@@ -64,8 +64,6 @@ pub enum SpawnError {
     Exec { program: String, source: io::Error },
     #[error("{0:?} is not an absolute path; nothing was started")]
     NotAbsolute(String),
-    #[error("the job launcher has stopped")]
-    LauncherGone,
 }
 
 /// How the job ended.
@@ -121,6 +119,12 @@ impl Outcome {
 pub struct Canceller(watch::Sender<bool>);
 
 impl Canceller {
+    /// A canceller for a job supervised elsewhere (a shim): the receiver sees the request.
+    pub fn pair() -> (Self, watch::Receiver<bool>) {
+        let (tx, rx) = watch::channel(false);
+        (Self(tx), rx)
+    }
+
     pub fn cancel(&self) {
         let _ = self.0.send(true);
     }

@@ -6,11 +6,12 @@
 //! through the same path, and the job's spend report; which process a pid names
 //! (`identity`) and a launch's durable evidence (`evidence`, `docs/SHIMS.md`); the
 //! launcher and the per-job shim that let a job outlive its daemon (`launcher`, `shim`,
-//! their messages in `launch`). Knows nothing of schedules or the store: the caller
+//! their messages in `launch`, the daemon's side in `client`). Knows nothing of schedules or the store: the caller
 //! decides what to run and records the outcome.
 //!
 //! Invariant: when [`Job::wait`] returns, no process of the job's group is left.
 
+pub mod client;
 pub mod env;
 pub mod evidence;
 pub mod identity;
@@ -19,11 +20,9 @@ pub mod launch;
 pub mod launcher;
 pub mod program;
 pub mod shim;
-pub mod spawner;
 pub mod tail;
 
 pub use identity::ProcessIdentity;
 pub use job::{Canceller, Ending, Job, JobSpec, Outcome, Report, SpawnError, StreamSummary, spawn};
 pub use launch::{LaunchReport, LaunchRequest, LaunchSpec};
 pub use program::{ResolveError, resolve};
-pub use spawner::Spawner;

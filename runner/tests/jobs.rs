@@ -182,32 +182,6 @@ async fn a_missing_program_is_a_spawn_error_and_a_bad_report_is_explained() {
     assert!(outcome.report_error.is_some_and(|e| e.contains("JSON")));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_spawner_launches_from_its_own_threads() {
-    let spawner =
-        studio_runner::Spawner::new(tokio::runtime::Handle::current(), 2).expect("spawner");
-    let jobs: Vec<_> = (0..8)
-        .map(|i| {
-            let spawner = spawner.clone();
-            tokio::spawn(async move { spawner.spawn(sh(&format!("spawner{i}"), "echo $$")).await })
-        })
-        .collect();
-    for job in jobs {
-        let job = job.await.expect("task").expect("spawned");
-        let pid = job.pid();
-        let outcome = job.wait().await;
-        assert_eq!(
-            outcome.stdout.tail.trim(),
-            pid.to_string(),
-            "the leader is the job itself"
-        );
-        assert!(outcome.succeeded());
-    }
-    let mut missing = sh("spawner-missing", "true");
-    missing.program = "/nonexistent/studio-no-such-program".into();
-    assert!(spawner.spawn(missing).await.is_err());
-}
-
 /// Not a check: what one launch costs (`--release -- --ignored --nocapture`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a check"]

@@ -14,7 +14,7 @@ fn main() -> ExitCode {
             // `studio daemon --help` names itself as such.
             args.splice(0..2, [OsString::from(format!("studio {name}"))]);
             if name == "daemon" {
-                studio_daemon::entry::main(args)
+                studio_daemon::entry::main_with(args, vec![OsString::from("daemon")])
             } else {
                 studio_app::entry::main(args)
             }

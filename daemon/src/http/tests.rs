@@ -41,6 +41,7 @@ async fn api_with(configure: impl FnOnce(&mut crate::scheduling::SchedulerConfig
         dir.path().join("runs"),
         dir.path().join("run"),
         stop_rx,
+        None,
     )
     .await
     .expect("scheduler");

@@ -27,9 +27,6 @@ use super::{
 };
 use crate::{DaemonError, error::chain, store::StoreError};
 
-/// Threads that fork jobs: a launch partly waits for the child to exec, so more than
-/// the 2 cores of the reference machine.
-const LAUNCHERS: usize = 4;
 /// How many due fires are decided concurrently.
 const FIRING_AT_ONCE: usize = 32;
 /// The longest sleep before the wall clock is read again.
@@ -108,8 +105,10 @@ pub(crate) struct Scheduler {
     pub(crate) slots: Arc<Semaphore>,
     /// Fires being decided at once.
     firing: Arc<Semaphore>,
-    /// Launches jobs from long-lived threads (see `studio_runner::spawner`).
-    pub(crate) spawner: studio_runner::Spawner,
+    /// Forks a shim per job (`docs/SHIMS.md`); `None` when none is configured.
+    pub(crate) launcher: Option<studio_runner::client::Launcher>,
+    /// The home lock's descriptor as the launcher inherits it, for shims to close.
+    pub(crate) lock_fd: Option<std::os::fd::RawFd>,
     events: broadcast::Sender<EventRow>,
     pub(crate) stop: watch::Receiver<bool>,
     /// What `command` actions may run (see `allowlist`).
@@ -153,7 +152,7 @@ pub(crate) fn arm(
 }
 
 impl Scheduler {
-    /// The scheduler with its launchers started and its allow-list loaded (seeded at the
+    /// The scheduler with its launcher started (inheriting `lock_fd`, the home lock) and its allow-list loaded (seeded at the
     /// first start of `state.db`); its loop is [`Scheduler::run`].
     pub(crate) async fn new(
         store: SchedStore,
@@ -162,14 +161,20 @@ impl Scheduler {
         runs_dir: PathBuf,
         run_dir: PathBuf,
         stop: watch::Receiver<bool>,
+        lock_fd: Option<std::os::fd::RawFd>,
     ) -> Result<Arc<Self>, DaemonError> {
         let (events, _) = broadcast::channel(4096);
-        let spawner = studio_runner::Spawner::new(tokio::runtime::Handle::current(), LAUNCHERS)
-            .map_err(DaemonError::io("cannot start the job launchers"))?;
+        let launcher = config
+            .launcher
+            .as_ref()
+            .map(|command| studio_runner::client::Launcher::start(command, lock_fd))
+            .transpose()
+            .map_err(DaemonError::io("cannot start the job launcher"))?;
         let boot_id = studio_runner::identity::boot_id()
             .map_err(DaemonError::io("cannot read this boot's id"))?;
         let this = Arc::new(Self {
-            spawner,
+            launcher,
+            lock_fd,
             slots: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
             firing: Arc::new(Semaphore::new(FIRING_AT_ONCE)),
             store,

@@ -1,11 +1,17 @@
 //! From a claimed run to a finished one: a slot, the allow-list check immediately before
-//! exec, the spawn, the dispatch stamp, the wait, the terminal write, then follow-ups.
+//! exec, the launch through a shim (`docs/SHIMS.md`), the dispatch stamp, the wait for
+//! the shim's exit by pidfd, its `outcome.json`, the terminal write, then follow-ups.
 
 use std::{sync::Arc, time::Duration};
 
 use serde_json::Value;
 use studio_contract::time::{now_ms, rfc3339};
-use studio_runner::{Ending, JobSpec, Outcome, env::job_env};
+use studio_runner::{
+    Canceller, Ending, JobSpec, LaunchRequest, LaunchSpec, Outcome, ProcessIdentity,
+    client::ShimWatch,
+    env::job_env,
+    evidence::{self, Evidence},
+};
 use studio_schedule::{Action, FollowUp, ScheduleSpec, validate::not_allowed};
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -85,36 +91,36 @@ impl Scheduler {
             Err(refusal) => return self.refuse(&run, refusal).await,
         };
         let program = job.program.clone();
-        let launched = match self.spawner.spawn(job).await {
-            Ok(j) => j,
-            Err(e) => return self.refuse(&run, Refusal::Spawn(e.to_string())).await,
+        let run_dir = job.run_dir.clone();
+        let (shim, leader) = match self.launch_job(&run, &job).await {
+            Ok(launched) => launched,
+            Err(why) => return self.refuse(&run, Refusal::Spawn(why)).await,
         };
         CrashPoint::reached(self.config.crash_at, CrashPoint::AfterSpawn, &self.run_dir);
         self.store
-            .mark_dispatched(
-                &run.id,
-                launched.pid(),
-                launched.identity(&self.boot_id).as_ref(),
-                &program,
-                now_ms(),
-            )
+            .mark_dispatched(&run.id, leader.pid, Some(&leader), &program, now_ms())
             .await?;
         CrashPoint::reached(
             self.config.crash_at,
             CrashPoint::AfterDispatch,
             &self.run_dir,
         );
+        let (canceller, cancelled) = Canceller::pair();
         let pending_cancel = {
             let mut active = self.active();
             let entry = active.entry(run.id.clone()).or_default();
-            entry.canceller = Some(launched.canceller());
-            entry.pgid = Some(launched.pid());
+            entry.canceller = Some(canceller.clone());
+            entry.pgid = Some(leader.pid);
             entry.cancel_reason.is_some()
         };
         if pending_cancel {
-            launched.canceller().cancel();
+            canceller.cancel();
         }
-        let outcome = launched.wait().await;
+        watch_shim(&run.id, &shim, cancelled).await;
+        let outcome = match evidence::classify(&run_dir, &self.boot_id) {
+            Ok(Evidence::Ended(outcome)) => *outcome,
+            other => return self.shim_lost(&run, &other).await,
+        };
         CrashPoint::reached(
             self.config.crash_at,
             CrashPoint::BeforeFinish,
@@ -140,6 +146,67 @@ impl Scheduler {
         {
             self.publish(event);
             self.follow_up(&row, &schedule).await;
+        }
+        Ok(())
+    }
+
+    /// Starts `job` under a shim: the shim's and the job leader's identities, or why
+    /// nothing runs.
+    async fn launch_job(
+        &self,
+        run: &RunRow,
+        job: &JobSpec,
+    ) -> Result<(ProcessIdentity, ProcessIdentity), String> {
+        let launcher = self
+            .launcher
+            .as_ref()
+            .ok_or("no job launcher is configured; nothing was started")?;
+        let req = LaunchRequest {
+            run_id: run.id.clone(),
+            boot_id: self.boot_id.clone(),
+            spec: LaunchSpec::from_job_spec(job),
+            // Until recovery adopts shims (docs/SHIMS.md, step 6), a job ends with the
+            // studiod that launched it, as it always has.
+            daemon_pid: Some(std::process::id()),
+            inherited_lock_fd: self.lock_fd,
+        };
+        let report = launcher.launch(&req).await.map_err(|e| e.to_string())?;
+        let leader = report.result?;
+        let shim = report
+            .shim
+            .ok_or("the job started without a recorded shim")?;
+        Ok((shim, leader))
+    }
+
+    /// The shim ended without an outcome: the job's end is unknown, and its group is
+    /// gone with the shim (the job dies with it).
+    async fn shim_lost(
+        &self,
+        run: &RunRow,
+        evidence: &std::io::Result<Evidence>,
+    ) -> Result<(), crate::store::StoreError> {
+        let detail = match evidence {
+            Ok(found) => format!("the job's shim ended without an outcome ({found:?})"),
+            Err(e) => format!("the job's outcome cannot be read: {e}"),
+        };
+        tracing::warn!(run = %run.id, detail = %detail, "shim lost");
+        let finish = Finish {
+            stderr_tail: Some(detail),
+            ..Finish::default()
+        };
+        if let Some((_, event)) = self
+            .store
+            .transition(
+                &run.id,
+                RunStatus::Running,
+                RunStatus::Failed,
+                Some("shim_lost"),
+                Some(&finish),
+                now_ms(),
+            )
+            .await?
+        {
+            self.publish(event);
         }
         Ok(())
     }
@@ -299,6 +366,39 @@ impl Scheduler {
             Err(error) => tracing::error!(run = %parent.id, error = %error, "follow-up failed"),
         }
     }
+}
+
+/// Waits for the shim's exit; a cancel request becomes SIGTERM to the shim, which ends
+/// the job's group (TERM, grace, KILL) and records it `cancelled`.
+async fn watch_shim(
+    run_id: &str,
+    shim: &ProcessIdentity,
+    mut cancelled: tokio::sync::watch::Receiver<bool>,
+) {
+    let watch = match ShimWatch::open(shim) {
+        Ok(Some(watch)) => watch,
+        // Already gone: its outcome is on disk, or never will be.
+        Ok(None) => return,
+        Err(e) => {
+            // Unwatchable: poll its identity instead, so the run still ends.
+            tracing::warn!(run = %run_id, error = %e, "cannot watch the shim by pidfd");
+            while shim.is_running(&shim.boot_id) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            return;
+        }
+    };
+    tokio::select! {
+        () = watch.exited() => return,
+        requested = cancelled.wait_for(|c| *c) => {
+            if requested.is_ok()
+                && let Err(e) = watch.terminate()
+            {
+                tracing::warn!(run = %run_id, error = %e, "cannot signal the shim");
+            }
+        }
+    }
+    watch.exited().await;
 }
 
 /// The terminal status and reason of an outcome.

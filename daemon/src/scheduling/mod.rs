@@ -47,6 +47,9 @@ pub struct SchedulerConfig {
     pub missed_fire_grace_ms: i64,
     /// `STUDIO_TEST_CRASH_AT` (debug builds only).
     pub crash_at: Option<CrashPoint>,
+    /// How to start the job launcher (studiod's own executable, see `entry`); `None`
+    /// for a daemon embedded where no launcher can run (unit tests): its launches fail.
+    pub launcher: Option<studio_runner::client::LauncherCommand>,
 }
 
 impl Default for SchedulerConfig {
@@ -61,6 +64,7 @@ impl Default for SchedulerConfig {
             job_grace: Duration::from_secs(5),
             missed_fire_grace_ms: 60_000,
             crash_at: None,
+            launcher: None,
         }
     }
 }

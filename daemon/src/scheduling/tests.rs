@@ -767,6 +767,7 @@ async fn scheduler(dir: &TempDir) -> Arc<super::Scheduler> {
         dir.path().join("runs"),
         dir.path().join("run"),
         stop,
+        None,
     )
     .await
     .expect("scheduler")

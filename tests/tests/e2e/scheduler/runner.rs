@@ -375,3 +375,71 @@ async fn scheduler_jobs_know_their_occurrence_and_attempt() {
 fn text(v: &Value) -> &str {
     v.as_str().unwrap_or_default()
 }
+
+/// A job runs under its shim (`docs/SHIMS.md`): its leader's parent is the process
+/// recorded in `runs/<id>/shim.json`, not studiod, and the run still ends with the job's
+/// exit code and its whole log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_runner_job_runs_under_its_shim() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let daemon = studio.child_pid("daemon");
+    let pidfile = marker(&studio, "leader.pid");
+    let go = marker(&studio, "go");
+    let script = format!(
+        "echo $$ > '{}'; i=0; while [ $i -lt 1000 ]; do echo line$i; i=$((i+1)); done; \
+         while [ ! -e '{}' ]; do sleep 0.05; done; exit 3",
+        pidfile.display(),
+        go.display()
+    );
+    let id = api.create(&sh("shimmed", every("1d"), &script)).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let run_id = api.trigger(&id).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let leader: u32 = until(
+        "the job to record its pid",
+        Duration::from_secs(20),
+        async || {
+            std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+        },
+    )
+    .await;
+    let stat = std::fs::read_to_string(format!("/proc/{leader}/stat")).expect("leader stat");
+    let ppid: u32 = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+        .expect("ppid");
+    let shim: Value = serde_json::from_slice(
+        &std::fs::read(
+            studio
+                .home_path()
+                .join("runs")
+                .join(&run_id)
+                .join("shim.json"),
+        )
+        .expect("shim.json"),
+    )
+    .expect("shim json");
+    assert_eq!(
+        u64::from(ppid),
+        shim["pid"],
+        "the job's parent is its shim: {shim}"
+    );
+    assert_ne!(ppid, daemon, "the job is no child of studiod");
+    std::fs::write(&go, b"").expect("go");
+    let run = api.finished(&run_id).await;
+    assert_eq!(run["status"], "failed", "{}", short(&run));
+    assert_eq!(run["exit_code"], 3);
+    let expected: String = (0..1000).map(|i| format!("line{i}\n")).collect();
+    assert_eq!(run["stdout_bytes"], expected.len());
+    let (status, size, bytes) = api.log(&run_id, "stream=stdout").await;
+    assert_eq!(status, 200);
+    assert_eq!(size, Some(expected.len() as u64));
+    assert_eq!(String::from_utf8_lossy(&bytes), expected);
+}
