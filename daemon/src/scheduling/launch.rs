@@ -190,6 +190,16 @@ impl Scheduler {
             Err(e) => format!("the job's outcome cannot be read: {e}"),
         };
         tracing::warn!(run = %run.id, detail = %detail, "shim lost");
+        self.fail_running(run, "shim_lost", detail).await
+    }
+
+    /// Ends a `running` run as `failed` with `reason`, `detail` as its error output.
+    async fn fail_running(
+        &self,
+        run: &RunRow,
+        reason: &str,
+        detail: String,
+    ) -> Result<(), crate::store::StoreError> {
         let finish = Finish {
             stderr_tail: Some(detail),
             ..Finish::default()
@@ -200,7 +210,7 @@ impl Scheduler {
                 &run.id,
                 RunStatus::Running,
                 RunStatus::Failed,
-                Some("shim_lost"),
+                Some(reason),
                 Some(&finish),
                 now_ms(),
             )
@@ -299,25 +309,7 @@ impl Scheduler {
             ),
         };
         tracing::warn!(run = %run.id, reason, detail = %detail, "run not launched");
-        let finish = Finish {
-            stderr_tail: Some(detail),
-            ..Finish::default()
-        };
-        if let Some((_, event)) = self
-            .store
-            .transition(
-                &run.id,
-                RunStatus::Running,
-                RunStatus::Failed,
-                Some(reason),
-                Some(&finish),
-                now_ms(),
-            )
-            .await?
-        {
-            self.publish(event);
-        }
-        Ok(())
+        self.fail_running(run, reason, detail).await
     }
 
     /// Fires the run's `on_success` / `on_fail` follow-up, if any.

@@ -172,41 +172,7 @@ async fn studio_stop_cancels_running_jobs_and_records_it() {
     let mut studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "sh")]);
     let pidfile = studio.home_path().join("job.pid");
     let script = format!("echo $$ > '{}'; sleep 60 & sleep 60", pidfile.display());
-    let api = |path: &str| {
-        http()
-            .post(studio.daemon_url(path))
-            .bearer_auth(studio.token())
-            .header("content-type", "application/json")
-    };
-    let spec = serde_json::json!({
-        "name": "long",
-        "trigger": {"every": "1d"},
-        "action": {"kind": "command", "executable": "sh", "args": ["-c", script]},
-    });
-    let (status, schedule) = json_of(
-        api("/api/schedules")
-            .body(spec.to_string())
-            .send()
-            .await
-            .expect("create"),
-    )
-    .await;
-    assert_eq!(status, 201, "{schedule}");
-    let id = schedule["id"].as_str().expect("schedule id").to_owned();
-    let (status, run) = json_of(
-        api(&format!("/api/schedules/{id}/trigger"))
-            .body("{}")
-            .send()
-            .await
-            .expect("trigger"),
-    )
-    .await;
-    assert_eq!(status, 202, "{run}");
-    let run_id = run["id"].as_str().expect("run id").to_owned();
-    let pid: u32 = wait_for(Duration::from_secs(20), || {
-        std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok()
-    })
-    .expect("the job started");
+    let (run_id, pid) = start_job(&studio, "long", &script, &pidfile).await;
     let _guard = KillOnDrop(Vec::new()).with(pid);
     assert!(group_alive(pid));
 
@@ -500,8 +466,19 @@ async fn a_new_up_after_a_killed_supervisor_waits_for_the_draining_daemon() {
 /// and returns the shell's pid once the run is dispatched.
 async fn start_stubborn_job(studio: &Studio, pidfile: &std::path::Path) -> u32 {
     let script = format!("trap '' TERM; echo $$ > '{}'; sleep 30", pidfile.display());
+    start_job(studio, "stubborn", &script, pidfile).await.1
+}
+
+/// Creates schedule `name` running `sh -c script`, triggers it, and returns the run's id
+/// and the pid the script writes to `pidfile` once it runs.
+async fn start_job(
+    studio: &Studio,
+    name: &str,
+    script: &str,
+    pidfile: &std::path::Path,
+) -> (String, u32) {
     let spec = serde_json::json!({
-        "name": "stubborn",
+        "name": name,
         "trigger": {"every": "1d"},
         "action": {"kind": "command", "executable": "sh", "args": ["-c", script]},
     });
@@ -530,7 +507,7 @@ async fn start_stubborn_job(studio: &Studio, pidfile: &std::path::Path) -> u32 {
     )
     .await;
     assert_eq!(status, 202, "{run}");
-    wait_for(Duration::from_secs(20), || {
+    let pid = wait_for(Duration::from_secs(20), || {
         std::fs::read_to_string(pidfile)
             .ok()?
             .trim()
@@ -538,7 +515,8 @@ async fn start_stubborn_job(studio: &Studio, pidfile: &std::path::Path) -> u32 {
             .ok()
             .filter(|pid| alive(*pid))
     })
-    .expect("the job started")
+    .expect("the job started");
+    (run["id"].as_str().expect("run id").to_owned(), pid)
 }
 
 /// A studiod on a home another studiod keeps waits (bounded), then exits 64 with one line
