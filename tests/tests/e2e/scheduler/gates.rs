@@ -192,16 +192,24 @@ async fn scheduler_global_cap_queues_and_loses_nothing() {
     ];
     let mut saw_queued = false;
     let mut max_active = 0;
-    let runs = until("both runs to end", WAIT, async || {
-        let mut runs = Vec::new();
-        for id in &ids {
-            runs.push(api.try_run(id).await?);
-        }
-        saw_queued |= runs.iter().any(|r| r["status"] == "queued");
-        max_active = max_active.max(runs.iter().filter(|r| r["status"] == "running").count());
-        runs.iter().all(terminal).then_some(runs)
+    until("both runs to end", WAIT, async || {
+        // One list request is one read of the table: both statuses at the same instant
+        // (two requests could see the first run still running and the second started).
+        let listed: Vec<Value> = api
+            .try_list("/api/runs")
+            .await?
+            .into_iter()
+            .filter(|r| ids.iter().any(|id| r["id"] == id.as_str()))
+            .collect();
+        saw_queued |= listed.iter().any(|r| r["status"] == "queued");
+        max_active = max_active.max(listed.iter().filter(|r| r["status"] == "running").count());
+        (listed.len() == 2 && listed.iter().all(terminal)).then_some(())
     })
     .await;
+    let mut runs = Vec::new();
+    for id in &ids {
+        runs.push(api.run(id).await);
+    }
     assert!(saw_queued, "one of the two waited as queued");
     assert_eq!(max_active, 1, "never two running with a cap of 1");
     for r in &runs {
