@@ -24,6 +24,7 @@ use tokio::{
 };
 
 use crate::{
+    evidence::{self, Evidence},
     identity::ProcessIdentity,
     launch::{LaunchReport, LaunchRequest},
 };
@@ -46,24 +47,96 @@ pub enum LaunchError {
     Gone,
     #[error("cannot write to the job launcher: {0}")]
     Write(io::Error),
+    #[error("cannot restart the job launcher: {0}")]
+    Restart(io::Error),
 }
 
 /// Reports not yet read, by run id; `None` once the launcher's output has ended.
 type Pending = Arc<Mutex<Option<HashMap<String, oneshot::Sender<LaunchReport>>>>>;
 
-/// The running launcher. Dropping it closes its input, which ends it; its shims run on.
+/// The launcher, restarted when it is found gone. Dropping it closes its input, which
+/// ends it; its shims run on.
 #[derive(Debug)]
 pub struct Launcher {
-    input: tokio::sync::Mutex<ChildStdin>,
-    pending: Pending,
-    _child: Child,
+    command: LauncherCommand,
+    inherited_fd: Option<RawFd>,
+    current: tokio::sync::Mutex<Instance>,
 }
 
 impl Launcher {
     /// Starts the launcher; `inherited_fd` (the home lock) stays open in it, and only in
-    /// it. Call from a thread that lives as long as the daemon: the parent-death signal
-    /// follows the thread that forked.
+    /// it. Call from a thread that lives as long as the daemon (a runtime's worker, never a
+    /// blocking-pool thread): the parent-death signal follows the thread that forked, and
+    /// a restart happens on the thread that launches.
     pub fn start(command: &LauncherCommand, inherited_fd: Option<RawFd>) -> io::Result<Self> {
+        Ok(Self {
+            command: command.clone(),
+            inherited_fd,
+            current: tokio::sync::Mutex::new(Instance::start(command, inherited_fd)?),
+        })
+    }
+
+    /// Asks for a shim for `req` and waits for its report. A launcher found dead (killed by
+    /// hand, or by the kernel for memory) is replaced first. A request that got no report
+    /// because its launcher died is sent once more to a replacement, but only when the
+    /// run's folder proves no shim started for it ([`Evidence::NeverStarted`]: the report
+    /// pipe ends only once every shim that could still report has closed it, and a shim
+    /// records itself before it reports); otherwise [`LaunchError::Gone`], and the folder
+    /// tells the caller what happened.
+    pub async fn launch(&self, req: &LaunchRequest) -> Result<LaunchReport, LaunchError> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let waiting = self.send(req).await?;
+            match waiting.await {
+                Ok(report) => return Ok(report),
+                Err(_) if attempts < 2 && never_started(req) => {
+                    tracing::warn!(run = %req.run_id, "the job launcher died with a request unread; sending it again");
+                }
+                Err(_) => return Err(LaunchError::Gone),
+            }
+        }
+    }
+
+    /// Writes `req` to a live launcher, replacing a dead one first.
+    async fn send(
+        &self,
+        req: &LaunchRequest,
+    ) -> Result<oneshot::Receiver<LaunchReport>, LaunchError> {
+        let mut current = self.current.lock().await;
+        if current.is_gone() {
+            tracing::warn!("the job launcher is gone; starting another");
+            *current =
+                Instance::start(&self.command, self.inherited_fd).map_err(LaunchError::Restart)?;
+        }
+        match current.send(req).await {
+            // Its input had no reader: it cannot have read this request.
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                tracing::warn!("the job launcher stopped reading; starting another");
+                *current = Instance::start(&self.command, self.inherited_fd)
+                    .map_err(LaunchError::Restart)?;
+                current.send(req).await.map_err(LaunchError::Write)
+            }
+            sent => sent.map_err(LaunchError::Write),
+        }
+    }
+
+    /// The running launcher's pid (for tests and diagnostics).
+    pub async fn pid(&self) -> Option<u32> {
+        self.current.lock().await.child.id()
+    }
+}
+
+/// One launcher process.
+#[derive(Debug)]
+struct Instance {
+    input: ChildStdin,
+    pending: Pending,
+    child: Child,
+}
+
+impl Instance {
+    fn start(command: &LauncherCommand, inherited_fd: Option<RawFd>) -> io::Result<Self> {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.leading)
             .arg(LAUNCHER_FLAG)
@@ -95,31 +168,39 @@ impl Launcher {
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
         tokio::spawn(read_reports(output, pending.clone()));
         Ok(Self {
-            input: tokio::sync::Mutex::new(input),
+            input,
             pending,
-            _child: child,
+            child,
         })
     }
 
-    /// Asks for a shim for `req` and waits for its report.
-    pub async fn launch(&self, req: &LaunchRequest) -> Result<LaunchReport, LaunchError> {
+    /// Whether the process has ended (or its output has, which only its end causes).
+    fn is_gone(&mut self) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+            || !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Writes one request line; the receiver gets its report.
+    async fn send(&mut self, req: &LaunchRequest) -> io::Result<oneshot::Receiver<LaunchReport>> {
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
             let Some(pending) = pending.as_mut() else {
-                return Err(LaunchError::Gone);
+                return Err(io::ErrorKind::BrokenPipe.into());
             };
             pending.insert(req.run_id.clone(), tx);
         }
-        let mut line = serde_json::to_vec(req).map_err(|e| LaunchError::Write(e.into()))?;
+        let mut line = serde_json::to_vec(req)?;
         line.push(b'\n');
-        // One line per lock: requests never interleave.
-        let written = self.input.lock().await.write_all(&line).await;
-        if let Err(e) = written {
+        // The caller holds the launcher's lock: requests never interleave.
+        if let Err(e) = self.input.write_all(&line).await {
             self.forget(&req.run_id);
-            return Err(LaunchError::Write(e));
+            return Err(e);
         }
-        rx.await.map_err(|_| LaunchError::Gone)
+        Ok(rx)
     }
 
     fn forget(&self, run_id: &str) {
@@ -128,6 +209,14 @@ impl Launcher {
             pending.remove(run_id);
         }
     }
+}
+
+/// Whether `req`'s run folder proves that no shim recorded itself for it.
+fn never_started(req: &LaunchRequest) -> bool {
+    matches!(
+        evidence::classify(&req.spec.run_dir, &req.boot_id),
+        Ok(Evidence::NeverStarted)
+    )
 }
 
 /// Hands each report line to its launch; at the end of the output (the launcher and

@@ -137,6 +137,7 @@ mod tests {
             stderr: StreamSummary::default(),
             report: None,
             report_error: None,
+            cancelled_by: None,
         }
     }
 

@@ -6,6 +6,7 @@
 
 use std::io;
 
+use rustix::process::{Pid, Signal, kill_process_group};
 use serde::{Deserialize, Serialize};
 
 /// A process as it was when recorded.
@@ -30,6 +31,17 @@ impl ProcessIdentity {
     /// recorded instant.
     pub fn is_running(&self, boot_id: &str) -> bool {
         self.boot_id == boot_id && start_ticks(self.pid).is_ok_and(|t| t == self.start_ticks)
+    }
+
+    /// SIGKILLs the process group this process leads, only while it is still this very
+    /// process (a reused pid or another boot is left alone); whether a signal was sent.
+    /// The kernel reuses no pid while a group of that number has members, so the group
+    /// cannot turn into another between the check and the signal unless it empties.
+    pub fn kill_group(&self, boot_id: &str) -> bool {
+        let Some(pgid) = i32::try_from(self.pid).ok().and_then(Pid::from_raw) else {
+            return false;
+        };
+        self.is_running(boot_id) && kill_process_group(pgid, Signal::KILL).is_ok()
     }
 }
 

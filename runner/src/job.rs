@@ -106,6 +106,10 @@ pub struct Outcome {
     pub report: Option<Report>,
     /// Why a result file present was not usable.
     pub report_error: Option<String>,
+    /// Who cancelled the job when nobody asked its daemon to: `daemon_lost` when its shim
+    /// ended it because the daemon that launched it was gone (`on_daemon_loss: kill`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<String>,
 }
 
 impl Outcome {
@@ -172,6 +176,7 @@ impl Job {
                     stderr: StreamSummary::default(),
                     report: None,
                     report_error: Some("the job's supervising task failed".into()),
+                    cancelled_by: None,
                 }
             }
         }
@@ -283,6 +288,7 @@ async fn supervise(
         stderr,
         report,
         report_error,
+        cancelled_by: None,
     }
 }
 

@@ -29,6 +29,8 @@ use crate::{
 
 /// Exit code when the shim could not record itself or the outcome.
 const EXIT_NO_EVIDENCE: i32 = 70;
+/// [`Outcome::cancelled_by`] of a job ended because its daemon was gone.
+pub const DAEMON_LOST: &str = "daemon_lost";
 
 /// Supervises one job from a freshly forked, single-threaded child; returns the code the
 /// caller exits with (0 once `outcome.json` is durable). Never returns to the caller's
@@ -96,12 +98,15 @@ async fn supervise(req: LaunchRequest, shim: ProcessIdentity, report: Reporter) 
     let _ = evidence::record(&run_dir, JOB_FILE, &leader);
     report.send(Some(shim), Ok(leader));
     // Runs until the shim exits, which ends the task with the runtime.
-    tokio::spawn(watch_cancel(
+    let cause = tokio::spawn(watch_cancel(
         job.canceller(),
         terminate.ok(),
         req.daemon_pid,
     ));
-    let outcome = job.wait().await;
+    let mut outcome = job.wait().await;
+    if outcome.ending == Ending::Cancelled && cause.is_finished() {
+        outcome.cancelled_by = cause.await.ok().flatten();
+    }
     exit_code(evidence::record(&run_dir, OUTCOME_FILE, &outcome))
 }
 
@@ -113,12 +118,13 @@ fn exit_code(recorded: io::Result<()>) -> i32 {
     }
 }
 
-/// Cancels the job on SIGTERM or when the launching daemon is gone.
+/// Cancels the job on SIGTERM (a daemon's request: it knows why) or when the launching
+/// daemon is gone (`daemon_lost`, returned for the outcome, since no daemon will say it).
 async fn watch_cancel(
     canceller: Canceller,
     terminate: Option<tokio::signal::unix::Signal>,
     daemon_pid: Option<u32>,
-) {
+) -> Option<String> {
     let sigterm = async {
         match terminate {
             Some(mut s) => {
@@ -133,11 +139,12 @@ async fn watch_cancel(
             None => std::future::pending().await,
         }
     };
-    tokio::select! {
-        () = sigterm => {},
-        () = daemon_gone => {},
-    }
+    let cause = tokio::select! {
+        () = sigterm => None,
+        () = daemon_gone => Some(DAEMON_LOST.to_owned()),
+    };
     canceller.cancel();
+    cause
 }
 
 /// Completes when process `pid` has exited (at once if it is already gone). A pidfd names
@@ -184,6 +191,7 @@ fn record_spawn_failure(req: &LaunchRequest, message: &str) -> io::Result<()> {
         stderr: StreamSummary::default(),
         report: None,
         report_error: Some(message.to_owned()),
+        cancelled_by: None,
     };
     evidence::record(&req.spec.run_dir, OUTCOME_FILE, &outcome)
 }

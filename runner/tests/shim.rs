@@ -331,6 +331,10 @@ fn sigterm_to_the_shim_cancels_the_whole_job() {
     kill_process(pid(shim.pid).expect("pid"), Signal::TERM).expect("SIGTERM to the shim");
     let outcome = outcome(&c, &report);
     assert_eq!(outcome.ending, Ending::Cancelled);
+    assert_eq!(
+        outcome.cancelled_by, None,
+        "the daemon that asked knows why"
+    );
     assert!(!alive(job.pid) && !alive(grandchild), "the group is gone");
 }
 
@@ -395,5 +399,43 @@ fn a_job_that_must_not_outlive_its_daemon_is_cancelled_when_it_goes() {
     let _ = daemon.0.wait();
     let outcome = outcome(&c, &report);
     assert_eq!(outcome.ending, Ending::Cancelled);
+    assert_eq!(
+        outcome.cancelled_by.as_deref(),
+        Some(studio_runner::shim::DAEMON_LOST),
+        "the outcome says why, since no daemon is left to"
+    );
     assert!(!alive(job.pid));
+}
+
+/// The daemon's client replaces a launcher that died: the next launch starts a new one,
+/// and a shim of the dead one runs its job to the end regardless.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_replaces_a_launcher_that_died() {
+    let mut first = Cleanup::new("restart-1");
+    let mut second = Cleanup::new("restart-2");
+    let command = studio_runner::client::LauncherCommand {
+        program: launcher_exe(),
+        leading: Vec::new(),
+    };
+    let client = studio_runner::client::Launcher::start(&command, None).expect("launcher");
+    let report = client
+        .launch(&sh(&first, "sleep 0.5; echo first"))
+        .await
+        .expect("a report");
+    first.watch(&report);
+    let old = client.pid().await.expect("launcher pid");
+    kill_process(pid(old).expect("pid"), Signal::KILL).expect("SIGKILL to the launcher");
+    let report2 = client
+        .launch(&sh(&second, "echo second"))
+        .await
+        .expect("a report from a new launcher");
+    second.watch(&report2);
+    assert!(report2.result.is_ok(), "{report2:?}");
+    let new = client.pid().await.expect("launcher pid");
+    assert_ne!(new, old, "another launcher");
+    for (c, r, text) in [(&first, &report, "first"), (&second, &report2, "second")] {
+        let outcome = outcome(c, r);
+        assert!(outcome.succeeded(), "{outcome:?}");
+        assert_eq!(outcome.stdout.tail, format!("{text}\n"));
+    }
 }
