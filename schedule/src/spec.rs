@@ -104,6 +104,23 @@ pub enum Overlap {
     Replace,
 }
 
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDaemonLoss {
+    /// The job runs on under its shim; the next studiod adopts it and records its end.
+    #[default]
+    Continue,
+    /// The job is ended (TERM, grace, KILL) the moment its studiod is gone, and recorded
+    /// `cancelled`, reason `daemon_lost`: for jobs that must not run unattended.
+    Kill,
+}
+
+impl OnDaemonLoss {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimit {
@@ -129,6 +146,10 @@ pub struct Policies {
     pub budget_usd: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimit>,
+    /// What becomes of a running job when its studiod is gone without stopping it
+    /// (a crash, `kill -9`, `studio restart daemon`).
+    #[serde(default, skip_serializing_if = "OnDaemonLoss::is_default")]
+    pub on_daemon_loss: OnDaemonLoss,
 }
 
 impl Policies {

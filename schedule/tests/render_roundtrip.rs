@@ -5,8 +5,8 @@ use std::{collections::BTreeMap, path::Path};
 
 use proptest::{collection, option, prelude::*};
 use studio_schedule::{
-    Action, CronTrigger, FollowUp, Format, LoadOptions, MissedFire, Overlap, Policies, RateLimit,
-    ScheduleSpec, Trigger, Zone,
+    Action, CronTrigger, FollowUp, Format, LoadOptions, MissedFire, OnDaemonLoss, Overlap,
+    Policies, RateLimit, ScheduleSpec, Trigger, Zone,
     declaration::{API_VERSION, KIND, Metadata, ScheduleSet},
     parse_str, render_yaml,
 };
@@ -115,18 +115,22 @@ fn policies() -> impl Strategy<Value = Policies> {
         option::of(1u64..=604_800),
         option::of(prop_oneof![Just(0.0), Just(2.5), Just(0.1), 0.0f64..1e6]),
         option::of((1u32..100, 1u64..86_400)),
+        prop_oneof![Just(OnDaemonLoss::Continue), Just(OnDaemonLoss::Kill)],
     )
         .prop_map(
-            |(missed_fire, overlap, max_runs, deadline, budget_usd, rate)| Policies {
-                missed_fire,
-                overlap,
-                max_runs,
-                deadline,
-                budget_usd,
-                rate_limit: rate.map(|(max_fires, window_seconds)| RateLimit {
-                    max_fires,
-                    window_seconds,
-                }),
+            |(missed_fire, overlap, max_runs, deadline, budget_usd, rate, on_daemon_loss)| {
+                Policies {
+                    missed_fire,
+                    overlap,
+                    max_runs,
+                    deadline,
+                    budget_usd,
+                    rate_limit: rate.map(|(max_fires, window_seconds)| RateLimit {
+                        max_fires,
+                        window_seconds,
+                    }),
+                    on_daemon_loss,
+                }
             },
         )
 }

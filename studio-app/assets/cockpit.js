@@ -157,7 +157,7 @@ const FIELD_OF = [
   [/^action\.executable/, "executable"], [/^action\.args/, "args"],
   [/^action\.prompt/, "prompt"], [/^action\.model/, "model"], [/^action\.profile/, "profile"], [/^action/, "action"], [/^cwd/, "cwd"], [/^enabled/, "enabled"],
   [/^env\./, "env", true], [/^env/, "env"],
-  [/^policies\.missed_fire/, "missed-fire"], [/^policies\.overlap/, "overlap"],
+  [/^policies\.missed_fire/, "missed-fire"], [/^policies\.overlap/, "overlap"], [/^policies\.on_daemon_loss/, "on-daemon-loss"],
   [/^policies\.max_runs/, "max-runs"], [/^policies\.deadline/, "deadline"], [/^policies\.budget_usd/, "budget-usd"],
   [/^policies\.rate_limit\.window_seconds/, "window-seconds"], [/^policies\.rate_limit/, "max-fires"],
   ...["on_success", "on_fail"].flatMap((key) => {
@@ -254,6 +254,7 @@ function wireForm() {
     const p = {};
     if (val("missed_fire")) p.missed_fire = val("missed_fire");
     if (val("overlap")) p.overlap = val("overlap");
+    if (val("on_daemon_loss")) p.on_daemon_loss = val("on_daemon_loss");
     for (const k of ["max_runs", "deadline", "budget_usd"]) if (val(k)) p[k] = numberOr(val(k));
     if (val("max_fires") || val("window_seconds")) {
       p.rate_limit = { max_fires: numberOr(val("max_fires")), window_seconds: numberOr(val("window_seconds")) };

@@ -61,6 +61,8 @@ pub(crate) struct PolicyFields {
     pub(crate) missed_fire: String,
     /// `allow` or `replace`, or empty for the default `skip`.
     pub(crate) overlap: String,
+    /// `kill`, or empty for the default `continue`.
+    pub(crate) on_daemon_loss: String,
     pub(crate) max_runs: String,
     pub(crate) deadline: String,
     pub(crate) budget_usd: String,
@@ -78,6 +80,10 @@ impl PolicyFields {
         Self {
             missed_fire: choice(&p["missed_fire"]),
             overlap: choice(&p["overlap"]),
+            on_daemon_loss: match p["on_daemon_loss"].as_str() {
+                Some("continue") | None => String::new(),
+                Some(other) => other.to_owned(),
+            },
             max_runs: text(&p["max_runs"]),
             deadline: text(&p["deadline"]),
             budget_usd: text(&p["budget_usd"]),
@@ -373,7 +379,7 @@ mod tests {
                      "action": {"kind": "command", "executable": "true"},
                      "env": {"MODE": "full", "QUERY": "a=b c"},
                      "policies": {"missed_fire": "run_once", "overlap": "skip", "max_runs": 5,
-                                  "deadline": 600, "budget_usd": 2.5,
+                                  "deadline": 600, "budget_usd": 2.5, "on_daemon_loss": "kill",
                                   "rate_limit": {"max_fires": 3, "window_seconds": 60}},
                      "on_success": {"action": {"kind": "agent", "prompt": "summarise", "model": "large"},
                                     "on_fail": {"action": {"kind": "command", "executable": "notify"},
@@ -388,6 +394,7 @@ mod tests {
             PolicyFields {
                 missed_fire: "run_once".into(),
                 overlap: String::new(),
+                on_daemon_loss: "kill".into(),
                 max_runs: "5".into(),
                 deadline: "600".into(),
                 budget_usd: "2.5".into(),
