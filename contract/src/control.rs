@@ -1,6 +1,7 @@
 //! studiod's local control socket (`run/daemon.sock`): one JSON request line, one JSON
 //! reply line. The daemon checks the peer's uid; the launcher (`studio pair`, the
-//! supervisor) obtains fresh pairing codes here, and codes are never logged.
+//! supervisor) obtains fresh pairing codes here, and codes are never logged; the
+//! supervisor asks the daemon to leave its jobs running before a restart (`detach`).
 
 use std::{
     io::{self, BufRead, BufReader, Write},
@@ -18,6 +19,9 @@ use crate::error::ErrorBody;
 pub enum DaemonRequest {
     /// Mint a fresh pairing code.
     Pair,
+    /// Leave running jobs to their shims at the coming stop (`studio restart daemon`):
+    /// the next studiod adopts them. Without it a stop cancels them.
+    Detach,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -31,6 +35,10 @@ pub struct PairingCode {
 #[serde(rename_all = "snake_case")]
 pub enum DaemonReply {
     Pair(PairingCode),
+    /// The stop that follows leaves this many running jobs to their shims.
+    Detached {
+        running: usize,
+    },
     Error(ErrorBody),
 }
 
@@ -70,6 +78,14 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<DaemonReply>(&text).expect("de"),
             reply
+        );
+        assert_eq!(
+            serde_json::to_string(&DaemonRequest::Detach).expect("ser"),
+            r#"{"op":"detach"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&DaemonReply::Detached { running: 2 }).expect("ser"),
+            r#"{"detached":{"running":2}}"#
         );
     }
 }

@@ -1,8 +1,11 @@
 //! The control socket `run/daemon.sock` (`contract::control`): a same-user launcher asks
-//! for a pairing code with one JSON line and gets one JSON line back. Codes are never
-//! logged.
+//! for a pairing code, or the supervisor for a `detach` before it restarts the daemon,
+//! with one JSON line, and gets one JSON line back. Codes are never logged.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::Duration,
+};
 
 use studio_contract::{
     control::{DaemonReply, DaemonRequest},
@@ -15,7 +18,7 @@ use tokio::{
     sync::watch,
 };
 
-use crate::admission::Authority;
+use crate::{admission::Authority, scheduling::Scheduler};
 
 const MAX_LINE: u64 = 4096;
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -24,6 +27,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) async fn serve(
     listener: UnixListener,
     authority: Arc<Authority>,
+    scheduler: Arc<Scheduler>,
     mut stop: watch::Receiver<bool>,
 ) {
     let uid = crate::socket::own_uid();
@@ -32,7 +36,7 @@ pub(crate) async fn serve(
             () = crate::stop_requested(&mut stop) => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    tokio::spawn(handle(stream, authority.clone(), uid));
+                    tokio::spawn(handle(stream, authority.clone(), scheduler.clone(), uid));
                 }
                 Err(error) => {
                     // Usually fd exhaustion: back off instead of spinning.
@@ -45,13 +49,27 @@ pub(crate) async fn serve(
 }
 
 #[tracing::instrument(skip_all, name = "control")]
-async fn handle(stream: UnixStream, authority: Arc<Authority>, uid: u32) {
+async fn handle(
+    stream: UnixStream,
+    authority: Arc<Authority>,
+    scheduler: Arc<Scheduler>,
+    uid: u32,
+) {
     let same_user = stream.peer_cred().is_ok_and(|c| c.uid() == uid);
     let (read, mut write) = stream.into_split();
     let reply = if same_user {
         match tokio::time::timeout(IO_TIMEOUT, read_request(read)).await {
             Ok(Ok(DaemonRequest::Pair)) => {
                 DaemonReply::Pair(authority.mint_code("control", now_ms()).await)
+            }
+            Ok(Ok(DaemonRequest::Detach)) => {
+                scheduler.detached.store(true, Ordering::SeqCst);
+                let running = scheduler.active().len();
+                tracing::info!(
+                    running,
+                    "detached: the next stop leaves running jobs to their shims"
+                );
+                DaemonReply::Detached { running }
             }
             Ok(Err(e)) => DaemonReply::Error(e.body()),
             Err(_) => return,

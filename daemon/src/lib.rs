@@ -227,7 +227,7 @@ impl Daemon {
         let state = ApiState {
             authority: authority.clone(),
             front,
-            scheduler,
+            scheduler: scheduler.clone(),
             started_at_ms,
         };
         let mut http_task = tokio::spawn({
@@ -253,6 +253,7 @@ impl Daemon {
         let mut control_task = tokio::spawn(control::serve(
             control.listener,
             authority.clone(),
+            scheduler,
             stop_rx.clone(),
         ));
 

@@ -66,6 +66,11 @@ pub fn classify(run_dir: &Path, boot_id: &str) -> io::Result<Evidence> {
     })
 }
 
+/// The job leader recorded in `run_dir`, if its shim got that far.
+pub fn job(run_dir: &Path) -> Option<ProcessIdentity> {
+    read(&run_dir.join(JOB_FILE)).ok().flatten().flatten()
+}
+
 /// Writes `value` as `dir/name`, whole and durably.
 pub fn record(dir: &Path, name: &str, value: &impl Serialize) -> io::Result<()> {
     let text = serde_json::to_vec(value).map_err(io::Error::other)?;

@@ -1,5 +1,5 @@
 //! Pairing links: a fresh code from studiod's control socket (`run/daemon.sock`), the
-//! link a browser opens, and opening it. A code is never logged: it reaches stdout (the
+//! link a browser opens, and opening it; and the `detach` a daemon restart asks there. A code is never logged: it reaches stdout (the
 //! one line the user asked for) or the supervisor socket's reply, nothing else.
 
 use std::{io, path::PathBuf, process::Stdio, time::Duration};
@@ -28,18 +28,38 @@ impl PairError {
     }
 }
 
-/// Asks studiod for a code. The client is blocking std I/O, so it runs off the runtime.
+/// Asks studiod for a code.
 pub(crate) async fn daemon_code(socket: PathBuf) -> Result<PairingCode, PairError> {
-    let reply = tokio::task::spawn_blocking(move || {
-        control::request(&socket, &DaemonRequest::Pair, DAEMON_TIMEOUT)
-    })
-    .await
-    .map_err(|e| PairError::Unavailable(io::Error::other(e)))?
-    .map_err(PairError::Unavailable)?;
-    match reply {
+    match ask(socket, DaemonRequest::Pair).await? {
         DaemonReply::Pair(code) => Ok(code),
         DaemonReply::Error(body) => Err(PairError::Refused(body)),
+        other => Err(unexpected(&other)),
     }
+}
+
+/// Asks studiod to leave its running jobs to their shims at its coming stop (a restart
+/// that must not cancel them); how many it leaves.
+pub(crate) async fn detach_daemon(socket: PathBuf) -> Result<usize, PairError> {
+    match ask(socket, DaemonRequest::Detach).await? {
+        DaemonReply::Detached { running } => Ok(running),
+        DaemonReply::Error(body) => Err(PairError::Refused(body)),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// One request on the control socket. The client is blocking std I/O, so it runs off the
+/// runtime.
+async fn ask(socket: PathBuf, req: DaemonRequest) -> Result<DaemonReply, PairError> {
+    tokio::task::spawn_blocking(move || control::request(&socket, &req, DAEMON_TIMEOUT))
+        .await
+        .map_err(|e| PairError::Unavailable(io::Error::other(e)))?
+        .map_err(PairError::Unavailable)
+}
+
+fn unexpected(reply: &DaemonReply) -> PairError {
+    PairError::Unavailable(io::Error::other(format!(
+        "an answer to another request: {reply:?}"
+    )))
 }
 
 /// Like [`daemon_code`], but waits up to `patience` for the socket to appear: studiod may

@@ -2,7 +2,10 @@
 //! crash loop (`failed`), requested restarts and the final stop. Its state is published
 //! on a watch channel for `status` and for the launch sequence.
 
-use std::time::{Duration, Instant};
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
 
 use studio_contract::time;
 use tokio::sync::{mpsc, watch};
@@ -33,6 +36,9 @@ pub(crate) struct Options {
     pub(crate) policy: Params,
     /// Rewrite `--addr` to the address the first run bound (`:0` stays stable).
     pub(crate) pin_addr: bool,
+    /// The daemon's control socket: a requested restart first asks it to `detach`, so
+    /// its running jobs outlive the restart (`docs/SHIMS.md`). A final stop does not.
+    pub(crate) detach_socket: Option<PathBuf>,
 }
 
 /// How a run ended.
@@ -218,6 +224,20 @@ impl Supervised {
 
     async fn stop(&mut self, running: &mut child::Running, cmd: Option<Cmd>) -> Ended {
         let pid = running.pid();
+        if cmd == Some(Cmd::Restart)
+            && let Some(socket) = self.opts.detach_socket.clone()
+        {
+            // Unanswered, the stop cancels the jobs: nothing runs on that no daemon knows of.
+            match crate::pairing::detach_daemon(socket).await {
+                Ok(running) => self.note(&format!(
+                    "{} restarting; {running} running job(s) left to their shims",
+                    self.opts.name
+                )),
+                Err(error) => {
+                    tracing::warn!(child = self.opts.name, %error, "detach refused; running jobs will be cancelled");
+                }
+            }
+        }
         match running.stop(self.opts.grace).await {
             Ok(s) => {
                 tracing::info!(child = self.opts.name, pid, status = %child::describe(&s), "stopped");
@@ -297,6 +317,7 @@ mod tests {
                 max_crashes: 3,
             },
             pin_addr: true,
+            detach_socket: None,
         };
         let task = tokio::spawn(Supervised::new(spec, opts, log, status_tx, cmd_rx).run());
         (cmd_tx, status_rx, task)

@@ -323,7 +323,8 @@ impl Launch<'_> {
         // supervisor killed with SIGKILL leaves its studiod draining): allow for it.
         let patience = cfg.ready_timeout + cfg.daemon_lock_wait;
         let pin = cfg.daemon_addr.port() == 0;
-        tasks.daemon = Some(self.start("daemon", spec, pin, patience, daemon));
+        let detach = Some(cfg.home.daemon_socket());
+        tasks.daemon = Some(self.start("daemon", spec, pin, patience, detach, daemon));
         let ready = wait_ready(&self.shared.daemon.status, "daemon", &cfg.home).await?;
         // A `:0` daemon address is only known now; the app must dial the bound one.
         let daemon_addr = ready.addr.unwrap_or_else(|| cfg.daemon_addr.to_string());
@@ -338,7 +339,7 @@ impl Launch<'_> {
             pid.into(),
         ]);
         let spec = self.spec(self.bins.app.path.clone(), args);
-        tasks.app = Some(self.start("app", spec, false, cfg.ready_timeout, app));
+        tasks.app = Some(self.start("app", spec, false, cfg.ready_timeout, None, app));
         wait_ready(&self.shared.app.status, "app", &cfg.home).await?;
 
         let url = self.shared.app_url.clone();
@@ -380,6 +381,7 @@ impl Launch<'_> {
         spec: Spec,
         pin_addr: bool,
         ready_timeout: Duration,
+        detach_socket: Option<PathBuf>,
         parts: ChildParts,
     ) -> JoinHandle<()> {
         let (status, cmds, log) = parts;
@@ -389,6 +391,7 @@ impl Launch<'_> {
             grace: self.config.stop_grace,
             policy: Params::default(),
             pin_addr,
+            detach_socket,
         };
         tokio::spawn(Supervised::new(spec, opts, log, status, cmds).run())
     }

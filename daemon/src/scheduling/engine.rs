@@ -9,7 +9,10 @@
 use std::{
     collections::{BTreeSet, HashMap},
     path::PathBuf,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -116,6 +119,9 @@ pub(crate) struct Scheduler {
     pub(crate) allowlist_writes: tokio::sync::Mutex<()>,
     /// This boot's id: recorded with every job leader, checked before signalling one.
     pub(crate) boot_id: String,
+    /// Set by a `detach` request on the control socket: the coming stop leaves running
+    /// jobs to their shims for the next studiod to adopt, instead of cancelling them.
+    pub(crate) detached: Arc<AtomicBool>,
 }
 
 /// The spec of a stored row, armed in the zone recorded on the row.
@@ -190,6 +196,7 @@ impl Scheduler {
             allowlist: AllowList::default(),
             allowlist_writes: tokio::sync::Mutex::default(),
             boot_id,
+            detached: Arc::default(),
         });
         this.load_allowlist().await?;
         Ok(this)
@@ -530,8 +537,17 @@ impl Scheduler {
 
     /// Stops firing: cancels every running job (reason `daemon_shutdown`), KILLs the groups
     /// of any that ignore TERM, and waits a bounded time for their terminal writes — all
-    /// within the daemon's own stop grace.
+    /// within the daemon's own stop grace. After a `detach` request it cancels nothing: the
+    /// jobs run on under their shims, and the next studiod adopts them.
     async fn drain(&self) {
+        if self.detached.load(Ordering::SeqCst) {
+            let running = self.active().len();
+            tracing::info!(
+                running,
+                "stopping without cancelling: running jobs stay with their shims for the next studiod"
+            );
+            return;
+        }
         let running: Vec<String> = self.active().keys().cloned().collect();
         for id in &running {
             let _ = self.cancel(id, "daemon_shutdown").await;

@@ -8,11 +8,11 @@ use serde_json::Value;
 use studio_contract::time::{now_ms, rfc3339};
 use studio_runner::{
     Canceller, Ending, JobSpec, LaunchRequest, LaunchSpec, Outcome, ProcessIdentity,
-    client::ShimWatch,
+    client::{LaunchError, ShimWatch},
     env::job_env,
     evidence::{self, Evidence},
 };
-use studio_schedule::{Action, FollowUp, ScheduleSpec, validate::not_allowed};
+use studio_schedule::{Action, FollowUp, OnDaemonLoss, ScheduleSpec, validate::not_allowed};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{
@@ -27,6 +27,14 @@ use crate::error::chain;
 const DEFAULT_DEADLINE: Duration = Duration::from_secs(7_200);
 /// How deep follow-ups chain (validation refuses deeper specs).
 const MAX_CHAIN_DEPTH: i64 = 10;
+
+/// Why a launch has no job to supervise.
+enum Unlaunched {
+    /// Certainly nothing started.
+    Refused(String),
+    /// No report came back: the run's folder must tell.
+    Unknown(String),
+}
 
 /// Why a claimed run could not be launched.
 enum Refusal {
@@ -90,48 +98,95 @@ impl Scheduler {
             Ok(job) => job,
             Err(refusal) => return self.refuse(&run, refusal).await,
         };
-        let program = job.program.clone();
-        let run_dir = job.run_dir.clone();
-        let (shim, leader) = match self.launch_job(&run, &job).await {
+        let kill_on_loss = spec
+            .as_ref()
+            .is_some_and(|s| s.policies.on_daemon_loss == OnDaemonLoss::Kill);
+        let (shim, leader) = match self.launch_job(&run, &job, kill_on_loss).await {
             Ok(launched) => launched,
-            Err(why) => return self.refuse(&run, Refusal::Spawn(why)).await,
+            Err(Unlaunched::Refused(why)) => return self.refuse(&run, Refusal::Spawn(why)).await,
+            // No report: the run's folder says what happened, as it would at a restart.
+            Err(Unlaunched::Unknown(why)) => {
+                tracing::warn!(run = %run.id, error = %why, "launch not reported");
+                return match evidence::classify(&job.run_dir, &self.boot_id) {
+                    Ok(Evidence::NeverStarted) => self.refuse(&run, Refusal::Spawn(why)).await,
+                    found => self.settle_by_evidence(run, found).await,
+                };
+            }
         };
         CrashPoint::reached(self.config.crash_at, CrashPoint::AfterSpawn, &self.run_dir);
         self.store
-            .mark_dispatched(&run.id, leader.pid, Some(&leader), &program, now_ms())
+            .mark_dispatched(
+                &run.id,
+                leader.pid,
+                Some(&leader),
+                Some(&job.program),
+                now_ms(),
+            )
             .await?;
         CrashPoint::reached(
             self.config.crash_at,
             CrashPoint::AfterDispatch,
             &self.run_dir,
         );
+        self.supervise(&run, Some(&schedule), &shim, Some(leader.pid))
+            .await
+    }
+
+    /// Follows the shim of a launched (or adopted) run to its end, passing on a cancel,
+    /// then records the run's outcome from its folder.
+    pub(super) async fn supervise(
+        self: &Arc<Self>,
+        run: &RunRow,
+        schedule: Option<&ScheduleRow>,
+        shim: &ProcessIdentity,
+        pgid: Option<u32>,
+    ) -> Result<(), crate::store::StoreError> {
         let (canceller, cancelled) = Canceller::pair();
         let pending_cancel = {
             let mut active = self.active();
             let entry = active.entry(run.id.clone()).or_default();
             entry.canceller = Some(canceller.clone());
-            entry.pgid = Some(leader.pid);
+            entry.pgid = pgid;
             entry.cancel_reason.is_some()
         };
         if pending_cancel {
             canceller.cancel();
         }
-        watch_shim(&run.id, &shim, cancelled).await;
+        watch_shim(&run.id, shim, cancelled).await;
+        let run_dir = self.runs_dir.join(&run.id);
         let outcome = match evidence::classify(&run_dir, &self.boot_id) {
             Ok(Evidence::Ended(outcome)) => *outcome,
-            other => return self.shim_lost(&run, &other).await,
+            other => return self.shim_lost(run, &other).await,
         };
         CrashPoint::reached(
             self.config.crash_at,
             CrashPoint::BeforeFinish,
             &self.run_dir,
         );
+        self.record_outcome(run, schedule, &outcome).await
+    }
+
+    /// Ends a `running` run with the outcome its shim recorded (stamping its launch first
+    /// if no daemon did), then fires its follow-up.
+    pub(super) async fn record_outcome(
+        self: &Arc<Self>,
+        run: &RunRow,
+        schedule: Option<&ScheduleRow>,
+        outcome: &Outcome,
+    ) -> Result<(), crate::store::StoreError> {
+        if run.dispatched_at_ms.is_none()
+            && let Some(leader) = evidence::job(&self.runs_dir.join(&run.id))
+        {
+            self.store
+                .mark_dispatched(&run.id, leader.pid, Some(&leader), None, now_ms())
+                .await?;
+        }
         let reason = self
             .active()
             .get(&run.id)
             .and_then(|a| a.cancel_reason.clone());
-        let (status, reason) = settle(&outcome, reason);
-        let finish = finish_of(&outcome);
+        let (status, reason) = settle(outcome, reason);
+        let finish = finish_of(outcome);
         if let Some((row, event)) = self
             .store
             .transition(
@@ -145,36 +200,43 @@ impl Scheduler {
             .await?
         {
             self.publish(event);
-            self.follow_up(&row, &schedule).await;
+            if let Some(schedule) = schedule {
+                self.follow_up(&row, schedule).await;
+            }
         }
         Ok(())
     }
 
     /// Starts `job` under a shim: the shim's and the job leader's identities, or why
-    /// nothing runs.
+    /// nothing runs. With `kill_on_loss` the shim ends the job when this studiod is gone.
     async fn launch_job(
         &self,
         run: &RunRow,
         job: &JobSpec,
-    ) -> Result<(ProcessIdentity, ProcessIdentity), String> {
-        let launcher = self
-            .launcher
-            .as_ref()
-            .ok_or("no job launcher is configured; nothing was started")?;
+        kill_on_loss: bool,
+    ) -> Result<(ProcessIdentity, ProcessIdentity), Unlaunched> {
+        let launcher = self.launcher.as_ref().ok_or_else(|| {
+            Unlaunched::Refused("no job launcher is configured; nothing was started".into())
+        })?;
         let req = LaunchRequest {
             run_id: run.id.clone(),
             boot_id: self.boot_id.clone(),
             spec: LaunchSpec::from_job_spec(job),
-            // Until recovery adopts shims (docs/SHIMS.md, step 6), a job ends with the
-            // studiod that launched it, as it always has.
-            daemon_pid: Some(std::process::id()),
+            daemon_pid: kill_on_loss.then(std::process::id),
             inherited_lock_fd: self.lock_fd,
         };
-        let report = launcher.launch(&req).await.map_err(|e| e.to_string())?;
-        let leader = report.result?;
+        let report = match launcher.launch(&req).await {
+            Ok(report) => report,
+            Err(LaunchError::Gone) => {
+                return Err(Unlaunched::Unknown(LaunchError::Gone.to_string()));
+            }
+            // Not written, or no launcher could be started: nothing was forked.
+            Err(e) => return Err(Unlaunched::Refused(e.to_string())),
+        };
+        let leader = report.result.map_err(Unlaunched::Refused)?;
         let shim = report
             .shim
-            .ok_or("the job started without a recorded shim")?;
+            .ok_or_else(|| Unlaunched::Unknown("the job started without a recorded shim".into()))?;
         Ok((shim, leader))
     }
 
@@ -190,13 +252,15 @@ impl Scheduler {
             Err(e) => format!("the job's outcome cannot be read: {e}"),
         };
         tracing::warn!(run = %run.id, detail = %detail, "shim lost");
-        self.fail_running(run, "shim_lost", detail).await
+        self.fail(run, RunStatus::Running, "shim_lost", detail)
+            .await
     }
 
-    /// Ends a `running` run as `failed` with `reason`, `detail` as its error output.
-    async fn fail_running(
+    /// Ends an active run (`from`) as `failed` with `reason`, `detail` as its error output.
+    pub(super) async fn fail(
         &self,
         run: &RunRow,
+        from: RunStatus,
         reason: &str,
         detail: String,
     ) -> Result<(), crate::store::StoreError> {
@@ -208,7 +272,7 @@ impl Scheduler {
             .store
             .transition(
                 &run.id,
-                RunStatus::Running,
+                from,
                 RunStatus::Failed,
                 Some(reason),
                 Some(&finish),
@@ -309,7 +373,7 @@ impl Scheduler {
             ),
         };
         tracing::warn!(run = %run.id, reason, detail = %detail, "run not launched");
-        self.fail_running(run, reason, detail).await
+        self.fail(run, RunStatus::Running, reason, detail).await
     }
 
     /// Fires the run's `on_success` / `on_fail` follow-up, if any.
@@ -399,12 +463,18 @@ fn settle(outcome: &Outcome, cancel_reason: Option<String>) -> (RunStatus, Strin
         Ending::Deadline => (RunStatus::TimedOut, "deadline".into()),
         Ending::Cancelled => (
             RunStatus::Cancelled,
-            cancel_reason.unwrap_or_else(|| "cancelled".into()),
+            cancel_reason
+                .or_else(|| outcome.cancelled_by.clone())
+                .unwrap_or_else(|| "cancelled".into()),
         ),
         Ending::Exited if outcome.succeeded() => (RunStatus::Completed, "exit_0".into()),
         Ending::Exited => match (outcome.exit_code, outcome.signal) {
             (Some(code), _) => (RunStatus::Failed, format!("exit_{code}")),
             (None, Some(sig)) => (RunStatus::Failed, format!("signal_{sig}")),
+            // Neither code nor signal: the job never started, and its shim said why.
+            (None, None) if outcome.report_error.is_some() => {
+                (RunStatus::Failed, "spawn_failed".into())
+            }
             (None, None) => (RunStatus::Failed, "unknown_exit".into()),
         },
     }

@@ -1,23 +1,30 @@
-//! What a daemon start finds: runs a previous daemon left behind.
+//! What a daemon start finds: runs a previous daemon left behind, settled by the
+//! evidence their shims left in `runs/<id>/` (`docs/SHIMS.md`), never by a guess:
 //!
-//! - `running`, never dispatched: tombstoned and replaced in one transaction, then
-//!   launched (at-least-once up to a confirmed launch);
-//! - `running`, dispatched: its job died with the daemon that launched it (the leader
-//!   had a parent-death signal); what is left of its process group is killed and the run
-//!   is `failed` with reason `daemon_lost`, never re-fired (at-most-once after launch);
+//! - `running`, no shim ever recorded itself: under the home lock none can any more, so
+//!   the job never started; tombstoned and replaced in one transaction, then launched;
+//! - `running`, an outcome recorded: the run ends with it (the job ran once);
+//! - `running`, its shim alive (pid, start time and boot all match): **adopted**: shown
+//!   running, followed by pidfd, its outcome recorded when it ends;
+//! - `running`, its shim gone without an outcome: `failed`, `shim_lost` (what is left of
+//!   the job's group is killed if its leader still matches), or `launch_uncertain` when
+//!   the shim died before recording the job, or `host_rebooted` after a reboot;
 //! - `queued`: never started, launched now.
 //!
+//! A run dispatched by a daemon older than the shims has no evidence: `daemon_lost`.
 //! The stale-run reaper then finishes, every minute, any `running` run no job backs.
 
-use std::{sync::Arc, time::Duration};
+use std::{io, sync::Arc, time::Duration};
 
-use rustix::process::{Pid, Signal, kill_process_group};
 use studio_contract::time::now_ms;
+use studio_runner::{
+    ProcessIdentity,
+    evidence::{self, Evidence},
+};
 
 use super::{
     engine::{Scheduler, arm},
     model::{RunRow, RunStatus},
-    store::Finish,
 };
 use crate::{error::chain, store::StoreError};
 
@@ -33,23 +40,110 @@ impl Scheduler {
     pub(super) async fn recover(self: &Arc<Self>) -> Result<(), StoreError> {
         let now = now_ms();
         for run in self.store.active_runs().await? {
-            match (run.status(), run.dispatched_at_ms) {
-                (Some(RunStatus::Running), Some(_)) => self.lost(&run, "daemon_lost").await?,
-                (Some(RunStatus::Running), None) => {
-                    let new_id = uuid::Uuid::now_v7().to_string();
-                    if let Some((replacement, events)) =
-                        self.store.tombstone_and_replace(&run, &new_id, now).await?
-                    {
-                        tracing::warn!(run = %run.id, replacement = %replacement.id, "never-dispatched run replaced");
-                        events.into_iter().for_each(|e| self.publish(e));
-                        self.relaunch(replacement).await?;
+            match run.status() {
+                Some(RunStatus::Running) => {
+                    let found = evidence::classify(&self.runs_dir.join(&run.id), &self.boot_id);
+                    match found {
+                        Ok(Evidence::NeverStarted) if run.dispatched_at_ms.is_some() => {
+                            let leader = run.leader.clone();
+                            self.lost(&run, "daemon_lost", leader.as_ref()).await?;
+                        }
+                        Ok(Evidence::NeverStarted) => self.replace(&run, now).await?,
+                        found => self.settle_by_evidence(run, found).await?,
                     }
                 }
-                (Some(RunStatus::Queued), _) => self.relaunch(run).await?,
+                Some(RunStatus::Queued) => self.relaunch(run).await?,
                 _ => {}
             }
         }
         self.fill_cadences(now).await
+    }
+
+    /// Tombstones a run that never started and launches its replacement.
+    async fn replace(self: &Arc<Self>, run: &RunRow, now: i64) -> Result<(), StoreError> {
+        let new_id = uuid::Uuid::now_v7().to_string();
+        if let Some((replacement, events)) =
+            self.store.tombstone_and_replace(run, &new_id, now).await?
+        {
+            tracing::warn!(run = %run.id, replacement = %replacement.id, "never-started run replaced");
+            events.into_iter().for_each(|e| self.publish(e));
+            self.relaunch(replacement).await?;
+        }
+        Ok(())
+    }
+
+    /// Settles a `running` run whose folder shows a shim did start (any evidence but
+    /// [`Evidence::NeverStarted`]).
+    pub(super) async fn settle_by_evidence(
+        self: &Arc<Self>,
+        run: RunRow,
+        found: io::Result<Evidence>,
+    ) -> Result<(), StoreError> {
+        match found {
+            Ok(Evidence::Ended(outcome)) => {
+                let schedule = self.schedule_of(&run).await?;
+                self.record_outcome(&run, schedule.as_ref(), &outcome).await
+            }
+            Ok(Evidence::Supervised { shim }) => {
+                self.adopt(run, shim);
+                Ok(())
+            }
+            Ok(Evidence::SupervisorLost { job }) => self.lost(&run, "shim_lost", Some(&job)).await,
+            Ok(Evidence::Rebooted) => self.lost(&run, "host_rebooted", None).await,
+            Ok(Evidence::Uncertain | Evidence::NeverStarted) => {
+                let detail = "[studio] the job's shim died after recording itself and before \
+                              recording the job: it may or may not have started, so it is not \
+                              started again\n";
+                tracing::warn!(run = %run.id, "launch uncertain");
+                self.fail(&run, RunStatus::Running, "launch_uncertain", detail.into())
+                    .await
+            }
+            Err(e) => {
+                tracing::warn!(run = %run.id, error = %e, "launch evidence unreadable");
+                let detail = format!("[studio] the run's launch evidence cannot be read: {e}\n");
+                self.fail(&run, RunStatus::Running, "launch_uncertain", detail)
+                    .await
+            }
+        }
+    }
+
+    /// Takes over a run whose shim outlived the daemon that launched it: the run stays
+    /// `running`, counts against the concurrency limit when a slot is free (a job that
+    /// runs is never held back), can be cancelled, and ends with the outcome its shim
+    /// records.
+    fn adopt(self: &Arc<Self>, run: RunRow, shim: ProcessIdentity) {
+        let pgid = evidence::job(&self.runs_dir.join(&run.id)).map(|job| job.pid);
+        tracing::info!(run = %run.id, shim = shim.pid, "adopted a running job from its shim");
+        self.active().insert(
+            run.id.clone(),
+            super::engine::Active {
+                schedule_id: run.schedule_id.clone(),
+                ..Default::default()
+            },
+        );
+        let slot = self.slots.clone().try_acquire_owned().ok();
+        let this = self.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let supervised = async {
+                let schedule = this.schedule_of(&run).await?;
+                this.supervise(&run, schedule.as_ref(), &shim, pgid).await
+            };
+            if let Err(error) = supervised.await {
+                tracing::error!(run = %run.id, error = %chain(&error), "adopted run supervision failed");
+            }
+            this.active().remove(&run.id);
+        });
+    }
+
+    async fn schedule_of(
+        &self,
+        run: &RunRow,
+    ) -> Result<Option<super::model::ScheduleRow>, StoreError> {
+        match &run.schedule_id {
+            Some(id) => self.store.schedule(id).await,
+            None => Ok(None),
+        }
     }
 
     /// Derives the cadence of schedules stored before it was kept (migration 0006); a
@@ -69,11 +163,10 @@ impl Scheduler {
     }
 
     async fn relaunch(self: &Arc<Self>, run: RunRow) -> Result<(), StoreError> {
-        let Some(schedule) = (match &run.schedule_id {
-            Some(id) => self.store.schedule(id).await?,
-            None => None,
-        }) else {
-            return self.lost(&run, "schedule_deleted").await;
+        let Some(schedule) = self.schedule_of(&run).await? else {
+            let from = run.status().unwrap_or(RunStatus::Queued);
+            let detail = "[studio] the schedule was deleted before the run started\n".into();
+            return self.fail(&run, from, "schedule_deleted", detail).await;
         };
         self.active().insert(
             run.id.clone(),
@@ -86,44 +179,22 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Ends a run no live job backs: kills its group if its leader is still the very
-    /// process recorded (pid, start time and boot all match), and marks it failed.
-    async fn lost(&self, run: &RunRow, reason: &str) -> Result<(), StoreError> {
-        match &run.leader {
-            Some(leader) if leader.is_running(&self.boot_id) => {
-                let pgid = i32::try_from(leader.pid).ok().and_then(Pid::from_raw);
-                if let Some(pgid) = pgid
-                    && kill_process_group(pgid, Signal::KILL).is_ok()
-                {
-                    tracing::warn!(run = %run.id, pgid = leader.pid, "killed the remains of a lost job");
-                }
-            }
-            // Gone, another process under a reused pid, another boot, or never recorded:
-            // nothing of this run's to signal.
-            _ => {}
-        }
-        let from = run.status().unwrap_or(RunStatus::Running);
-        let finish = Finish {
-            stderr_tail: Some(format!(
-                "[studio] the run was ended at daemon start: {reason}\n"
-            )),
-            ..Finish::default()
-        };
-        if let Some((_, event)) = self
-            .store
-            .transition(
-                &run.id,
-                from,
-                RunStatus::Failed,
-                Some(reason),
-                Some(&finish),
-                now_ms(),
-            )
-            .await?
+    /// Ends a `running` run no live shim backs: kills what is left of the job's group
+    /// while `leader` is still the very process recorded (pid, start time and boot all
+    /// match; a reused pid or another boot is left alone), and marks it failed.
+    async fn lost(
+        &self,
+        run: &RunRow,
+        reason: &str,
+        leader: Option<&ProcessIdentity>,
+    ) -> Result<(), StoreError> {
+        if let Some(leader) = leader
+            && leader.kill_group(&self.boot_id)
         {
-            self.publish(event);
+            tracing::warn!(run = %run.id, pgid = leader.pid, "killed the remains of a lost job");
         }
-        Ok(())
+        let detail = format!("[studio] the run was ended at daemon start: {reason}\n");
+        self.fail(run, RunStatus::Running, reason, detail).await
     }
 
     pub(super) async fn reap_forever(self: Arc<Self>) {
@@ -139,7 +210,7 @@ impl Scheduler {
         }
     }
 
-    async fn reap(&self) -> Result<(), StoreError> {
+    async fn reap(self: &Arc<Self>) -> Result<(), StoreError> {
         let now = now_ms();
         let stale: Vec<RunRow> = self
             .store
@@ -152,8 +223,15 @@ impl Scheduler {
             .filter(|r| !self.active().contains_key(&r.id))
             .collect();
         for run in stale {
-            tracing::warn!(run = %run.id, "stale run reaped");
-            self.lost(&run, "stale").await?;
+            // A shim may still be behind it (its daemon-side task failed): its folder says.
+            match evidence::classify(&self.runs_dir.join(&run.id), &self.boot_id) {
+                Ok(Evidence::NeverStarted) => {
+                    tracing::warn!(run = %run.id, "stale run reaped");
+                    let leader = run.leader.clone();
+                    self.lost(&run, "stale", leader.as_ref()).await?;
+                }
+                found => self.settle_by_evidence(run, found).await?,
+            }
         }
         self.store.prune_events(EVENTS_KEPT).await?;
         self.store

@@ -257,12 +257,12 @@ async fn a_never_dispatched_run_is_tombstoned_and_replaced_once() {
         panic!("claimed");
     };
     assert!(
-        s.mark_dispatched(&other.id, 42, None, "/bin/true", 7)
+        s.mark_dispatched(&other.id, 42, None, Some("/bin/true"), 7)
             .await
             .expect("stamp")
     );
     assert!(
-        !s.mark_dispatched(&other.id, 43, None, "/bin/true", 8)
+        !s.mark_dispatched(&other.id, 43, None, Some("/bin/true"), 8)
             .await
             .expect("stamp"),
         "stamped once"
@@ -671,7 +671,7 @@ async fn measure_fire_database_work() {
         };
         claim += t.elapsed().as_micros();
         let t = std::time::Instant::now();
-        s.mark_dispatched(&r.id, 1, None, "/bin/true", i)
+        s.mark_dispatched(&r.id, 1, None, Some("/bin/true"), i)
             .await
             .expect("stamp");
         stamp += t.elapsed().as_micros();
@@ -803,7 +803,7 @@ async fn dispatched(s: &super::Scheduler, leader: &studio_runner::ProcessIdentit
         panic!("claimed");
     };
     s.store
-        .mark_dispatched(&row.id, leader.pid, Some(leader), "/bin/sleep", 2)
+        .mark_dispatched(&row.id, leader.pid, Some(leader), Some("/bin/sleep"), 2)
         .await
         .expect("stamp");
     row.id
@@ -894,4 +894,153 @@ async fn a_claimed_run_keeps_its_follow_ups_and_a_replacement_is_the_next_attemp
         replacement.replaces_run_id.as_deref(),
         Some(row.id.as_str())
     );
+}
+
+/// A `running` run, claimed but not stamped, with the given evidence files in its folder.
+async fn launched(
+    s: &super::Scheduler,
+    files: &[(&str, serde_json::Value)],
+) -> (String, std::path::PathBuf) {
+    let mut r = run("a", None, RunKind::Chain);
+    r.counted = false;
+    let Claim::Claimed(row, _, _) = s.store.claim(&r, Cursor::Keep, 1).await.expect("claim") else {
+        panic!("claimed");
+    };
+    let dir = s.runs_dir.join(&row.id);
+    std::fs::create_dir_all(&dir).expect("run folder");
+    for (name, value) in files {
+        studio_runner::evidence::record(&dir, name, value).expect("evidence");
+    }
+    (row.id, dir)
+}
+
+fn outcome_json(exit_code: i32) -> serde_json::Value {
+    serde_json::json!({
+        "ending": "exited", "exit_code": exit_code, "signal": null,
+        "stdout": {"bytes": 3, "logged": 3, "tail": "hi\n"},
+        "stderr": {"bytes": 0, "logged": 0, "tail": ""},
+        "report": null, "report_error": null
+    })
+}
+
+async fn status_of(s: &super::Scheduler, id: &str) -> RunRow {
+    s.store.run(id).await.expect("read").expect("row")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_settles_each_run_by_what_its_shim_recorded() {
+    use studio_runner::{
+        ProcessIdentity,
+        evidence::{JOB_FILE, OUTCOME_FILE, SHIM_FILE},
+    };
+    let dir = TempDir::new("evidence");
+    let s = scheduler(&dir).await;
+    s.store
+        .insert_schedule(&schedule("a", None, None))
+        .await
+        .expect("schedule");
+    let boot = s.boot_id.clone();
+    let me = ProcessIdentity::of(std::process::id(), &boot).expect("identity");
+    // This pid, recorded as an earlier process: a shim that is gone.
+    let gone = serde_json::to_value(ProcessIdentity {
+        start_ticks: me.start_ticks - 1,
+        ..me.clone()
+    })
+    .expect("json");
+    let live = |b: &Bystander| {
+        serde_json::to_value(ProcessIdentity::of(b.0.id(), &boot).expect("identity")).expect("json")
+    };
+
+    let (never, _) = launched(&s, &[]).await;
+    let (ended, _) = launched(
+        &s,
+        &[
+            (SHIM_FILE, gone.clone()),
+            (JOB_FILE, gone.clone()),
+            (OUTCOME_FILE, outcome_json(0)),
+        ],
+    )
+    .await;
+    // A shim still running (a stand-in that lives a moment), its job recorded.
+    let mut shim = Bystander(
+        std::process::Command::new("/bin/sleep")
+            .arg("1")
+            .spawn()
+            .expect("spawn"),
+    );
+    let (adopted, adopted_dir) =
+        launched(&s, &[(SHIM_FILE, live(&shim)), (JOB_FILE, live(&shim))]).await;
+    // A shim gone without an outcome, its job still running: that job is killed.
+    let mut orphan = bystander();
+    let (shim_lost, _) =
+        launched(&s, &[(SHIM_FILE, gone.clone()), (JOB_FILE, live(&orphan))]).await;
+    let (uncertain, _) = launched(&s, &[(SHIM_FILE, gone.clone())]).await;
+    let other_boot = serde_json::to_value(ProcessIdentity {
+        boot_id: "an-earlier-boot".into(),
+        ..me.clone()
+    })
+    .expect("json");
+    let (rebooted, _) = launched(&s, &[(SHIM_FILE, other_boot)]).await;
+
+    s.recover().await.expect("recover");
+
+    let tomb = status_of(&s, &never).await;
+    assert_eq!(
+        (tomb.status.as_str(), tomb.reason.as_deref()),
+        ("failed", Some("never_dispatched")),
+        "no shim ever recorded itself: replaced"
+    );
+    let done = status_of(&s, &ended).await;
+    assert_eq!(
+        (done.status.as_str(), done.exit_code),
+        ("completed", Some(0)),
+        "{done:?}"
+    );
+    assert!(done.dispatched_at_ms.is_some(), "its launch is stamped");
+    for (id, reason) in [
+        (&shim_lost, "shim_lost"),
+        (&uncertain, "launch_uncertain"),
+        (&rebooted, "host_rebooted"),
+    ] {
+        let row = status_of(&s, id).await;
+        assert_eq!(
+            (row.status.as_str(), row.reason.as_deref()),
+            ("failed", Some(reason)),
+            "{row:?}"
+        );
+    }
+    let killed = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        loop {
+            if let Some(status) = orphan.0.try_wait().expect("poll") {
+                return status;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the lost shim's job was killed");
+    assert!(!killed.success());
+
+    // Adopted: running, followed, and ended with the outcome its shim records.
+    assert_eq!(status_of(&s, &adopted).await.status, "running");
+    assert!(s.active().contains_key(&adopted), "adopted");
+    studio_runner::evidence::record(&adopted_dir, OUTCOME_FILE, &outcome_json(3)).expect("outcome");
+    let _ = shim.0.wait();
+    let row = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let row = status_of(&s, &adopted).await;
+            if row.status != "running" {
+                return row;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the adopted run ended");
+    assert_eq!(
+        (row.status.as_str(), row.reason.as_deref(), row.exit_code),
+        ("failed", Some("exit_3"), Some(3)),
+        "{row:?}"
+    );
+    assert!(row.dispatched_at_ms.is_some(), "stamped from job.json");
 }

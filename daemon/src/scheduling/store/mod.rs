@@ -707,12 +707,12 @@ impl SchedStore {
         id: &str,
         pid: u32,
         leader: Option<&ProcessIdentity>,
-        program: &str,
+        program: Option<&str>,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE runs SET dispatched_at_ms = ?, pid = ?, pid_start_ticks = ?, boot_id = ?, \
-             program = ? WHERE id = ? AND dispatched_at_ms IS NULL",
+             program = COALESCE(?, program) WHERE id = ? AND dispatched_at_ms IS NULL",
         )
         .bind(now_ms)
         .bind(i64::from(pid))
