@@ -132,7 +132,37 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         if self.owned {
+            end_jobs(&self.path);
             let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Ends every shim and job group recorded under `home/runs/` that is still that very
+/// process (pid, start time and boot match): jobs outlive a killed daemon under their
+/// shims, so a test's home must not leave them behind.
+pub fn end_jobs(home: &Path) {
+    use studio_runner::{
+        ProcessIdentity,
+        evidence::{JOB_FILE, SHIM_FILE},
+    };
+    let Ok(boot) = studio_runner::identity::boot_id() else {
+        return;
+    };
+    let Ok(runs) = std::fs::read_dir(home.join("runs")) else {
+        return;
+    };
+    let recorded = |path: PathBuf| -> Option<ProcessIdentity> {
+        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    };
+    for dir in runs.flatten().map(|e| e.path()) {
+        if let Some(shim) = recorded(dir.join(SHIM_FILE))
+            && shim.is_running(&boot)
+        {
+            signal(shim.pid, rustix::process::Signal::KILL);
+        }
+        if let Some(job) = recorded(dir.join(JOB_FILE)) {
+            job.kill_group(&boot);
         }
     }
 }
