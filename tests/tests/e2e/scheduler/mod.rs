@@ -19,6 +19,7 @@ mod events;
 mod gates;
 mod recovery;
 mod runner;
+mod shims;
 
 /// Executables the tests' schedules run.
 const ALLOW: &str = "sh,true,sleep";
@@ -37,10 +38,15 @@ struct Api {
 
 impl Api {
     fn new(studio: &Studio) -> Self {
+        Self::at(studio.daemon_url(""), studio.token())
+    }
+
+    /// The API of a studiod at `base` (`http://host:port`).
+    fn at(base: String, token: String) -> Self {
         Self {
             client: studio_tests::http(),
-            base: studio.daemon_url(""),
-            token: studio.token(),
+            base,
+            token,
         }
     }
 

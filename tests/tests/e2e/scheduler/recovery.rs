@@ -312,7 +312,10 @@ async fn crash_after_launch(point: &str) {
     let run = &runs[0];
     assert!(is(run, "completed", "exit_0"), "the true outcome: {run}");
     assert_eq!(run["exit_code"], 0, "{run}");
-    assert!(!run["dispatched_at"].is_null(), "its launch is stamped: {run}");
+    assert!(
+        !run["dispatched_at"].is_null(),
+        "its launch is stamped: {run}"
+    );
     assert_eq!(
         lines,
         [run["id"].as_str().expect("id")],
