@@ -109,6 +109,11 @@ impl Scheduler {
                 tracing::warn!(run = %run.id, error = %why, "launch not reported");
                 return match evidence::classify(&job.run_dir, &self.boot_id) {
                     Ok(Evidence::NeverStarted) => self.refuse(&run, Refusal::Spawn(why)).await,
+                    // Supervised here, by this task (which holds the run's slot).
+                    Ok(Evidence::Supervised { shim }) => {
+                        let pgid = evidence::job(&job.run_dir).map(|leader| leader.pid);
+                        self.supervise(&run, Some(&schedule), &shim, pgid).await
+                    }
                     found => self.settle_by_evidence(run, found).await,
                 };
             }
@@ -174,13 +179,7 @@ impl Scheduler {
         schedule: Option<&ScheduleRow>,
         outcome: &Outcome,
     ) -> Result<(), crate::store::StoreError> {
-        if run.dispatched_at_ms.is_none()
-            && let Some(leader) = evidence::job(&self.runs_dir.join(&run.id))
-        {
-            self.store
-                .mark_dispatched(&run.id, leader.pid, Some(&leader), None, now_ms())
-                .await?;
-        }
+        self.stamp_launch(run).await?;
         let reason = self
             .active()
             .get(&run.id)
@@ -203,6 +202,19 @@ impl Scheduler {
             if let Some(schedule) = schedule {
                 self.follow_up(&row, schedule).await;
             }
+        }
+        Ok(())
+    }
+
+    /// Stamps the launch of a run no daemon stamped (it died first) from the job leader its
+    /// shim recorded, if the job started.
+    pub(super) async fn stamp_launch(&self, run: &RunRow) -> Result<(), crate::store::StoreError> {
+        if run.dispatched_at_ms.is_none()
+            && let Some(leader) = evidence::job(&self.runs_dir.join(&run.id))
+        {
+            self.store
+                .mark_dispatched(&run.id, leader.pid, Some(&leader), None, now_ms())
+                .await?;
         }
         Ok(())
     }

@@ -126,6 +126,8 @@ impl Scheduler {
         tokio::spawn(async move {
             let _slot = slot;
             let supervised = async {
+                // Shown with its job's pid at once, not only when it ends.
+                this.stamp_launch(&run).await?;
                 let schedule = this.schedule_of(&run).await?;
                 this.supervise(&run, schedule.as_ref(), &shim, pgid).await
             };

@@ -331,19 +331,18 @@ async fn shim_memory() {
     d.stop();
 }
 
-fn pss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Pss:"))?
-                .split_whitespace()
-                .nth(1)?
-                .parse::<f64>()
-                .ok()
-        })
-        .unwrap_or(0.0)
-        / 1024.0
+/// Wall time per empty file created in a fresh home folder. On ext4 this depends on the
+/// folder's block group (a group crowded with recently deleted inodes is scanned on every
+/// create: 40 µs in one folder of a machine, 1.2 ms in another), and it dominates a
+/// fire's cost when high.
+fn file_create_us() -> f64 {
+    let home = TempDir::new("probe");
+    let n = 1000;
+    let t = Instant::now();
+    for i in 0..n {
+        std::fs::File::create(home.path().join(i.to_string())).expect("create");
+    }
+    t.elapsed().as_secs_f64() * 1e6 / f64::from(n)
 }
 
 fn cpu_ticks(pid: u32) -> u64 {
@@ -356,19 +355,29 @@ fn cpu_ticks(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// VmRSS of `pid`, in MiB.
 fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+    kib_field(&format!("/proc/{pid}/status"), "VmRSS:") / 1024.0
+}
+
+/// Pss of `pid` (shared pages split among their sharers), in MiB.
+fn pss_mib(pid: u32) -> f64 {
+    kib_field(&format!("/proc/{pid}/smaps_rollup"), "Pss:") / 1024.0
+}
+
+/// The kB figure on the line starting with `key` of a `/proc` file (0 if absent).
+fn kib_field(path: &str, key: &str) -> f64 {
+    std::fs::read_to_string(path)
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))?
+                .find(|l| l.starts_with(key))?
                 .split_whitespace()
                 .nth(1)?
                 .parse::<f64>()
                 .ok()
         })
         .unwrap_or(0.0)
-        / 1024.0
 }
 
 async fn many_cron(count: usize) {
@@ -422,6 +431,13 @@ async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let window = Duration::from_secs(if quick { 5 } else { 10 });
     println!("# studio-sched-bench\n");
+    println!(
+        "File system: {:.0} µs to create a file in a home here ({}); each run creates six \
+         (its folder, two logs, three evidence files), so figures are comparable only at a \
+         like cost.\n",
+        file_create_us(),
+        std::env::temp_dir().display()
+    );
     println!(
         "## Timing error: `every: 1s` schedules running `true` (window {} s)\n",
         window.as_secs()

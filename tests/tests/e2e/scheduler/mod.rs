@@ -110,6 +110,19 @@ impl Api {
         run
     }
 
+    /// Creates a schedule from `spec` and triggers a manual run of it: their ids.
+    async fn create_and_trigger(&self, spec: &Value) -> (String, String) {
+        let id = self.create(spec).await["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let run_id = self.trigger(&id).await["id"]
+            .as_str()
+            .expect("run id")
+            .to_owned();
+        (id, run_id)
+    }
+
     async fn disable(&self, schedule: &str) {
         let (status, body) = self
             .post(&format!("/api/schedules/{schedule}/disable"), &json!({}))

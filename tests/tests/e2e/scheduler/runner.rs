@@ -111,16 +111,9 @@ async fn scheduler_deadline_times_out_and_leaves_no_term_ignoring_grandchild() {
 async fn scheduler_cancel_ends_a_running_job_once() {
     let studio = start(&[]);
     let api = Api::new(&studio);
-    let id = api
-        .create(&command("cancel", every("1d"), "sleep", &["300"]))
-        .await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let run_id = api.trigger(&id).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (_, run_id) = api
+        .create_and_trigger(&command("cancel", every("1d"), "sleep", &["300"]))
+        .await;
     api.wait_run(&run_id, "the run to be running", running)
         .await;
     let (status, body) = api

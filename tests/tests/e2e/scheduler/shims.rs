@@ -40,14 +40,9 @@ async fn shims_a_long_job_survives_a_daemon_restart_and_a_kill() {
         "seq 1 500; while [ ! -e '{}' ]; do sleep 0.05; done; seq 501 1000",
         go.display()
     );
-    let id = api.create(&sh("long", every("1h"), &script)).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let run_id = api.trigger(&id).await["id"]
-        .as_str()
-        .expect("run id")
-        .to_owned();
+    let (id, run_id) = api
+        .create_and_trigger(&sh("long", every("1h"), &script))
+        .await;
     let (_, leader) = dispatched(&api, &run_id).await;
 
     let daemon = studio.child_pid("daemon");
@@ -96,14 +91,7 @@ async fn shims_a_job_that_must_not_run_unattended_ends_with_its_daemon() {
         command("attended", every("1h"), "sleep", &["60"]),
         json!({"on_daemon_loss": "kill"}),
     );
-    let id = api.create(&spec).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let run_id = api.trigger(&id).await["id"]
-        .as_str()
-        .expect("run id")
-        .to_owned();
+    let (_, run_id) = api.create_and_trigger(&spec).await;
     let (_, leader) = dispatched(&api, &run_id).await;
     let daemon = studio.child_pid("daemon");
     signal(daemon, Signal::KILL);
@@ -120,16 +108,9 @@ async fn shims_a_job_that_must_not_run_unattended_ends_with_its_daemon() {
 async fn shims_an_adopted_job_can_be_cancelled() {
     let studio = start(&[]);
     let api = Api::new(&studio);
-    let id = api
-        .create(&command("adopted", every("1h"), "sleep", &["60"]))
-        .await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let run_id = api.trigger(&id).await["id"]
-        .as_str()
-        .expect("run id")
-        .to_owned();
+    let (_, run_id) = api
+        .create_and_trigger(&command("adopted", every("1h"), "sleep", &["60"]))
+        .await;
     let (_, leader) = dispatched(&api, &run_id).await;
     kill_daemon(&studio);
     assert!(alive(leader), "the job outlived its daemon");
