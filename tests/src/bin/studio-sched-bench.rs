@@ -450,7 +450,7 @@ async fn main() {
     let steps: &[usize] = if quick {
         &[100, 500]
     } else {
-        &[100, 250, 300, 350, 400, 500, 1000]
+        &[100, 150, 200, 250, 300, 400, 500, 1000]
     };
     for &n in steps {
         let t = timing(n, window).await;
