@@ -111,6 +111,7 @@ impl Scheduler {
                     Ok(Evidence::NeverStarted) => self.refuse(&run, Refusal::Spawn(why)).await,
                     // Supervised here, by this task (which holds the run's slot).
                     Ok(Evidence::Supervised { shim }) => {
+                        self.stamp_launch(&run).await?;
                         let pgid = evidence::job(&job.run_dir).map(|leader| leader.pid);
                         self.supervise(&run, Some(&schedule), &shim, pgid).await
                     }
@@ -171,15 +172,13 @@ impl Scheduler {
         self.record_outcome(run, schedule, &outcome).await
     }
 
-    /// Ends a `running` run with the outcome its shim recorded (stamping its launch first
-    /// if no daemon did), then fires its follow-up.
+    /// Ends a `running` run with the outcome its shim recorded, then fires its follow-up.
     pub(super) async fn record_outcome(
         self: &Arc<Self>,
         run: &RunRow,
         schedule: Option<&ScheduleRow>,
         outcome: &Outcome,
     ) -> Result<(), crate::store::StoreError> {
-        self.stamp_launch(run).await?;
         let reason = self
             .active()
             .get(&run.id)
@@ -206,8 +205,8 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Stamps the launch of a run no daemon stamped (it died first) from the job leader its
-    /// shim recorded, if the job started.
+    /// Stamps the launch of a run no daemon stamped (it died first, or got no report) from
+    /// the job leader its shim recorded, if the job started.
     pub(super) async fn stamp_launch(&self, run: &RunRow) -> Result<(), crate::store::StoreError> {
         if run.dispatched_at_ms.is_none()
             && let Some(leader) = evidence::job(&self.runs_dir.join(&run.id))

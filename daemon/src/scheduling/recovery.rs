@@ -81,6 +81,7 @@ impl Scheduler {
     ) -> Result<(), StoreError> {
         match found {
             Ok(Evidence::Ended(outcome)) => {
+                self.stamp_launch(&run).await?;
                 let schedule = self.schedule_of(&run).await?;
                 self.record_outcome(&run, schedule.as_ref(), &outcome).await
             }
@@ -90,6 +91,8 @@ impl Scheduler {
             }
             Ok(Evidence::SupervisorLost { job }) => self.lost(&run, "shim_lost", Some(&job)).await,
             Ok(Evidence::Rebooted) => self.lost(&run, "host_rebooted", None).await,
+            // (`NeverStarted` is the callers' to act on; here it would be a misuse, and
+            // the safe reading is the uncertain one.)
             Ok(Evidence::Uncertain | Evidence::NeverStarted) => {
                 let detail = "[studio] the job's shim died after recording itself and before \
                               recording the job: it may or may not have started, so it is not \
@@ -195,8 +198,14 @@ impl Scheduler {
         {
             tracing::warn!(run = %run.id, pgid = leader.pid, "killed the remains of a lost job");
         }
-        let detail = format!("[studio] the run was ended at daemon start: {reason}\n");
-        self.fail(run, RunStatus::Running, reason, detail).await
+        let why = match reason {
+            "daemon_lost" => "the studiod that launched the job is gone, and the job with it",
+            "shim_lost" => "the job's shim ended without recording how the job ended",
+            "host_rebooted" => "the machine restarted while the job ran",
+            _ => "no live job backs the run",
+        };
+        self.fail(run, RunStatus::Running, reason, format!("[studio] {why}\n"))
+            .await
     }
 
     pub(super) async fn reap_forever(self: Arc<Self>) {
