@@ -23,7 +23,9 @@ pub enum Armed {
 }
 
 /// Parses a cron expression: 5 fields, or 6 with seconds first; names, ranges, steps,
-/// `L`, `W`, `#` and `@daily`-style macros; day-of-month and day-of-week combine with OR.
+/// `L`, `W`, `#` and `@daily`-style macros; when day-of-month and day-of-week are both
+/// restricted (anything but a bare `*`, so `*/2` counts) a day matching either fires, as
+/// in croniter and unlike cronie (`docs/SCHEDULER.md`, "Time").
 pub fn parse_cron(expression: &str) -> Result<Cron, String> {
     let fields = expression.split_whitespace().count();
     if !expression.trim_start().starts_with('@') && !(5..=6).contains(&fields) {
@@ -138,6 +140,33 @@ mod tests {
                     .to_string()
             })
             .collect()
+    }
+
+    /// Day of month and day of week: OR when both are restricted, and a step such as
+    /// `*/2` restricts (croniter's rule; cronie would read it as `*`, Mondays only).
+    #[test]
+    fn a_stepped_day_of_month_combines_with_the_weekday_by_or() {
+        let days = |expr: &str| {
+            let armed = cron(expr, "UTC");
+            let fires = armed.upcoming(ms("2026-11-30T12:00:00Z"), 0, 8);
+            show(&fires, "UTC")
+                .into_iter()
+                .map(|t| t[5..10].to_owned())
+                .collect::<Vec<_>>()
+        };
+        // 2026-12-07 and 2026-12-14 are Mondays.
+        assert_eq!(
+            days("0 0 */2 * 1"),
+            [
+                "12-01", "12-03", "12-05", "12-07", "12-09", "12-11", "12-13", "12-14"
+            ]
+        );
+        assert_eq!(
+            days("0 0 * * 1"),
+            [
+                "12-07", "12-14", "12-21", "12-28", "01-04", "01-11", "01-18", "01-25"
+            ]
+        );
     }
 
     #[test]

@@ -240,6 +240,10 @@ pub struct RunIdArgs {
 #[command(group(ArgGroup::new("trigger").required(true).args(["cron", "every"])))]
 pub struct PreviewArgs {
     /// A cron expression (5 fields, or 6 with seconds first), like "30 2 * * *".
+    ///
+    /// When day of month and day of week are both restricted (anything but a bare `*`;
+    /// a step like `*/2` counts), a day matching either fires: "0 0 */2 * 1" fires on odd
+    /// days and on Mondays, as in croniter (cronie would fire on Mondays only).
     #[arg(long, value_name = "EXPR")]
     pub cron: Option<String>,
     /// An interval, like 90s, 15m, 6h or 1h30m; anchored at --from.
@@ -386,6 +390,17 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn preview_help_names_the_day_rule_with_an_example() {
+        let err = Cli::try_parse_from(["studio", "schedule", "preview", "--help"])
+            .expect_err("help is printed, not parsed");
+        let help = err.to_string();
+        assert!(
+            help.contains("0 0 */2 * 1") && help.contains("croniter") && help.contains("cronie"),
+            "{help}"
+        );
     }
 
     #[test]

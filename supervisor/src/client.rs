@@ -363,6 +363,39 @@ mod tests {
         );
     }
 
+    /// A daemon address that redirects elsewhere never gets the token sent on: the
+    /// redirect is an error, and the other address sees no request at all.
+    #[tokio::test]
+    async fn a_redirect_is_never_followed_with_the_token() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let target = elsewhere.local_addr().expect("addr");
+        let redirector = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let origin = format!("http://{}", redirector.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = redirector.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let reply = format!(
+                    "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{target}/api/schedules\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+            }
+        });
+        let client = Client::new(origin, "stk_secret".into(), TokenSource::Env).expect("client");
+        let err = client
+            .get("/api/schedules")
+            .await
+            .expect_err("a redirect is no answer");
+        assert!(!err.to_string().contains("stk_secret"), "{err}");
+        let reached = tokio::time::timeout(Duration::from_millis(300), elsewhere.accept()).await;
+        assert!(reached.is_err(), "the redirect was followed");
+    }
+
     #[test]
     fn a_missing_token_file_says_what_to_do() {
         let dir = crate::testdir::TestDir::new("tok");

@@ -318,7 +318,7 @@ impl Launch<'_> {
             "--supervisor-pid".into(),
             pid.clone().into(),
         ]);
-        let spec = self.spec(self.bins.daemon.path.clone(), args);
+        let spec = self.spec(self.bins.daemon.path.clone(), args, true);
         // studiod waits for a previous one on the home before it binds anything (a
         // supervisor killed with SIGKILL leaves its studiod draining): allow for it.
         let patience = cfg.ready_timeout + cfg.daemon_lock_wait;
@@ -338,7 +338,7 @@ impl Launch<'_> {
             "--supervisor-pid".into(),
             pid.into(),
         ]);
-        let spec = self.spec(self.bins.app.path.clone(), args);
+        let spec = self.spec(self.bins.app.path.clone(), args, false);
         tasks.app = Some(self.start("app", spec, false, cfg.ready_timeout, None, app));
         wait_ready(&self.shared.app.status, "app", &cfg.home).await?;
 
@@ -360,14 +360,15 @@ impl Launch<'_> {
         Ok(())
     }
 
-    fn spec(&self, program: PathBuf, args: Vec<OsString>) -> Spec {
+    /// How to start a child. The daemon token is studiod's alone: it reaches studiod
+    /// through `run/token`, or as the user's own `STUDIO_TOKEN` when one is set; the app
+    /// holds no secret and never inherits it.
+    fn spec(&self, program: PathBuf, args: Vec<OsString>, daemon: bool) -> Spec {
         Spec {
             program,
             args,
             app_key: Some(self.key.clone()),
-            // The token reaches studiod through run/token; only a user's own STUDIO_TOKEN
-            // may be inherited.
-            env_remove: if self.config.token_from_env {
+            env_remove: if daemon && self.config.token_from_env {
                 vec![]
             } else {
                 vec!["STUDIO_TOKEN"]

@@ -221,7 +221,7 @@ impl Scheduler {
         }
     }
 
-    async fn reap(self: &Arc<Self>) -> Result<(), StoreError> {
+    pub(super) async fn reap(self: &Arc<Self>) -> Result<(), StoreError> {
         let now = now_ms();
         let stale: Vec<RunRow> = self
             .store

@@ -1044,3 +1044,71 @@ async fn recovery_settles_each_run_by_what_its_shim_recorded() {
     );
     assert!(row.dispatched_at_ms.is_some(), "stamped from job.json");
 }
+
+/// A claimed `running` chain run of schedule "a", created at `created_ms`.
+async fn running_since(s: &super::Scheduler, created_ms: i64) -> String {
+    let mut r = run("a", None, RunKind::Chain);
+    r.counted = false;
+    let Claim::Claimed(row, _, _) = s
+        .store
+        .claim(&r, Cursor::Keep, created_ms)
+        .await
+        .expect("claim")
+    else {
+        panic!("claimed");
+    };
+    row.id
+}
+
+#[tokio::test]
+async fn the_reaper_ends_only_old_runs_that_nothing_backs() {
+    let dir = TempDir::new("reaper");
+    let s = scheduler(&dir).await;
+    s.store
+        .insert_schedule(&schedule("a", None, None))
+        .await
+        .expect("schedule");
+    let now = studio_contract::time::now_ms();
+    let stale = running_since(&s, now - 120_000).await;
+    // Younger than the reaper's patience: it may still be on its way to a launch.
+    let young = running_since(&s, now - 1_000).await;
+    // Old, but followed by this daemon.
+    let followed = running_since(&s, now - 120_000).await;
+    s.active()
+        .insert(followed.clone(), super::engine::Active::default());
+
+    s.reap().await.expect("reap");
+
+    let row = status_of(&s, &stale).await;
+    assert_eq!(
+        (row.status.as_str(), row.reason.as_deref()),
+        ("failed", Some("stale")),
+        "{row:?}"
+    );
+    assert_eq!(status_of(&s, &young).await.status, "running");
+    assert_eq!(status_of(&s, &followed).await.status, "running");
+}
+
+#[tokio::test]
+async fn pruning_keeps_the_newest_events() {
+    let dir = TempDir::new("prune");
+    let s = store(&dir).await;
+    for i in 0..10 {
+        s.insert_schedule(&schedule(&format!("s{i}"), None, None))
+            .await
+            .expect("schedule");
+    }
+    let latest = s.latest_event_seq().await.expect("seq");
+    let all = s.events_after(0, 100).await.expect("events");
+    assert!(all.len() >= 10, "one event per schedule at least");
+    let removed = s.prune_events(3).await.expect("prune");
+    assert_eq!(removed as usize, all.len() - 3);
+    let kept: Vec<i64> = s
+        .events_after(0, 100)
+        .await
+        .expect("events")
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(kept, [latest - 2, latest - 1, latest], "the newest three");
+}

@@ -299,6 +299,32 @@ async fn status_describes_both_children_and_secrets_stay_out_of_logs() {
     assert_eq!(out.status.code(), Some(2), "a usage error exits 2");
 }
 
+/// A user's own `STUDIO_TOKEN` given to `studio up` is studiod's alone: the app, which
+/// holds no secret, never inherits it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_daemon_token_reaches_studiod_and_never_the_app() {
+    let token = "stk_a-token-the-user-chose-for-this-test";
+    let studio = Studio::start_with(&[("STUDIO_TOKEN", token)]);
+    let inherits = |pid: u32| {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .expect("environ")
+            .split(|b| *b == 0)
+            .any(|kv| kv.starts_with(b"STUDIO_TOKEN="))
+    };
+    assert!(inherits(studio.child_pid("daemon")), "studiod has it");
+    assert!(
+        !inherits(studio.child_pid("app")),
+        "the app holds no secret"
+    );
+    let resp = http()
+        .get(studio.daemon_url("/api/identity"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("identity");
+    assert_eq!(resp.status(), 200, "the user's token is the daemon token");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_runs_alone_and_the_app_alone_fails_closed() {
     let home = TempDir::new("alone");
