@@ -35,6 +35,7 @@ macro_rules! codes {
 
 codes! {
     BadRequest = "bad_request" => BAD_REQUEST,
+    InvalidCursor = "invalid_cursor" => BAD_REQUEST,
     ValidationFailed = "validation_failed" => BAD_REQUEST,
     InvalidHost = "invalid_host" => BAD_REQUEST,
     Unauthorized = "unauthorized" => UNAUTHORIZED,

@@ -2,6 +2,7 @@
 //! (schedules, runs, …) join `router` and read what they need from [`ApiState`].
 
 mod allowlist;
+mod cursor;
 mod declarations;
 mod events;
 mod front;

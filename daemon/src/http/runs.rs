@@ -15,8 +15,8 @@ use studio_contract::error::{ApiError, Code};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::{
-    ApiState,
-    schedules::{decode_cursor, encode_cursor, engine_error, store_error},
+    ApiState, cursor,
+    schedules::{engine_error, store_error},
 };
 use crate::scheduling::{model::RunStatus, store::RunFilter};
 
@@ -89,17 +89,6 @@ async fn list_filtered(
         })?),
         None => None,
     };
-    let before = match &q.cursor {
-        Some(c) => {
-            let text = decode_cursor(c)?;
-            let (at, id) = text
-                .split_once(':')
-                .and_then(|(a, i)| Some((a.parse::<i64>().ok()?, i.to_owned())))
-                .ok_or_else(|| ApiError::new(Code::BadRequest, "invalid cursor"))?;
-            Some((at, id))
-        }
-        None => None,
-    };
     let store = &state.scheduler.store;
     let named = match q.schedule_name.as_deref().filter(|n| !n.is_empty()) {
         Some(name) => Some(
@@ -117,11 +106,40 @@ async fn list_filtered(
         None => None,
     };
     let limit = q.limit.unwrap_or(50).clamp(1, 500);
+    let schedule_id = schedule.or(named).or(q.schedule);
+    let (since_ms, until_ms) = (
+        instant("since", q.since.as_deref())?,
+        instant("until", q.until.as_deref())?,
+    );
+    // The list a cursor belongs to: every filter, resolved (a name and its id are one).
+    let list = format!(
+        "runs|schedule={}|status={}|since={}|until={}",
+        schedule_id.as_deref().unwrap_or_default(),
+        status.map(RunStatus::as_str).unwrap_or_default(),
+        since_ms.map(|m| m.to_string()).unwrap_or_default(),
+        until_ms.map(|m| m.to_string()).unwrap_or_default(),
+    );
+    let before = match &q.cursor {
+        Some(c) => {
+            let text = cursor::decode(c, &list)?;
+            let (at, id) = text
+                .split_once(':')
+                .and_then(|(a, i)| Some((a.parse::<i64>().ok()?, i.to_owned())))
+                .ok_or_else(|| {
+                    ApiError::new(
+                        Code::InvalidCursor,
+                        "the cursor is not one this server issued",
+                    )
+                })?;
+            Some((at, id))
+        }
+        None => None,
+    };
     let filter = RunFilter {
-        schedule_id: schedule.or(named).or(q.schedule),
+        schedule_id,
         status,
-        since_ms: instant("since", q.since.as_deref())?,
-        until_ms: instant("until", q.until.as_deref())?,
+        since_ms,
+        until_ms,
         before,
         limit: limit + 1,
     };
@@ -130,7 +148,7 @@ async fn list_filtered(
     let next = (rows.len() > keep)
         .then(|| {
             rows.get(keep - 1)
-                .map(|r| encode_cursor(&format!("{}:{}", r.created_at_ms, r.id)))
+                .map(|r| cursor::encode(&list, &format!("{}:{}", r.created_at_ms, r.id)))
         })
         .flatten();
     let rows = &rows[..keep];

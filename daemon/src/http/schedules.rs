@@ -17,7 +17,7 @@ use studio_contract::{
 };
 use studio_schedule::{Action, Context, FieldError, ScheduleSpec, Trigger, Validated, validate};
 
-use super::ApiState;
+use super::{ApiState, cursor};
 use crate::scheduling::{
     Scheduler,
     define::{new_row, revised_row, toggled_row},
@@ -219,11 +219,18 @@ pub(crate) async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let limit = query.limit.unwrap_or(100).clamp(1, 500);
+    let wanted = healths(query.health.as_deref())?;
+    // The list a cursor belongs to: every filter.
+    let list = format!(
+        "schedules|enabled={}|q={}|health={}",
+        query.enabled.map(|e| e.to_string()).unwrap_or_default(),
+        query.q.as_deref().unwrap_or_default(),
+        wanted.join(","),
+    );
     let after = match &query.cursor {
-        Some(c) => Some(decode_cursor(c)?),
+        Some(c) => Some(cursor::decode(c, &list)?),
         None => None,
     };
-    let wanted = healths(query.health.as_deref())?;
     let now = now_ms();
     let filter = ScheduleFilter {
         enabled: query.enabled,
@@ -241,19 +248,9 @@ pub(crate) async fn list(
     let rows = &rows[..rows.len().min(usize::try_from(limit).unwrap_or(usize::MAX))];
     let out: Vec<Value> = rows.iter().map(|row| view(row, now)).collect();
     let next = more
-        .then(|| rows.last().map(|r| encode_cursor(&r.name)))
+        .then(|| rows.last().map(|r| cursor::encode(&list, &r.name)))
         .flatten();
     Ok(Json(json!({ "schedules": out, "next_cursor": next })))
-}
-
-pub(crate) fn encode_cursor(text: &str) -> String {
-    studio_contract::secret::hex(text.as_bytes())
-}
-
-pub(crate) fn decode_cursor(cursor: &str) -> Result<String, ApiError> {
-    studio_contract::secret::unhex(cursor)
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| ApiError::new(Code::BadRequest, "invalid cursor"))
 }
 
 pub(crate) async fn get_one(

@@ -327,6 +327,29 @@ async fn scheduler_run_listing_pages_newest_first_and_filters() {
     assert_eq!(ids, want, "newest first, each once");
     assert!(pages >= 3, "five runs in pages of two");
 
+    // A cursor pages only the list it came from: under other filters it is refused,
+    // as is one that was altered; the page size may change.
+    let (_, first) = api.get(&format!("/api/runs?schedule={ok}&limit=2")).await;
+    let c = encode(first["next_cursor"].as_str().expect("a cursor"));
+    let (status, page) = api
+        .get(&format!("/api/runs?schedule={ok}&limit=3&cursor={c}"))
+        .await;
+    assert_eq!(status, 200, "{page}");
+    for path in [
+        format!("/api/runs?schedule={bad}&limit=2&cursor={c}"),
+        format!("/api/runs?limit=2&cursor={c}"),
+        format!("/api/runs?schedule={ok}&status=failed&cursor={c}"),
+        format!("/api/runs?schedule={ok}&cursor=00{c}"),
+        format!("/api/schedules?cursor={c}"),
+    ] {
+        let (status, body) = api.get(&path).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (400, Some("invalid_cursor")),
+            "{path}: {body}"
+        );
+    }
+
     let (_, completed) = api.get("/api/runs?status=completed&limit=100").await;
     let completed = completed["runs"].as_array().expect("runs").clone();
     assert_eq!(completed.len(), 5, "{completed:?}");
