@@ -125,6 +125,25 @@ impl HostPolicy {
         self
     }
 
+    /// Whether a request names this listener, the one rule both listeners apply: exactly
+    /// one `Host` header, acceptable, and the authority of an absolute-form request line
+    /// (`GET http://host/…`), when there is one, acceptable too. Without a `Host` header
+    /// (HTTP/2), the authority alone decides. Two `Host` headers are refused, whatever
+    /// the first says (RFC 9112, section 3.2).
+    pub fn accepts_request(&self, headers: &http::HeaderMap, uri: &http::Uri) -> bool {
+        let mut hosts = headers.get_all(http::header::HOST).iter();
+        let (header, second) = (hosts.next(), hosts.next());
+        let authority = uri.authority().map(http::uri::Authority::as_str);
+        match (header, second, authority) {
+            (_, Some(_), _) => false,
+            (Some(h), None, a) => h
+                .to_str()
+                .is_ok_and(|h| self.accepts(h) && a.is_none_or(|a| self.accepts(a))),
+            (None, None, Some(a)) => self.accepts(a),
+            (None, None, None) => false,
+        }
+    }
+
     /// Whether a `Host` header value is acceptable.
     pub fn accepts(&self, value: &str) -> bool {
         let Some(auth) = parse_authority(value) else {
@@ -141,6 +160,37 @@ mod tests {
 
     fn policy() -> HostPolicy {
         HostPolicy::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8765, 80)
+    }
+
+    #[test]
+    fn a_request_has_one_host_and_an_absolute_form_authority_is_checked_too() {
+        let p = policy();
+        let req = |hosts: &[&str], uri: &str| {
+            let mut headers = http::HeaderMap::new();
+            for h in hosts {
+                headers.append(http::header::HOST, h.parse().expect("value"));
+            }
+            p.accepts_request(&headers, &uri.parse().expect("uri"))
+        };
+        assert!(req(&["127.0.0.1:8765"], "/health"));
+        assert!(
+            !req(&["127.0.0.1:8765", "evil.example"], "/health"),
+            "two Host headers"
+        );
+        assert!(
+            !req(&["127.0.0.1:8765", "127.0.0.1:8765"], "/health"),
+            "two Host headers, even alike"
+        );
+        assert!(req(&["127.0.0.1:8765"], "http://localhost:8765/health"));
+        assert!(
+            !req(&["127.0.0.1:8765"], "http://evil.example/health"),
+            "an absolute-form authority of another host"
+        );
+        assert!(
+            req(&[], "http://127.0.0.1:8765/health"),
+            "HTTP/2: :authority"
+        );
+        assert!(!req(&[], "/health"), "no host at all");
     }
 
     #[test]

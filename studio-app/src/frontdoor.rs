@@ -152,16 +152,7 @@ impl fmt::Debug for Admitted {
 
 /// Host validation: the DNS-rebinding defence, before anything else looks at the request.
 pub(crate) async fn host(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let header = req.headers().get(header::HOST).map(|v| v.to_str());
-    let authority = req.uri().authority().map(|a| a.as_str());
-    let accepted = match (header, authority) {
-        (Some(Ok(h)), a) => {
-            state.door.hosts.accepts(h) && a.is_none_or(|a| state.door.hosts.accepts(a))
-        }
-        (None, Some(a)) => state.door.hosts.accepts(a),
-        _ => false,
-    };
-    if !accepted {
+    if !state.door.hosts.accepts_request(req.headers(), req.uri()) {
         return ApiError::new(Code::InvalidHost, "host not allowed").into_response();
     }
     next.run(req).await

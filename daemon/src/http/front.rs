@@ -62,12 +62,7 @@ pub(crate) async fn trace(req: Request, next: Next) -> Response {
 }
 
 pub(crate) async fn host(State(state): State<ApiState>, req: Request, next: Next) -> Response {
-    let ok = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .is_some_and(|h| state.front.host.accepts(h));
-    if !ok {
+    if !state.front.host.accepts_request(req.headers(), req.uri()) {
         return ApiError::new(Code::InvalidHost, "host not allowed").into_response();
     }
     next.run(req).await

@@ -54,6 +54,24 @@ fn host_cases(addr: std::net::SocketAddr, other: u16) {
         assert_eq!(status, 400, "Host {host:?} should be refused on {addr}");
         assert!(body.contains("invalid_host"), "{body}");
     }
+    // Two Host headers are refused whatever the first says; an absolute-form request
+    // line names its host too, and must name this listener.
+    let me = fill("127.0.0.1:{port}");
+    for head in [
+        format!("GET /health HTTP/1.1\r\nHost: {me}\r\nHost: evil.example"),
+        format!("GET /health HTTP/1.1\r\nHost: {me}\r\nHost: {me}"),
+        format!("GET http://evil.example/health HTTP/1.1\r\nHost: {me}"),
+    ] {
+        let (status, body) = raw_http(addr, &head, "");
+        assert_eq!(status, 400, "{head:?} on {addr}: {body}");
+        assert!(body.contains("invalid_host"), "{head:?} on {addr}: {body}");
+    }
+    let (status, body) = raw_http(
+        addr,
+        &format!("GET http://{me}/health HTTP/1.1\r\nHost: {me}"),
+        "",
+    );
+    assert_eq!(status, 200, "an absolute form naming this listener: {body}");
     // A preflight is checked for Host before CORS can answer it.
     let (status, _) = raw_http(
         addr,
