@@ -2,10 +2,7 @@
 //! for a pairing code, or the supervisor for a `detach` before it restarts the daemon,
 //! with one JSON line, and gets one JSON line back. Codes are never logged.
 
-use std::{
-    sync::{Arc, atomic::Ordering},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use studio_contract::{
     control::{DaemonReply, DaemonRequest},
@@ -63,8 +60,7 @@ async fn handle(
                 DaemonReply::Pair(authority.mint_code("control", now_ms()).await)
             }
             Ok(Ok(DaemonRequest::Detach)) => {
-                scheduler.detached.store(true, Ordering::SeqCst);
-                let running = scheduler.active().len();
+                let running = scheduler.detach();
                 tracing::info!(
                     running,
                     "detached: the next stop leaves running jobs to their shims"

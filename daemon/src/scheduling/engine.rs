@@ -11,7 +11,7 @@ use std::{
     path::PathBuf,
     sync::{
         Arc, Mutex, PoisonError,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicI64, Ordering},
     },
     time::Duration,
 };
@@ -34,6 +34,9 @@ use crate::{DaemonError, error::chain, store::StoreError};
 const FIRING_AT_ONCE: usize = 32;
 /// The longest sleep before the wall clock is read again.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
+/// How long a `detach` holds: the supervisor stops studiod right after asking, and a
+/// stop long after it (no restart followed) cancels jobs as any stop does.
+const DETACH_WINDOW_MS: i64 = 30_000;
 
 /// Why a manual trigger or cancel was refused.
 #[derive(Debug, thiserror::Error)]
@@ -119,9 +122,10 @@ pub(crate) struct Scheduler {
     pub(crate) allowlist_writes: tokio::sync::Mutex<()>,
     /// This boot's id: recorded with every job leader, checked before signalling one.
     pub(crate) boot_id: String,
-    /// Set by a `detach` request on the control socket: the coming stop leaves running
-    /// jobs to their shims for the next studiod to adopt, instead of cancelling them.
-    pub(crate) detached: Arc<AtomicBool>,
+    /// Until when (ms) a stop leaves running jobs to their shims for the next studiod to
+    /// adopt instead of cancelling them: set by a `detach` request on the control socket
+    /// for the stop that follows it (`studio restart daemon`), never for a later one.
+    pub(super) detached_until_ms: AtomicI64,
 }
 
 /// The spec of a stored row, armed in the zone recorded on the row.
@@ -196,7 +200,7 @@ impl Scheduler {
             allowlist: AllowList::default(),
             allowlist_writes: tokio::sync::Mutex::default(),
             boot_id,
-            detached: Arc::default(),
+            detached_until_ms: AtomicI64::new(0),
         });
         this.load_allowlist().await?;
         Ok(this)
@@ -535,12 +539,20 @@ impl Scheduler {
         Err(EngineError::RunNotActive)
     }
 
+    /// Asks that a stop within [`DETACH_WINDOW_MS`] leave running jobs to their shims;
+    /// how many run now.
+    pub(crate) fn detach(&self) -> usize {
+        self.detached_until_ms
+            .store(now_ms() + DETACH_WINDOW_MS, Ordering::SeqCst);
+        self.active().len()
+    }
+
     /// Stops firing: cancels every running job (reason `daemon_shutdown`), KILLs the groups
     /// of any that ignore TERM, and waits a bounded time for their terminal writes — all
     /// within the daemon's own stop grace. After a `detach` request it cancels nothing: the
     /// jobs run on under their shims, and the next studiod adopts them.
-    async fn drain(&self) {
-        if self.detached.load(Ordering::SeqCst) {
+    pub(super) async fn drain(&self) {
+        if now_ms() <= self.detached_until_ms.load(Ordering::SeqCst) {
             let running = self.active().len();
             tracing::info!(
                 running,

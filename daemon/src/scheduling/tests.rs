@@ -1112,3 +1112,32 @@ async fn pruning_keeps_the_newest_events() {
         .collect();
     assert_eq!(kept, [latest - 2, latest - 1, latest], "the newest three");
 }
+
+/// A `detach` leaves running jobs alone at the stop that follows it, and only then: a
+/// stop long after it cancels them as any stop does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detach_spares_running_jobs_at_the_next_stop_only() {
+    let dir = TempDir::new("detach");
+    let s = scheduler(&dir).await;
+    s.store
+        .insert_schedule(&schedule("a", None, None))
+        .await
+        .expect("schedule");
+    let id = running_since(&s, studio_contract::time::now_ms()).await;
+    let (canceller, cancelled) = studio_runner::Canceller::pair();
+    s.active().insert(
+        id.clone(),
+        super::engine::Active {
+            canceller: Some(canceller),
+            ..Default::default()
+        },
+    );
+    assert_eq!(s.detach(), 1, "one job runs");
+    s.drain().await;
+    assert!(!*cancelled.borrow(), "a detached stop cancels nothing");
+    // The window has passed: no restart followed.
+    s.detached_until_ms
+        .store(0, std::sync::atomic::Ordering::SeqCst);
+    s.drain().await;
+    assert!(*cancelled.borrow(), "a later stop cancels");
+}
