@@ -19,6 +19,7 @@ use studio_schedule::FieldError;
 
 use super::{
     ApiState,
+    routes::TextBody,
     schedules::{Invalid, Refused, store_error},
 };
 use crate::scheduling::{
@@ -100,7 +101,7 @@ async fn planned(state: &ApiState, req: &Request) -> Result<(Vec<ScheduleRow>, P
 #[tracing::instrument(skip_all)]
 pub(crate) async fn plan(
     State(state): State<ApiState>,
-    body: String,
+    TextBody(body): TextBody,
 ) -> Result<Json<Value>, Refused> {
     let req = parse(&body)?;
     let (_, plan) = planned(&state, &req).await?;
@@ -110,7 +111,7 @@ pub(crate) async fn plan(
 #[tracing::instrument(skip_all)]
 pub(crate) async fn apply(
     State(state): State<ApiState>,
-    body: String,
+    TextBody(body): TextBody,
 ) -> Result<Response, Refused> {
     let req = parse(&body)?;
     let (rows, plan) = planned(&state, &req).await?;

@@ -30,12 +30,37 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match Json::<T>::from_request(req, state).await {
             Ok(Json(value)) => Ok(Self(value)),
-            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(
-                ApiError::new(Code::PayloadTooLarge, "request body too large"),
-            ),
+            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                Err(too_large())
+            }
             Err(rejection) => Err(ApiError::new(Code::BadRequest, rejection.body_text())),
         }
     }
+}
+
+/// A body as UTF-8 text, for handlers that parse it themselves (to name the path of a bad
+/// field); its refusals are the shared error body, never axum's plain text.
+pub(crate) struct TextBody(pub String);
+
+impl<S: Send + Sync> FromRequest<S> for TextBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = match axum::body::Bytes::from_request(req, state).await {
+            Ok(bytes) => bytes,
+            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(too_large());
+            }
+            Err(rejection) => return Err(ApiError::new(Code::BadRequest, rejection.body_text())),
+        };
+        String::from_utf8(bytes.into())
+            .map(Self)
+            .map_err(|e| ApiError::new(Code::BadRequest, format!("the body is not UTF-8: {e}")))
+    }
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(Code::PayloadTooLarge, "request body too large")
 }
 
 pub(crate) async fn not_found() -> ApiError {

@@ -17,7 +17,7 @@ use studio_contract::{
 };
 use studio_schedule::{Action, Context, FieldError, ScheduleSpec, Trigger, Validated, validate};
 
-use super::{ApiState, cursor};
+use super::{ApiState, cursor, routes::TextBody};
 use crate::scheduling::{
     Scheduler,
     define::{new_row, revised_row, toggled_row},
@@ -165,7 +165,7 @@ async fn load(state: &ApiState, id: &str) -> Result<ScheduleRow, ApiError> {
 
 pub(crate) async fn create(
     State(state): State<ApiState>,
-    body: String,
+    TextBody(body): TextBody,
 ) -> Result<Response, Refused> {
     let now = now_ms();
     let validated = check(&state, parse(&body)?, now)?;
@@ -290,7 +290,7 @@ fn merge(target: &mut Value, patch: &Value, top: bool) {
 pub(crate) async fn patch(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-    body: String,
+    TextBody(body): TextBody,
 ) -> Result<Json<Value>, Refused> {
     let patch: Value = serde_json::from_str(&body)
         .map_err(|e| ApiError::new(Code::BadRequest, format!("the body is not JSON: {e}")))?;
@@ -401,7 +401,7 @@ pub(crate) struct PreviewRequest {
 
 pub(crate) async fn preview(
     State(state): State<ApiState>,
-    body: String,
+    TextBody(body): TextBody,
 ) -> Result<Json<Value>, Refused> {
     let req: PreviewRequest = {
         let de = &mut serde_json::Deserializer::from_str(&body);

@@ -362,6 +362,39 @@ async fn bodies_that_cannot_be_read_answer_json() {
     );
 }
 
+/// Routes that read their body as text (to name a bad field's path) refuse an oversize or
+/// non-UTF-8 body with the JSON error contract too, never axum's plain text.
+#[tokio::test]
+async fn text_bodies_that_cannot_be_read_answer_json() {
+    let api = api().await;
+    for path in [
+        "/api/schedules",
+        "/api/schedules/preview",
+        "/api/declarations/plan",
+    ] {
+        let not_utf8 = authed(Method::POST, path, DAEMON_TOKEN)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ORIGIN, APP)
+            .body(Body::from(&b"{\"name\":\"\xff\xfe\"}"[..]))
+            .expect("request");
+        assert_eq!(
+            api.code_of(not_utf8).await,
+            (StatusCode::BAD_REQUEST, "bad_request".into()),
+            "{path}"
+        );
+        let huge = authed(Method::POST, path, DAEMON_TOKEN)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ORIGIN, APP)
+            .body(Body::from("a".repeat(BODY_LIMIT + 1)))
+            .expect("request");
+        assert_eq!(
+            api.code_of(huge).await,
+            (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large".into()),
+            "{path}"
+        );
+    }
+}
+
 /// A token paired a lifetime ago is refused by the bearer stage, with its own code.
 #[tokio::test]
 async fn an_expired_admission_token_is_refused() {
