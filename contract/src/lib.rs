@@ -34,3 +34,7 @@ pub const ADMISSION_COOKIE: &str = "studio_admission";
 /// paired across its own restarts for this long (unless revoked or the epoch ends), and
 /// its cookie never outlives the token. Migration 0008 backfilled older rows with it.
 pub const ADMISSION_TTL_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+
+/// The largest request body studiod's API reads; beyond it the answer is
+/// `413 payload_too_large`, from studiod and from studio-app before it forwards anything.
+pub const API_BODY_LIMIT: usize = 1024 * 1024;

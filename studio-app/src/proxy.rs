@@ -13,11 +13,13 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri, Version, header, request::Parts};
+use http_body_util::{LengthLimitError, Limited};
 use hyper_util::{
     client::legacy::{Client, connect::HttpConnector},
     rt::TokioExecutor,
 };
 use studio_contract::{
+    API_BODY_LIMIT,
     error::{ApiError, Code},
     forward,
     secret::AppKey,
@@ -165,6 +167,8 @@ impl Proxy {
                 strip_hop_by_hop(response.headers_mut());
                 Ok(response)
             }
+            // A streamed body that outgrew the limit on its way up is the client's error.
+            Ok(Err(e)) if over_limit(&e) => Err(too_large()),
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "daemon request failed");
                 Err(unavailable())
@@ -175,6 +179,22 @@ impl Proxy {
             }
         }
     }
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(Code::PayloadTooLarge, "request body too large")
+}
+
+/// Whether an upstream failure was the request body exceeding [`API_BODY_LIMIT`].
+fn over_limit(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.is::<LengthLimitError>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// The browser's Origin as the app saw it (empty when none; admission refused bad ones).
@@ -197,6 +217,16 @@ pub(crate) async fn route(State(state): State<AppState>, req: Request) -> Respon
         return ApiError::new(Code::Unauthorized, "not admitted").into_response();
     };
     let method = req.method().clone();
+    // studiod would refuse it anyway: answer it here, before a byte goes upstream, rather
+    // than have a cut-off upload look like a daemon that went away.
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > API_BODY_LIMIT as u64) {
+        return too_large().into_response();
+    }
+    let req = req.map(|body| Body::new(Limited::new(body, API_BODY_LIMIT)));
     let upstream = match state.proxy.rewrite(req, &admitted.bearer, now_ms()) {
         Ok(upstream) => upstream,
         Err(e) => return e.into_response(),

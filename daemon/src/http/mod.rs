@@ -29,7 +29,7 @@ pub(crate) use front::FrontDoor;
 use crate::{admission::Authority, scheduling::Scheduler};
 
 /// Bodies beyond this are refused with `payload_too_large`.
-pub(crate) const BODY_LIMIT: usize = 1024 * 1024;
+pub(crate) const BODY_LIMIT: usize = studio_contract::API_BODY_LIMIT;
 
 #[derive(Clone)]
 pub(crate) struct ApiState {

@@ -332,3 +332,39 @@ async fn the_daemon_refuses_a_forged_forwarded_origin() {
         "a paired bearer works through the app too"
     );
 }
+
+/// A body over studiod's limit is `413 payload_too_large` in the JSON contract on both
+/// listeners, whether it declares its length or streams in chunks: studio-app refuses it
+/// itself instead of reporting the daemon unavailable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversize_body_is_413_on_both_listeners() {
+    use std::io::{Read, Write};
+    let studio = Studio::start();
+    let token = studio.token();
+    let body = "a".repeat(studio_contract::API_BODY_LIMIT + 1);
+    for addr in [studio.app_addr, studio.daemon_addr] {
+        let head = format!(
+            "POST /api/schedules HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json"
+        );
+        let (status, answer) = raw_http(addr, &head, &body);
+        assert_eq!(status, 413, "declared length on {addr}: {answer}");
+        assert!(answer.contains("payload_too_large"), "{addr}: {answer}");
+
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("timeout");
+        let chunked = format!(
+            "{head}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(chunked.as_bytes()).expect("write");
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with("HTTP/1.1 413") && answer.contains("payload_too_large"),
+            "chunked on {addr}: {answer}"
+        );
+    }
+}
