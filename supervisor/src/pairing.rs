@@ -1,6 +1,7 @@
 //! Pairing links: a fresh code from studiod's control socket (`run/daemon.sock`), the
-//! link a browser opens, and opening it; and the `detach` a daemon restart asks there. A code is never logged: it reaches stdout (the
-//! one line the user asked for) or the supervisor socket's reply, nothing else.
+//! link a browser opens, and opening it; and the `detach` a daemon restart asks there.
+//! A code is never logged: it reaches stdout (the one line the user asked for) or the
+//! supervisor socket's reply, nothing else.
 
 use std::{io, path::PathBuf, process::Stdio, time::Duration};
 
