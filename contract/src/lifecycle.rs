@@ -1,9 +1,29 @@
 //! What a supervised child does at start: tie its life to the supervisor and take the
-//! app key from stdin (never from the environment or the command line, so never in `ps`).
+//! app key from stdin (never from the environment or the command line, so never in `ps`);
+//! and how long each side of a stop may take, ordered so that a clean stop is never a kill.
 
-use std::io::{self, BufRead};
+use std::{
+    io::{self, BufRead},
+    time::Duration,
+};
 
 use crate::secret::AppKey;
+
+/// How long the supervisor waits after SIGTERM before it sends SIGKILL to a child (the
+/// default of `STUDIO_STOP_GRACE_MS`), in milliseconds.
+pub const STOP_GRACE_MS: u64 = 5_000;
+/// The longest studiod's drain of in-flight work and jobs may take once asked to stop; its
+/// last writes (sockets, the epoch's end, the store: milliseconds) follow. Shorter than
+/// the supervisor's grace, so a clean stop is never turned into a kill.
+pub const DAEMON_DRAIN: Duration = Duration::from_secs(4);
+/// The longest studio-app's own stop may take (open event streams included).
+pub const APP_DRAIN: Duration = Duration::from_secs(2);
+
+const _: () = assert!(
+    DAEMON_DRAIN.as_millis() < STOP_GRACE_MS as u128
+        && APP_DRAIN.as_millis() < STOP_GRACE_MS as u128,
+    "a child's drain must end before the supervisor's TERM-to-KILL grace"
+);
 
 /// Asks the kernel to send SIGTERM when the parent dies, then checks the parent is still
 /// `supervisor_pid` (it may have died before the request took effect).

@@ -50,8 +50,10 @@ use crate::{
     verifier::VerifierService,
 };
 
-/// How long in-flight requests and streams get to finish after a stop is asked.
-const GRACE: Duration = Duration::from_secs(5);
+/// How long in-flight requests, streams and the jobs' drain get after a stop is asked;
+/// the last writes (sockets, the epoch's end, the store) follow within the supervisor's
+/// TERM-to-KILL grace, which is longer.
+const GRACE: Duration = studio_contract::lifecycle::DAEMON_DRAIN;
 
 /// Resolves once a stop is asked (or the daemon's stop sender is gone).
 pub(crate) async fn stop_requested(stop: &mut watch::Receiver<bool>) {

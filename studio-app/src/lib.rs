@@ -33,7 +33,7 @@ pub use config::{Cli, Config, ConfigError, MAX_VERIFIER_TIMEOUT_MS, TlsFiles};
 
 /// How long in-flight requests may take to finish once shutdown begins (below the
 /// supervisor's TERM-to-KILL grace, so an open event stream cannot earn us a KILL).
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+pub const SHUTDOWN_GRACE: Duration = studio_contract::lifecycle::APP_DRAIN;
 
 /// Why the app could not start.
 #[derive(Debug, thiserror::Error)]

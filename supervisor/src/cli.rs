@@ -322,7 +322,7 @@ pub struct UpArgs {
     #[arg(
         long,
         env = "STUDIO_STOP_GRACE_MS",
-        default_value_t = 5000,
+        default_value_t = studio_contract::lifecycle::STOP_GRACE_MS,
         hide = true
     )]
     pub stop_grace_ms: u64,

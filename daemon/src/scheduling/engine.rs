@@ -34,6 +34,15 @@ use crate::{DaemonError, error::chain, store::StoreError};
 const FIRING_AT_ONCE: usize = 32;
 /// The longest sleep before the wall clock is read again.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
+/// How long a stop waits for cancelled jobs to end, then for killed ones to be recorded:
+/// together inside studiod's own drain limit.
+const DRAIN_CANCELLED: Duration = Duration::from_millis(2_500);
+const DRAIN_KILLED: Duration = Duration::from_millis(1_000);
+const _: () = assert!(
+    DRAIN_CANCELLED.as_millis() + DRAIN_KILLED.as_millis()
+        < studio_contract::lifecycle::DAEMON_DRAIN.as_millis(),
+    "the jobs' drain must end inside studiod's drain limit"
+);
 /// How long a `detach` holds: the supervisor stops studiod right after asking, and a
 /// stop long after it (no restart followed) cancels jobs as any stop does.
 const DETACH_WINDOW_MS: i64 = 30_000;
@@ -570,7 +579,7 @@ impl Scheduler {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         };
-        settled(Duration::from_millis(2_500)).await;
+        settled(DRAIN_CANCELLED).await;
         let stubborn: Vec<u32> = self.active().values().filter_map(|a| a.pgid).collect();
         for pgid in stubborn {
             if let Some(p) = i32::try_from(pgid)
@@ -580,6 +589,6 @@ impl Scheduler {
                 let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
             }
         }
-        settled(Duration::from_millis(1_000)).await;
+        settled(DRAIN_KILLED).await;
     }
 }
