@@ -602,14 +602,22 @@ pub fn code_from_link(text: &str) -> Option<String> {
 /// A raw HTTP/1.1 exchange, for requests a client library would refuse to send (odd
 /// Host headers). `head` is the request line and headers without the final blank line.
 pub fn raw_http(addr: SocketAddr, head: &str, body: &str) -> (u16, String) {
+    raw_request(
+        addr,
+        &format!(
+            "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// Sends `request` byte for byte (head, blank line and body, framed by the caller) and
+/// reads the answer to the end: its status and body.
+pub fn raw_request(addr: SocketAddr, request: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
-    let request = format!(
-        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
     stream.write_all(request.as_bytes()).expect("write");
     let mut response = Vec::new();
     let _ = stream.read_to_end(&mut response);

@@ -783,6 +783,22 @@ impl Drop for Bystander {
     }
 }
 
+impl Bystander {
+    /// Its exit status, once it has ended (within 5 s, or the test fails).
+    async fn killed(&mut self) -> std::process::ExitStatus {
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            loop {
+                if let Some(status) = self.0.try_wait().expect("poll") {
+                    return status;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the process ended")
+    }
+}
+
 /// An unrelated process leading its own group, as a recorded pid's new owner would be.
 fn bystander() -> Bystander {
     use std::os::unix::process::CommandExt;
@@ -845,17 +861,10 @@ async fn recovery_signals_a_recorded_leader_only_while_it_is_that_very_process()
         other.0.try_wait().expect("poll").is_none(),
         "a process under a reused pid was signalled"
     );
-    let killed = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-        loop {
-            if let Some(status) = own.0.try_wait().expect("poll") {
-                return status;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the recorded leader was killed");
-    assert!(!killed.success());
+    assert!(
+        !own.killed().await.success(),
+        "the recorded leader was killed"
+    );
     for id in [reused, rebooted, lost] {
         let row = s.store.run(&id).await.expect("read").expect("row");
         assert_eq!(
@@ -1009,17 +1018,10 @@ async fn recovery_settles_each_run_by_what_its_shim_recorded() {
             "{row:?}"
         );
     }
-    let killed = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-        loop {
-            if let Some(status) = orphan.0.try_wait().expect("poll") {
-                return status;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the lost shim's job was killed");
-    assert!(!killed.success());
+    assert!(
+        !orphan.killed().await.success(),
+        "the lost shim's job was killed"
+    );
 
     // Adopted: running, followed, and ended with the outcome its shim records.
     assert_eq!(status_of(&s, &adopted).await.status, "running");

@@ -1,6 +1,6 @@
 //! The front door of both listeners: Host, CORS, JSON Content-Type, bearer, JSON 404s.
 
-use studio_tests::{Studio, http, raw_http};
+use studio_tests::{Studio, http, raw_http, raw_request};
 
 use crate::{json_of, paired_cookie};
 
@@ -338,7 +338,6 @@ async fn the_daemon_refuses_a_forged_forwarded_origin() {
 /// itself instead of reporting the daemon unavailable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oversize_body_is_413_on_both_listeners() {
-    use std::io::{Read, Write};
     let studio = Studio::start();
     let token = studio.token();
     let body = "a".repeat(studio_contract::API_BODY_LIMIT + 1);
@@ -350,20 +349,14 @@ async fn an_oversize_body_is_413_on_both_listeners() {
         assert_eq!(status, 413, "declared length on {addr}: {answer}");
         assert!(answer.contains("payload_too_large"), "{addr}: {answer}");
 
-        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-        stream
-            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
-            .expect("timeout");
         let chunked = format!(
             "{head}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
             body.len()
         );
-        stream.write_all(chunked.as_bytes()).expect("write");
-        let mut answer = Vec::new();
-        let _ = stream.read_to_end(&mut answer);
-        let answer = String::from_utf8_lossy(&answer);
+        let (status, answer) = raw_request(addr, &chunked);
+        assert_eq!(status, 413, "chunked on {addr}: {answer}");
         assert!(
-            answer.starts_with("HTTP/1.1 413") && answer.contains("payload_too_large"),
+            answer.contains("payload_too_large"),
             "chunked on {addr}: {answer}"
         );
     }

@@ -7,16 +7,9 @@ async fn scheduler_200_mb_of_stdout_keeps_the_daemon_small() {
     let studio = start(&[]);
     let api = Api::new(&studio);
     let daemon = studio.child_pid("daemon");
-    let id = api
-        .create(&sh("loud", every("1d"), "head -c 200000000 /dev/zero"))
-        .await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let run_id = api.trigger(&id).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (_, run_id) = api
+        .create_and_trigger(&sh("loud", every("1d"), "head -c 200000000 /dev/zero"))
+        .await;
     let mut peak_kib = 0;
     let run = until(
         "the 200 MB run to end",
@@ -78,14 +71,7 @@ async fn scheduler_deadline_times_out_and_leaves_no_term_ignoring_grandchild() {
         pidfile.display()
     );
     let spec = with_policies(sh("deadline", every("1d"), &script), json!({"deadline": 1}));
-    let id = api.create(&spec).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let run_id = api.trigger(&id).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (_, run_id) = api.create_and_trigger(&spec).await;
     let run = api.finished(&run_id).await;
     assert_eq!(run["status"], "timed_out", "{run}");
     let took = ms(&run["finished_at"]) - ms(&run["dispatched_at"]);
@@ -256,14 +242,7 @@ async fn scheduler_agent_runner_gets_flags_then_the_prompt_and_reports_spend() {
         "trigger": {"every": "1d"},
         "action": {"kind": "agent", "prompt": "--not-a-flag say hi", "model": "m1"},
     });
-    let id = api.create(&spec).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let run_id = api.trigger(&id).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (id, run_id) = api.create_and_trigger(&spec).await;
     let run = api.finished(&run_id).await;
     assert_eq!(run["status"], "completed", "{run}");
     assert_eq!(run["cost_usd"], 0.5, "{run}");
@@ -385,14 +364,9 @@ async fn scheduler_runner_job_runs_under_its_shim() {
         pidfile.display(),
         go.display()
     );
-    let id = api.create(&sh("shimmed", every("1d"), &script)).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let run_id = api.trigger(&id).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (_, run_id) = api
+        .create_and_trigger(&sh("shimmed", every("1d"), &script))
+        .await;
     let leader: u32 = until(
         "the job to record its pid",
         Duration::from_secs(20),
