@@ -1,6 +1,10 @@
-//! The one error body of every HTTP API: `{"code": "...", "message": "..."}`.
+//! The one error body of every HTTP API: `{"code": "...", "message": "..."}`, with
+//! `errors[]` (each a field `path` and a `reason`) when a body failed validation.
 //!
 //! Codes are stable and machine-readable; messages are for humans (lowercase, no period).
+//! [`Code::status`] is the one table from code to HTTP status.
+
+use std::fmt;
 
 use axum::{
     Json,
@@ -8,12 +12,26 @@ use axum::{
 };
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
 
 macro_rules! codes {
     ($($variant:ident = $text:literal => $status:ident,)*) => {
         /// Every stable error code, with the HTTP status it is answered with.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum Code { $($variant,)* }
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum Code { $(#[serde(rename = $text)] $variant,)* }
+
+        impl utoipa::PartialSchema for Code {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .description(Some("a stable error code (each has one HTTP status)"))
+                    .enum_values(Some([$($text,)*]))
+                    .into()
+            }
+        }
+
+        impl ToSchema for Code {}
 
         impl Code {
             pub const ALL: &[Code] = &[$(Code::$variant,)*];
@@ -28,6 +46,12 @@ macro_rules! codes {
 
             pub fn parse(s: &str) -> Option<Code> {
                 match s { $($text => Some(Code::$variant),)* _ => None }
+            }
+        }
+
+        impl fmt::Display for Code {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
             }
         }
     };
@@ -56,6 +80,8 @@ codes! {
     BudgetExhausted = "budget_exhausted" => CONFLICT,
     RunNotActive = "run_not_active" => CONFLICT,
     PlanHasErrors = "plan_has_errors" => CONFLICT,
+    NotRunning = "not_running" => CONFLICT,
+    Busy = "busy" => CONFLICT,
     MethodNotAllowed = "method_not_allowed" => METHOD_NOT_ALLOWED,
     PayloadTooLarge = "payload_too_large" => PAYLOAD_TOO_LARGE,
     UnsupportedMediaType = "unsupported_media_type" => UNSUPPORTED_MEDIA_TYPE,
@@ -64,12 +90,22 @@ codes! {
     DaemonUnavailable = "daemon_unavailable" => SERVICE_UNAVAILABLE,
 }
 
-/// An API error: a stable code and a human message.
+/// An API error: a stable code, a human message, and the fields at fault (if any).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {message}", code.as_str())]
 pub struct ApiError {
     pub code: Code,
     pub message: String,
+    pub errors: Vec<FieldError>,
+    /// What else the answer carries (`name` of a moved schedule, a refused `plan`).
+    pub detail: Detail,
+}
+
+/// The optional parts of an error body beyond `errors`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Detail {
+    pub name: Option<String>,
+    pub plan: Option<Value>,
 }
 
 impl ApiError {
@@ -77,22 +113,102 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
+            errors: Vec::new(),
+            detail: Detail::default(),
         }
+    }
+
+    /// `400 validation_failed`, its message every problem joined by `; `.
+    pub fn invalid(errors: Vec<FieldError>) -> Self {
+        let message = errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        Self {
+            errors,
+            ..Self::new(Code::ValidationFailed, message)
+        }
+    }
+
+    pub fn with_detail(mut self, detail: Detail) -> Self {
+        self.detail = detail;
+        self
     }
 
     pub fn body(&self) -> ErrorBody {
         ErrorBody {
-            code: self.code.as_str().to_owned(),
+            code: self.code,
             message: self.message.clone(),
+            errors: self.errors.clone(),
+            name: self.detail.name.clone(),
+            plan: self.detail.plan.clone(),
         }
     }
 }
 
-/// The serialised form.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+/// One problem with a request body: where (`trigger.cron.expression`; empty for the
+/// whole body) and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct FieldError {
+    pub path: String,
+    pub reason: String,
+}
+
+impl FieldError {
+    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.reason)
+        } else {
+            write!(f, "{}: {}", self.path, self.reason)
+        }
+    }
+}
+
+/// The serialised form: every error answer of studiod, studio-app and the control socket.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, ToSchema)]
 pub struct ErrorBody {
-    pub code: String,
+    pub code: Code,
     pub message: String,
+    /// With `validation_failed`: every problem, each with its field path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+    /// With a declaration `conflict`: the schedule that moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// With `plan_has_errors`: the plan that was refused (a `Plan`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = plan_ref)]
+    pub plan: Option<Value>,
+}
+
+/// The refused plan's schema is the API's `Plan` (defined where the API's types are).
+fn plan_ref() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::Ref::from_schema_name("Plan").into()
+}
+
+impl ErrorBody {
+    /// The error this body describes.
+    pub fn into_error(self) -> ApiError {
+        ApiError {
+            code: self.code,
+            message: self.message,
+            errors: self.errors,
+            detail: Detail {
+                name: self.name,
+                plan: self.plan,
+            },
+        }
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -109,6 +225,9 @@ mod tests {
     fn codes_round_trip() {
         for c in Code::ALL {
             assert_eq!(Code::parse(c.as_str()), Some(*c));
+            let json = serde_json::to_string(c).expect("ser");
+            assert_eq!(json, format!("\"{}\"", c.as_str()));
+            assert_eq!(serde_json::from_str::<Code>(&json).expect("de"), *c);
         }
         assert_eq!(Code::EpochEnded.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(

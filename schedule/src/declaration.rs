@@ -7,13 +7,14 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use crate::spec::ScheduleSpec;
 
 pub const API_VERSION: &str = "studio/v1";
 pub const KIND: &str = "ScheduleSet";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleSet {
     #[serde(rename = "apiVersion")]
@@ -24,7 +25,7 @@ pub struct ScheduleSet {
     pub schedules: BTreeMap<String, ScheduleSpec>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Metadata {
     pub name: String,

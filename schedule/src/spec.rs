@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 fn yes() -> bool {
     true
@@ -19,7 +20,7 @@ fn is_true(b: &bool) -> bool {
     *b
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleSpec {
     /// Unique; required by the API, given by the member key in declaration files.
@@ -46,7 +47,7 @@ pub struct ScheduleSpec {
 }
 
 /// Exactly one of the three.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Trigger {
     Cron(CronTrigger),
@@ -56,7 +57,7 @@ pub enum Trigger {
     At(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CronTrigger {
     pub expression: String,
@@ -64,7 +65,7 @@ pub struct CronTrigger {
     pub timezone: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Action {
     /// An executable (on the allow-list) with arguments; no shell.
@@ -83,7 +84,7 @@ pub enum Action {
     },
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MissedFire {
     /// Fires that fell due while the daemon was down or asleep are recorded as skipped.
@@ -93,7 +94,7 @@ pub enum MissedFire {
     RunOnce,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Overlap {
     /// A fire while a run is still going is recorded as skipped.
@@ -104,7 +105,7 @@ pub enum Overlap {
     Replace,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OnDaemonLoss {
     /// The job runs on under its shim; the next studiod adopts it and records its end.
@@ -121,14 +122,14 @@ impl OnDaemonLoss {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimit {
     pub max_fires: u32,
     pub window_seconds: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Policies {
     #[serde(default)]
@@ -159,12 +160,14 @@ impl Policies {
 }
 
 /// What runs after the parent is terminal; may chain further, up to a capped depth.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FollowUp {
     pub action: Action,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(no_recursion)]
     pub on_success: Option<Box<FollowUp>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(no_recursion)]
     pub on_fail: Option<Box<FollowUp>>,
 }

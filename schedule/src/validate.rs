@@ -3,10 +3,8 @@
 //! Structure (types, unknown fields) is checked while parsing; meaning (cron that can
 //! fire, zone names, intervals, instants, limits, the allow-list, chain depth) here.
 
-use std::fmt;
-
 use jiff::Timestamp;
-use serde::Serialize;
+pub use studio_contract::error::FieldError;
 use studio_contract::jobenv;
 
 use crate::{
@@ -20,32 +18,6 @@ use crate::{
 pub const MAX_CHAIN_DEPTH: usize = 10;
 /// The longest deadline a job may ask for (7 days).
 pub const MAX_DEADLINE_SECS: u64 = 7 * 86_400;
-
-/// One problem: where (`trigger.cron.expression`) and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FieldError {
-    pub path: String,
-    pub reason: String,
-}
-
-impl FieldError {
-    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self {
-            path: path.into(),
-            reason: reason.into(),
-        }
-    }
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            f.write_str(&self.reason)
-        } else {
-            write!(f, "{}: {}", self.path, self.reason)
-        }
-    }
-}
 
 /// What validation needs to know besides the spec.
 #[derive(Debug, Clone)]

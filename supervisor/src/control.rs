@@ -8,7 +8,7 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 use studio_contract::{
-    error::ErrorBody,
+    error::{ApiError, Code, ErrorBody},
     socket::{Removal, SocketFile},
 };
 use tokio::{
@@ -58,11 +58,8 @@ pub enum Reply {
 }
 
 impl Reply {
-    pub(crate) fn error(code: &str, message: impl Into<String>) -> Self {
-        Reply::Error(ErrorBody {
-            code: code.to_owned(),
-            message: message.into(),
-        })
+    pub(crate) fn error(code: Code, message: impl Into<String>) -> Self {
+        Reply::Error(ApiError::new(code, message).body())
     }
 }
 
@@ -209,7 +206,10 @@ async fn connection<H: Handler>(
     let peer = stream.peer_cred()?.uid();
     let reply = if peer != own_uid {
         tracing::warn!(peer, "refused a control connection from another user");
-        Reply::error("unauthorized", "the control socket serves its owner only")
+        Reply::error(
+            Code::Unauthorized,
+            "the control socket serves its owner only",
+        )
     } else {
         let mut line = Vec::new();
         let mut reader = BufReader::new(&mut stream);
@@ -222,10 +222,10 @@ async fn connection<H: Handler>(
         match read.map(|()| serde_json::from_slice::<Request>(&line)) {
             None => return Ok(()),
             Some(_) if line.len() > MAX_REQUEST => {
-                Reply::error("bad_request", "request line too long")
+                Reply::error(Code::BadRequest, "request line too long")
             }
             Some(Ok(req)) => handler.handle(req).await,
-            Some(Err(e)) => Reply::error("bad_request", format!("not a request: {e}")),
+            Some(Err(e)) => Reply::error(Code::BadRequest, format!("not a request: {e}")),
         }
     };
     let mut text = serde_json::to_string(&reply)?;
@@ -327,7 +327,7 @@ mod tests {
             r#"{"pair":{"url":"http://127.0.0.1:8765/#pair=c","expires_at_ms":5}}"#
         );
         assert_eq!(
-            serde_json::to_string(&Reply::error("not_running", "m")).expect("ser"),
+            serde_json::to_string(&Reply::error(Code::NotRunning, "m")).expect("ser"),
             r#"{"error":{"code":"not_running","message":"m"}}"#
         );
         let status = Reply::Status(Box::new(Status {
@@ -364,7 +364,7 @@ mod tests {
         async fn handle(&self, req: Request) -> Reply {
             match req {
                 Request::Stop => Reply::Ok(true),
-                other => Reply::error("bad_request", format!("{other:?}")),
+                other => Reply::error(Code::BadRequest, format!("{other:?}")),
             }
         }
     }
@@ -390,7 +390,7 @@ mod tests {
             .await
             .expect("read");
         let reply: Reply = serde_json::from_slice(&line).expect("json");
-        assert!(matches!(reply, Reply::Error(e) if e.code == "bad_request"));
+        assert!(matches!(reply, Reply::Error(e) if e.code == Code::BadRequest));
         server.abort();
         let _ = server.await;
         drop(dir);

@@ -18,6 +18,7 @@ use std::{
 };
 
 use studio_contract::{
+    error::Code,
     home::Home,
     secret::{self, AppKey},
     time,
@@ -124,7 +125,7 @@ impl control::Handler for Shared {
                     url: pairing::link(&self.app_url, &code.code),
                     expires_at_ms: code.expires_at_ms,
                 }),
-                Err(e) => Reply::error("daemon_unavailable", e.to_string()),
+                Err(e) => Reply::error(Code::DaemonUnavailable, e.to_string()),
             },
         }
     }
@@ -137,11 +138,14 @@ impl Shared {
             ChildName::App => &self.app,
         };
         if *self.stop.borrow() || slot.status.borrow().state == State::Stopped {
-            return Reply::error("not_running", format!("{} is not started", child.as_str()));
+            return Reply::error(
+                Code::NotRunning,
+                format!("{} is not started", child.as_str()),
+            );
         }
         match slot.cmds.try_send(Cmd::Restart) {
             Ok(()) => Reply::Ok(true),
-            Err(_) => Reply::error("busy", "a restart is already pending"),
+            Err(_) => Reply::error(Code::Busy, "a restart is already pending"),
         }
     }
 }

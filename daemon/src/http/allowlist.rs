@@ -3,8 +3,8 @@
 //! (no browser Origin, not through the app), as `studio allow add|remove` does.
 
 use axum::{Json, extract::State, http::HeaderMap};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
+use studio_api::{AllowChange, AllowChanged, AllowEntry, AllowList};
 use studio_contract::{
     error::{ApiError, Code},
     forward,
@@ -16,7 +16,7 @@ use super::{
     ApiState,
     front::{Caller, EffectiveOrigin},
     routes::JsonBody,
-    schedules::{Invalid, Refused, store_error},
+    schedules::{invalid, store_error},
 };
 use crate::{
     admission::PrincipalKind,
@@ -24,19 +24,11 @@ use crate::{
     scheduling::allowlist::{Change, MAX_CHANGE, entry_problem},
 };
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ChangeRequest {
-    #[serde(default)]
-    add: Vec<String>,
-    #[serde(default)]
-    remove: Vec<String>,
-}
-
-/// `GET`: every entry, with where it resolves now on studiod's `PATH`.
 #[tracing::instrument(skip_all)]
-pub(crate) async fn list(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(entries(&state).await?))
+pub(crate) async fn list(State(state): State<ApiState>) -> Result<Json<AllowList>, ApiError> {
+    Ok(Json(AllowList {
+        entries: entries(&state).await?,
+    }))
 }
 
 /// `POST {"add": [...], "remove": [...]}`: one transaction; answers what changed and the
@@ -47,21 +39,20 @@ pub(crate) async fn change(
     who: Option<axum::Extension<Caller>>,
     origin: Option<axum::Extension<EffectiveOrigin>>,
     headers: HeaderMap,
-    JsonBody(body): JsonBody<ChangeRequest>,
-) -> Result<Json<Value>, Refused> {
+    JsonBody(body): JsonBody<AllowChange>,
+) -> Result<Json<AllowChanged>, ApiError> {
     // A browser sends an Origin on every POST; the app signs what it forwards.
     let from_browser =
         origin.is_some_and(|o| o.0.0.is_some()) || headers.contains_key(forward::SIGNATURE_HEADER);
     let Some(axum::Extension(Caller(who))) = who else {
-        return Err(ApiError::new(Code::Unauthorized, "missing bearer token").into());
+        return Err(ApiError::new(Code::Unauthorized, "missing bearer token"));
     };
     if who.kind != PrincipalKind::Daemon || from_browser {
         return Err(ApiError::new(
             Code::DaemonTokenRequired,
             "only the machine's owner changes the allow-list: run `studio allow add|remove` \
              in a terminal",
-        )
-        .into());
+        ));
     }
     check(&body)?;
     let Change { added, removed } = state
@@ -81,13 +72,14 @@ pub(crate) async fn change(
             )
             .await;
     }
-    let mut answer = entries(&state).await?;
-    answer["added"] = json!(added);
-    answer["removed"] = json!(removed);
-    Ok(Json(answer))
+    Ok(Json(AllowChanged {
+        entries: entries(&state).await?,
+        added,
+        removed,
+    }))
 }
 
-fn check(body: &ChangeRequest) -> Result<(), Invalid> {
+fn check(body: &AllowChange) -> Result<(), ApiError> {
     let mut errors = Vec::new();
     if body.add.is_empty() && body.remove.is_empty() {
         errors.push(FieldError::new(
@@ -109,26 +101,23 @@ fn check(body: &ChangeRequest) -> Result<(), Invalid> {
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(Invalid(errors))
+        Err(invalid(errors))
     }
 }
 
-async fn entries(state: &ApiState) -> Result<Value, ApiError> {
+async fn entries(state: &ApiState) -> Result<Vec<AllowEntry>, ApiError> {
     let entries = state
         .scheduler
         .allowlist_entries()
         .await
         .map_err(store_error)?;
-    let entries: Vec<Value> = entries
+    Ok(entries
         .into_iter()
-        .map(|(e, resolved)| {
-            json!({
-                "executable": e.executable,
-                "resolved": resolved.map(|p| p.display().to_string()),
-                "added_at": rfc3339(e.added_at_ms),
-                "added_by": e.added_by,
-            })
+        .map(|(e, resolved)| AllowEntry {
+            executable: e.executable,
+            resolved: resolved.map(|p| p.display().to_string()),
+            added_at: rfc3339(e.added_at_ms),
+            added_by: e.added_by,
         })
-        .collect();
-    Ok(json!({ "entries": entries }))
+        .collect())
 }

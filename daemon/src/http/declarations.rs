@@ -6,13 +6,11 @@
 use axum::{
     Json,
     extract::{Query, State},
-    http::StatusCode,
-    response::{IntoResponse, Response},
 };
 use serde::Deserialize;
-use serde_json::{Value, json};
+use studio_api::ChangeKind;
 use studio_contract::{
-    error::{ApiError, Code},
+    error::{ApiError, Code, Detail},
     time::now_ms,
 };
 use studio_schedule::FieldError;
@@ -20,7 +18,7 @@ use studio_schedule::FieldError;
 use super::{
     ApiState,
     routes::TextBody,
-    schedules::{Invalid, Refused, store_error},
+    schedules::{invalid, store_error},
 };
 use crate::scheduling::{
     declare::{self, Env, Plan, Request},
@@ -31,44 +29,32 @@ use crate::scheduling::{
 
 /// `409 plan_has_errors`: the error body with the plan beside it, so the caller can
 /// show every problem.
-struct PlanRefused(Plan);
-
-impl IntoResponse for PlanRefused {
-    fn into_response(self) -> Response {
-        let errors = self
-            .0
-            .changes
-            .iter()
-            .filter(|c| c.action.kind() == "error")
-            .count();
-        let body = json!({
-            "code": Code::PlanHasErrors.as_str(),
-            "message": format!("the plan has {errors} error(s); nothing was written"),
-            "plan": self.0.view(),
-        });
-        (Code::PlanHasErrors.status(), Json(body)).into_response()
-    }
+/// `409 plan_has_errors`, carrying the plan that was refused.
+fn plan_refused(plan: &Plan) -> ApiError {
+    let errors = plan
+        .changes
+        .iter()
+        .filter(|c| c.action.kind() == ChangeKind::Error)
+        .count();
+    ApiError::new(
+        Code::PlanHasErrors,
+        format!("the plan has {errors} error(s); nothing was written"),
+    )
+    .with_detail(Detail {
+        plan: serde_json::to_value(plan.view()).ok(),
+        ..Detail::default()
+    })
 }
 
-/// `409 conflict` naming the row (`"name"` beside code and message) that moved since
-/// the plan: nothing was written.
-struct Moved {
-    name: String,
-    message: String,
+/// `409 conflict`: `name` moved since the plan the client saw.
+fn moved(name: String, message: String) -> ApiError {
+    ApiError::new(Code::Conflict, message).with_detail(Detail {
+        name: Some(name),
+        ..Detail::default()
+    })
 }
 
-impl IntoResponse for Moved {
-    fn into_response(self) -> Response {
-        let body = json!({
-            "code": Code::Conflict.as_str(),
-            "message": self.message,
-            "name": self.name,
-        });
-        (Code::Conflict.status(), Json(body)).into_response()
-    }
-}
-
-fn parse(body: &str) -> Result<Request, Refused> {
+fn parse(body: &str) -> Result<Request, ApiError> {
     let de = &mut serde_json::Deserializer::from_str(body);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -80,7 +66,7 @@ fn parse(body: &str) -> Result<Request, Refused> {
             .next()
             .unwrap_or(&reason)
             .to_owned();
-        Refused::Invalid(Invalid(vec![FieldError::new(path, reason)]))
+        invalid(vec![FieldError::new(path, reason)])
     })
 }
 
@@ -102,7 +88,7 @@ async fn planned(state: &ApiState, req: &Request) -> Result<(Vec<ScheduleRow>, P
 pub(crate) async fn plan(
     State(state): State<ApiState>,
     TextBody(body): TextBody,
-) -> Result<Json<Value>, Refused> {
+) -> Result<Json<studio_api::Plan>, ApiError> {
     let req = parse(&body)?;
     let (_, plan) = planned(&state, &req).await?;
     Ok(Json(plan.view()))
@@ -112,14 +98,14 @@ pub(crate) async fn plan(
 pub(crate) async fn apply(
     State(state): State<ApiState>,
     TextBody(body): TextBody,
-) -> Result<Response, Refused> {
+) -> Result<Json<studio_api::Plan>, ApiError> {
     let req = parse(&body)?;
     let (rows, plan) = planned(&state, &req).await?;
     if let Some((name, message)) = declare::stale_expected(&rows, &req.expected) {
-        return Ok(Moved { name, message }.into_response());
+        return Err(moved(name, message));
     }
     if plan.has_errors() {
-        return Ok(PlanRefused(plan).into_response());
+        return Err(plan_refused(&plan));
     }
     let writes = plan.writes();
     let s = &state.scheduler;
@@ -131,9 +117,9 @@ pub(crate) async fn apply(
         }
         Err(PlanError::Conflict(name)) => {
             let message = format!("{name} changed meanwhile; nothing was written, plan again");
-            return Ok(Moved { name, message }.into_response());
+            return Err(moved(name, message));
         }
-        Err(PlanError::Store(e)) => return Err(e.into()),
+        Err(PlanError::Store(e)) => return Err(store_error(e)),
     }
     for write in &writes {
         match write {
@@ -142,7 +128,7 @@ pub(crate) async fn apply(
             PlanWrite::Check { .. } => {}
         }
     }
-    Ok((StatusCode::OK, Json(plan.view())).into_response())
+    Ok(Json(plan.view()))
 }
 
 #[derive(Deserialize)]
@@ -154,7 +140,7 @@ pub(crate) struct ExportQuery {
 pub(crate) async fn export(
     State(state): State<ApiState>,
     Query(query): Query<ExportQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<studio_api::Export>, ApiError> {
     let rows = state
         .scheduler
         .store

@@ -8,6 +8,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use studio_api::route::Access;
 use studio_contract::{
     error::{ApiError, Code},
     forward,
@@ -194,9 +195,10 @@ pub(crate) async fn json_content_type(req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
+/// Whether the inventory lets this route be called without a bearer (liveness, pairing).
 fn is_exempt(method: &Method, path: &str) -> bool {
-    matches!((method, path), (&Method::GET | &Method::HEAD, "/health"))
-        || (method == Method::POST && path == "/api/studio/pair")
+    studio_api::routes::find(method, path)
+        .is_some_and(|r| matches!(r.access, Access::Open | Access::PairingCode))
 }
 
 fn bearer_of(headers: &HeaderMap) -> Option<&str> {

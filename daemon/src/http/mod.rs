@@ -1,5 +1,5 @@
-//! The loopback HTTP API: its state, its router and its graceful serving. Later routes
-//! (schedules, runs, …) join `router` and read what they need from [`ApiState`].
+//! The loopback HTTP API: its state, its router (built from the shared route inventory)
+//! and its graceful serving.
 
 mod allowlist;
 mod cursor;
@@ -20,7 +20,11 @@ use axum::{
     Router,
     extract::DefaultBodyLimit,
     middleware::{from_fn, from_fn_with_state},
-    routing::{delete, get, post},
+    routing::{MethodFilter, MethodRouter, on},
+};
+use studio_api::{
+    route::Method,
+    routes::{Op, ROUTES},
 };
 use tokio::net::TcpListener;
 
@@ -40,42 +44,22 @@ pub(crate) struct ApiState {
     pub started_at_ms: i64,
 }
 
+/// studiod's router: one route per line of the shared inventory
+/// ([`studio_api::routes::ROUTES`]), each served by the handler of its operation.
 pub(crate) fn router(state: ApiState) -> Router {
-    Router::new()
-        .route("/health", get(routes::health))
-        .route("/api/identity", get(routes::identity))
-        .route("/api/studio/pair", post(routes::pair))
-        .route("/api/studio/disconnect", post(routes::disconnect))
-        .route("/api/studio/sessions", get(routes::sessions))
-        .route("/api/studio/sessions/{id}", delete(routes::revoke_session))
-        .route(
-            "/api/schedules",
-            get(schedules::list).post(schedules::create),
-        )
-        .route("/api/schedules/preview", post(schedules::preview))
-        .route(
-            "/api/schedules/{id}",
-            get(schedules::get_one)
-                .patch(schedules::patch)
-                .delete(schedules::delete),
-        )
-        .route("/api/schedules/{id}/enable", post(schedules::enable))
-        .route("/api/schedules/{id}/disable", post(schedules::disable))
-        .route("/api/schedules/{id}/trigger", post(schedules::trigger))
-        .route("/api/schedules/{id}/runs", get(runs::list_for_schedule))
-        .route("/api/summary", get(summary::summary))
-        .route("/api/runs", get(runs::list))
-        .route("/api/runs/{id}", get(runs::get_one))
-        .route("/api/runs/{id}/log", get(runs::log))
-        .route("/api/runs/{id}/cancel", post(runs::cancel))
-        .route("/api/events", get(events::stream))
-        .route(
-            "/api/admin/allowlist",
-            get(allowlist::list).post(allowlist::change),
-        )
-        .route("/api/declarations/plan", post(declarations::plan))
-        .route("/api/declarations/apply", post(declarations::apply))
-        .route("/api/declarations/export", get(declarations::export))
+    let mut by_path: Vec<(&str, MethodRouter<ApiState>)> = Vec::new();
+    for route in ROUTES {
+        let served = handler(route.op, filter(route.method));
+        match by_path.iter_mut().find(|(path, _)| *path == route.path) {
+            Some((_, methods)) => *methods = std::mem::take(methods).merge(served),
+            None => by_path.push((route.path, served)),
+        }
+    }
+    let mut router = Router::new();
+    for (path, methods) in by_path {
+        router = router.route(path, methods);
+    }
+    router
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -87,6 +71,50 @@ pub(crate) fn router(state: ApiState) -> Router {
         .layer(from_fn_with_state(state.clone(), front::host))
         .layer(from_fn(front::trace))
         .with_state(state)
+}
+
+fn filter(method: Method) -> MethodFilter {
+    match method {
+        Method::Get => MethodFilter::GET,
+        Method::Post => MethodFilter::POST,
+        Method::Put => MethodFilter::PUT,
+        Method::Patch => MethodFilter::PATCH,
+        Method::Delete => MethodFilter::DELETE,
+    }
+}
+
+/// The handler of each operation (a `GET` handler answers `HEAD` too).
+fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
+    match op {
+        Op::Health => on(m, routes::health),
+        Op::Identity => on(m, routes::identity),
+        Op::OpenApi => on(m, routes::openapi),
+        Op::Pair => on(m, routes::pair),
+        Op::Disconnect => on(m, routes::disconnect),
+        Op::ListSessions => on(m, routes::sessions),
+        Op::RevokeSession => on(m, routes::revoke_session),
+        Op::ListSchedules => on(m, schedules::list),
+        Op::CreateSchedule => on(m, schedules::create),
+        Op::PreviewSchedule => on(m, schedules::preview),
+        Op::GetSchedule => on(m, schedules::get_one),
+        Op::PatchSchedule => on(m, schedules::patch),
+        Op::DeleteSchedule => on(m, schedules::delete),
+        Op::EnableSchedule => on(m, schedules::enable),
+        Op::DisableSchedule => on(m, schedules::disable),
+        Op::TriggerSchedule => on(m, schedules::trigger),
+        Op::ListScheduleRuns => on(m, runs::list_for_schedule),
+        Op::Summary => on(m, summary::summary),
+        Op::ListRuns => on(m, runs::list),
+        Op::GetRun => on(m, runs::get_one),
+        Op::RunLog => on(m, runs::log),
+        Op::CancelRun => on(m, runs::cancel),
+        Op::Events => on(m, events::stream),
+        Op::ListAllowlist => on(m, allowlist::list),
+        Op::ChangeAllowlist => on(m, allowlist::change),
+        Op::PlanDeclarations => on(m, declarations::plan),
+        Op::ApplyDeclarations => on(m, declarations::apply),
+        Op::ExportDeclarations => on(m, declarations::export),
+    }
 }
 
 /// Serves until `shutdown` resolves, then lets in-flight requests finish.

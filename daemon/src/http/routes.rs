@@ -7,8 +7,10 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http::StatusCode;
-use serde::{Deserialize, de::DeserializeOwned};
-use serde_json::{Value, json};
+use serde::de::DeserializeOwned;
+use studio_api::{
+    Disconnected, Health, Identity, PairRequest, Paired, Session, SessionRevoked, Sessions,
+};
 use studio_contract::{
     IDENTITY, VERSION,
     error::{ApiError, Code},
@@ -71,41 +73,47 @@ pub(crate) async fn method_not_allowed() -> ApiError {
     ApiError::new(Code::MethodNotAllowed, "method not allowed on this path")
 }
 
-pub(crate) async fn health() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+pub(crate) async fn health() -> Json<Health> {
+    Json(Health::ok())
 }
 
-pub(crate) async fn identity(State(state): State<ApiState>) -> Json<Value> {
-    Json(json!({
-        "identity": IDENTITY,
-        "version": VERSION,
-        "epoch": state.authority.epoch(),
-    }))
+pub(crate) async fn identity(State(state): State<ApiState>) -> Json<Identity> {
+    Json(Identity {
+        identity: IDENTITY.into(),
+        version: VERSION.into(),
+        epoch: state.authority.epoch().into(),
+    })
 }
 
-#[derive(Deserialize)]
-pub(crate) struct PairRequest {
-    code: String,
+/// `GET /api/openapi.json`: the document, written once per process.
+pub(crate) async fn openapi() -> Response {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let text = TEXT.get_or_init(|| studio_api::openapi::to_text(&studio_api::daemon_document()));
+    (
+        [(http::header::CONTENT_TYPE, "application/json")],
+        text.as_str(),
+    )
+        .into_response()
 }
 
 pub(crate) async fn pair(
     State(state): State<ApiState>,
     origin: Option<axum::Extension<EffectiveOrigin>>,
     JsonBody(body): JsonBody<PairRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Paired>, ApiError> {
     let origin = origin.and_then(|o| o.0.0);
     let paired = state
         .authority
         .redeem(&body.code, origin.as_deref(), now_ms())
         .await?;
-    Ok(Json(json!({
-        "token": paired.token,
-        "decision_token": paired.decision_token,
-        "epoch": state.authority.epoch(),
-        "principal": paired.principal,
-        "decision_expires_at": rfc3339(paired.decision_expires_at_ms),
-        "expires_at": rfc3339(paired.expires_at_ms),
-    })))
+    Ok(Json(Paired {
+        token: paired.token,
+        decision_token: paired.decision_token,
+        epoch: state.authority.epoch().into(),
+        principal: paired.principal,
+        decision_expires_at: rfc3339(paired.decision_expires_at_ms),
+        expires_at: rfc3339(paired.expires_at_ms),
+    }))
 }
 
 fn caller(caller: Option<axum::Extension<Caller>>) -> Result<Caller, ApiError> {
@@ -118,7 +126,7 @@ fn caller(caller: Option<axum::Extension<Caller>>) -> Result<Caller, ApiError> {
 pub(crate) async fn disconnect(
     State(state): State<ApiState>,
     who: Option<axum::Extension<Caller>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Disconnected>, ApiError> {
     let Caller(who) = caller(who)?;
     if who.kind == PrincipalKind::Daemon {
         return Err(ApiError::new(
@@ -130,32 +138,33 @@ pub(crate) async fn disconnect(
         .authority
         .revoke(&who.id, "disconnect", now_ms())
         .await?;
-    Ok(Json(json!({ "revoked": true, "principal": who.id })))
+    Ok(Json(Disconnected {
+        revoked: true,
+        principal: who.id,
+    }))
 }
 
 pub(crate) async fn sessions(
     State(state): State<ApiState>,
     who: Option<axum::Extension<Caller>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Sessions>, ApiError> {
     let Caller(who) = caller(who)?;
-    let sessions: Vec<Value> = state
+    let sessions = state
         .authority
         .sessions()
         .await?
         .into_iter()
-        .map(|s| {
-            json!({
-                "id": s.id,
-                "origin": s.origin,
-                "created_at": rfc3339(s.created_at_ms),
-                "last_seen_at": rfc3339(s.last_seen_at_ms),
-                "expires_at": rfc3339(s.expires_at_ms),
-                "revoked_at": s.revoked_at_ms.map(rfc3339),
-                "current": s.id == who.id,
-            })
+        .map(|s| Session {
+            current: s.id == who.id,
+            created_at: rfc3339(s.created_at_ms),
+            last_seen_at: rfc3339(s.last_seen_at_ms),
+            expires_at: rfc3339(s.expires_at_ms),
+            revoked_at: s.revoked_at_ms.map(rfc3339),
+            origin: s.origin,
+            id: s.id,
         })
         .collect();
-    Ok(Json(json!({ "sessions": sessions })))
+    Ok(Json(Sessions { sessions }))
 }
 
 pub(crate) async fn revoke_session(
@@ -169,5 +178,5 @@ pub(crate) async fn revoke_session(
         .authority
         .revoke(&id, "revoked_by_user", now_ms())
         .await?;
-    Ok(Json(json!({ "revoked": true, "id": id })).into_response())
+    Ok(Json(SessionRevoked { revoked: true, id }).into_response())
 }

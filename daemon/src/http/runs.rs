@@ -10,7 +10,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::Deserialize;
-use serde_json::{Value, json};
+use studio_api::{Run, RunDetail, RunListItem, RunPage};
 use studio_contract::error::{ApiError, Code};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
@@ -56,7 +56,7 @@ fn instant(name: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
 pub(crate) async fn list(
     State(state): State<ApiState>,
     Query(q): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunPage>, ApiError> {
     list_filtered(&state, q, None).await
 }
 
@@ -64,7 +64,7 @@ pub(crate) async fn list_for_schedule(
     State(state): State<ApiState>,
     Path(id): Path<String>,
     Query(q): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunPage>, ApiError> {
     if state
         .scheduler
         .store
@@ -82,7 +82,7 @@ async fn list_filtered(
     state: &ApiState,
     q: ListQuery,
     schedule: Option<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunPage>, ApiError> {
     let status = match q.status.as_deref() {
         Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
             ApiError::new(Code::BadRequest, format!("unknown status {s:?} (queued, running, completed, failed, timed_out, cancelled, skipped)"))
@@ -160,42 +160,44 @@ async fn list_filtered(
     ids.dedup();
     let names = store.schedule_names(&ids).await.map_err(store_error)?;
     // A list carries no log tails (up to 128 KiB a run): `GET /api/runs/{id}` has them.
-    let runs: Vec<Value> = rows
+    let runs = rows
         .iter()
-        .map(|r| {
-            let mut v = r.view();
-            if let Some(o) = v.as_object_mut() {
-                o.remove("stdout_tail");
-                o.remove("stderr_tail");
-                let name = r.schedule_id.as_deref().and_then(|id| names.get(id));
-                o.insert("schedule_name".into(), json!(name));
-            }
-            v
+        .map(|r| RunListItem {
+            core: r.core(),
+            schedule_name: r
+                .schedule_id
+                .as_deref()
+                .and_then(|id| names.get(id))
+                .cloned(),
         })
         .collect();
-    Ok(Json(json!({ "runs": runs, "next_cursor": next })))
+    Ok(Json(RunPage {
+        runs,
+        next_cursor: next,
+    }))
 }
 
 pub(crate) async fn get_one(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunDetail>, ApiError> {
     let store = &state.scheduler.store;
     let run = store
         .run(&id)
         .await
         .map_err(store_error)?
         .ok_or_else(run_not_found)?;
-    let transitions: Vec<Value> = store
+    let transitions = store
         .transitions(&id)
         .await
         .map_err(store_error)?
         .iter()
         .map(|t| t.view())
         .collect();
-    let mut view = run.view();
-    view["transitions"] = Value::Array(transitions);
-    Ok(Json(view))
+    Ok(Json(RunDetail {
+        run: run.view(),
+        transitions,
+    }))
 }
 
 #[derive(Deserialize)]
@@ -273,7 +275,7 @@ pub(crate) async fn log(
 pub(crate) async fn cancel(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Run>, ApiError> {
     let row = state
         .scheduler
         .cancel(&id, "cancelled_by_user")

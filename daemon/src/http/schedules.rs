@@ -10,12 +10,13 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+use studio_api::{Deleted, Preview, PreviewRequest, Run, Schedule, SchedulePage};
 use studio_contract::{
     error::{ApiError, Code},
     time::{now_ms, rfc3339},
 };
-use studio_schedule::{Action, Context, FieldError, ScheduleSpec, Trigger, Validated, validate};
+use studio_schedule::{Action, Context, FieldError, ScheduleSpec, Validated, validate};
 
 use super::{ApiState, cursor, routes::TextBody};
 use crate::scheduling::{
@@ -28,51 +29,8 @@ use crate::scheduling::{
 };
 
 /// `400 validation_failed` with every problem and its field path.
-pub(crate) struct Invalid(pub Vec<FieldError>);
-
-impl IntoResponse for Invalid {
-    fn into_response(self) -> Response {
-        let message = self
-            .0
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        let body = json!({ "code": Code::ValidationFailed.as_str(), "message": message, "errors": self.0 });
-        (StatusCode::BAD_REQUEST, Json(body)).into_response()
-    }
-}
-
-pub(crate) enum Refused {
-    Api(ApiError),
-    Invalid(Invalid),
-}
-
-impl IntoResponse for Refused {
-    fn into_response(self) -> Response {
-        match self {
-            Self::Api(e) => e.into_response(),
-            Self::Invalid(i) => i.into_response(),
-        }
-    }
-}
-
-impl From<ApiError> for Refused {
-    fn from(e: ApiError) -> Self {
-        Self::Api(e)
-    }
-}
-
-impl From<Invalid> for Refused {
-    fn from(i: Invalid) -> Self {
-        Self::Invalid(i)
-    }
-}
-
-impl From<crate::store::StoreError> for Refused {
-    fn from(e: crate::store::StoreError) -> Self {
-        Self::Api(store_error(e))
-    }
+pub(crate) fn invalid(errors: Vec<FieldError>) -> ApiError {
+    ApiError::invalid(errors)
 }
 
 pub(crate) fn store_error(e: crate::store::StoreError) -> ApiError {
@@ -108,7 +66,7 @@ fn scheduler(state: &ApiState) -> &Arc<Scheduler> {
     &state.scheduler
 }
 
-fn check(state: &ApiState, spec: ScheduleSpec, now: i64) -> Result<Validated, Refused> {
+fn check(state: &ApiState, spec: ScheduleSpec, now: i64) -> Result<Validated, ApiError> {
     let s = scheduler(state);
     let allowlist = s.allowlist.snapshot();
     let ctx = Context {
@@ -117,40 +75,47 @@ fn check(state: &ApiState, spec: ScheduleSpec, now: i64) -> Result<Validated, Re
         now_ms: Some(now),
         require_name: true,
     };
-    validate(spec, &ctx).map_err(|e| Refused::Invalid(Invalid(e)))
+    validate(spec, &ctx).map_err(invalid)
 }
 
-fn parse(text: &str) -> Result<ScheduleSpec, Refused> {
-    studio_schedule::parse_json(text).map_err(|e| Refused::Invalid(Invalid(vec![e])))
+fn parse(text: &str) -> Result<ScheduleSpec, ApiError> {
+    studio_schedule::parse_json(text).map_err(|e| invalid(vec![e]))
 }
 
 /// The API's view of a schedule, with its derived health and its runs' rollups; reads
 /// nothing beyond the row.
-pub(crate) fn view(row: &ScheduleRow, now: i64) -> Value {
-    let spec: Value = serde_json::from_str(&row.spec).unwrap_or(Value::Null);
+pub(crate) fn view(row: &ScheduleRow, now: i64) -> Result<Schedule, ApiError> {
+    // Stored only after validation, so it always reads back; if not, say which one.
+    let spec = serde_json::from_str(&row.spec).map_err(|e| {
+        tracing::error!(schedule = %row.id, error = %e, "a stored spec does not read back");
+        ApiError::new(
+            Code::Internal,
+            format!("the stored spec of {} cannot be read", row.id),
+        )
+    })?;
     let last = row.stats.last_outcome.as_ref();
-    json!({
-        "id": row.id,
-        "name": row.name,
-        "spec": spec,
-        "enabled": row.enabled,
-        "trigger_kind": row.trigger_kind,
-        "timezone": row.timezone,
-        "timezone_source": row.timezone_source,
-        "next_fire_at": row.next_fire_at_ms.map(rfc3339),
-        "last_fired_at": row.last_fired_at_ms.map(rfc3339),
-        "health": health(row, now),
-        "last_outcome": last.map(|o| o.status.as_str()),
-        "last_outcome_at": last.map(|o| rfc3339(o.at_ms)),
-        "max_runs": row.max_runs,
-        "runs_counted": row.runs_counted,
-        "spend_usd": row.stats.spend_usd,
-        "created_at": rfc3339(row.created_at_ms),
-        "updated_at": rfc3339(row.updated_at_ms),
-        "revision": row.revision,
-        "managed_by": row.managed_by,
-        "owner_key": row.owner_key,
-        "source": row.source,
+    Ok(Schedule {
+        id: row.id.clone(),
+        name: row.name.clone(),
+        spec,
+        enabled: row.enabled,
+        trigger_kind: row.trigger_kind.clone(),
+        timezone: row.timezone.clone(),
+        timezone_source: row.timezone_source.clone(),
+        next_fire_at: row.next_fire_at_ms.map(rfc3339),
+        last_fired_at: row.last_fired_at_ms.map(rfc3339),
+        health: health(row, now).to_owned(),
+        last_outcome: last.map(|o| o.status.clone()),
+        last_outcome_at: last.map(|o| rfc3339(o.at_ms)),
+        max_runs: row.max_runs,
+        runs_counted: row.runs_counted,
+        spend_usd: row.stats.spend_usd,
+        created_at: rfc3339(row.created_at_ms),
+        updated_at: rfc3339(row.updated_at_ms),
+        revision: row.revision,
+        managed_by: row.managed_by.clone(),
+        owner_key: row.owner_key.clone(),
+        source: row.source.clone(),
     })
 }
 
@@ -166,7 +131,7 @@ async fn load(state: &ApiState, id: &str) -> Result<ScheduleRow, ApiError> {
 pub(crate) async fn create(
     State(state): State<ApiState>,
     TextBody(body): TextBody,
-) -> Result<Response, Refused> {
+) -> Result<Response, ApiError> {
     let now = now_ms();
     let validated = check(&state, parse(&body)?, now)?;
     let row = new_row(&validated, uuid::Uuid::now_v7().to_string(), now);
@@ -177,13 +142,12 @@ pub(crate) async fn create(
             return Err(ApiError::new(
                 Code::NameTaken,
                 format!("a schedule named {name:?} exists"),
-            )
-            .into());
+            ));
         }
-        Err(WriteError::Store(e)) => return Err(e.into()),
+        Err(WriteError::Store(e)) => return Err(store_error(e)),
     }
     s.rearm(&row);
-    Ok((StatusCode::CREATED, Json(view(&row, now_ms()))).into_response())
+    Ok((StatusCode::CREATED, Json(view(&row, now_ms())?)).into_response())
 }
 
 #[derive(Deserialize)]
@@ -217,7 +181,7 @@ fn healths(text: Option<&str>) -> Result<Vec<&str>, ApiError> {
 pub(crate) async fn list(
     State(state): State<ApiState>,
     Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SchedulePage>, ApiError> {
     let limit = query.limit.unwrap_or(100).clamp(1, 500);
     let wanted = healths(query.health.as_deref())?;
     // The list a cursor belongs to: every filter.
@@ -246,19 +210,25 @@ pub(crate) async fn list(
         .map_err(store_error)?;
     let more = rows.len() > usize::try_from(limit).unwrap_or(usize::MAX);
     let rows = &rows[..rows.len().min(usize::try_from(limit).unwrap_or(usize::MAX))];
-    let out: Vec<Value> = rows.iter().map(|row| view(row, now)).collect();
+    let schedules = rows
+        .iter()
+        .map(|row| view(row, now))
+        .collect::<Result<_, _>>()?;
     let next = more
         .then(|| rows.last().map(|r| cursor::encode(&list, &r.name)))
         .flatten();
-    Ok(Json(json!({ "schedules": out, "next_cursor": next })))
+    Ok(Json(SchedulePage {
+        schedules,
+        next_cursor: next,
+    }))
 }
 
 pub(crate) async fn get_one(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Schedule>, ApiError> {
     let row = load(&state, &id).await?;
-    Ok(Json(view(&row, now_ms())))
+    Ok(Json(view(&row, now_ms())?))
 }
 
 /// RFC 7396 merge, except that `trigger`, `action`, `on_success` and `on_fail` are replaced
@@ -291,21 +261,22 @@ pub(crate) async fn patch(
     State(state): State<ApiState>,
     Path(id): Path<String>,
     TextBody(body): TextBody,
-) -> Result<Json<Value>, Refused> {
+) -> Result<Json<Schedule>, ApiError> {
     let patch: Value = serde_json::from_str(&body)
         .map_err(|e| ApiError::new(Code::BadRequest, format!("the body is not JSON: {e}")))?;
     if !patch.is_object() {
-        return Err(ApiError::new(Code::BadRequest, "a patch is a JSON object").into());
+        return Err(ApiError::new(Code::BadRequest, "a patch is a JSON object"));
     }
     let current = load(&state, &id).await?;
-    let mut merged: Value = serde_json::from_str(&current.spec).unwrap_or_else(|_| json!({}));
+    let mut merged: Value =
+        serde_json::from_str(&current.spec).unwrap_or_else(|_| Value::Object(Map::new()));
     merge(&mut merged, &patch, true);
     let now = now_ms();
     let validated = check(&state, parse(&merged.to_string())?, now)?;
     let row = revised_row(&current, &validated, now);
     if row.spec == current.spec {
         // Nothing to change: no write, no revision, no event (as declarations behave).
-        return Ok(Json(view(&current, now)));
+        return Ok(Json(view(&current, now)?));
     }
     let s = scheduler(&state);
     match s.store.update_schedule(&row, current.revision).await {
@@ -314,23 +285,25 @@ pub(crate) async fn patch(
             return Err(ApiError::new(
                 Code::Conflict,
                 "the schedule changed meanwhile; read it and retry",
-            )
-            .into());
+            ));
         }
         Err(WriteError::NameTaken(name)) => {
             return Err(ApiError::new(
                 Code::NameTaken,
                 format!("a schedule named {name:?} exists"),
-            )
-            .into());
+            ));
         }
-        Err(WriteError::Store(e)) => return Err(e.into()),
+        Err(WriteError::Store(e)) => return Err(store_error(e)),
     }
     s.rearm(&row);
-    Ok(Json(view(&row, now_ms())))
+    Ok(Json(view(&row, now_ms())?))
 }
 
-async fn set_enabled(state: &ApiState, id: &str, enabled: bool) -> Result<Json<Value>, Refused> {
+async fn set_enabled(
+    state: &ApiState,
+    id: &str,
+    enabled: bool,
+) -> Result<Json<Schedule>, ApiError> {
     let current = load(state, id).await?;
     let row = toggled_row(&current, enabled, &scheduler(state).default_zone, now_ms())
         .map_err(engine_error)?;
@@ -338,37 +311,38 @@ async fn set_enabled(state: &ApiState, id: &str, enabled: bool) -> Result<Json<V
     match s.store.update_schedule(&row, current.revision).await {
         Ok(Some(event)) => s.publish(event),
         Ok(None) => {
-            return Err(
-                ApiError::new(Code::Conflict, "the schedule changed meanwhile; retry").into(),
-            );
+            return Err(ApiError::new(
+                Code::Conflict,
+                "the schedule changed meanwhile; retry",
+            ));
         }
         Err(WriteError::NameTaken(_)) => {
-            return Err(ApiError::new(Code::Conflict, "name collision").into());
+            return Err(ApiError::new(Code::Conflict, "name collision"));
         }
-        Err(WriteError::Store(e)) => return Err(e.into()),
+        Err(WriteError::Store(e)) => return Err(store_error(e)),
     }
     s.rearm(&row);
-    Ok(Json(view(&row, now_ms())))
+    Ok(Json(view(&row, now_ms())?))
 }
 
 pub(crate) async fn enable(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, Refused> {
+) -> Result<Json<Schedule>, ApiError> {
     set_enabled(&state, &id, true).await
 }
 
 pub(crate) async fn disable(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, Refused> {
+) -> Result<Json<Schedule>, ApiError> {
     set_enabled(&state, &id, false).await
 }
 
 pub(crate) async fn delete(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Deleted>, ApiError> {
     let s = scheduler(&state);
     let event = s
         .store
@@ -378,39 +352,30 @@ pub(crate) async fn delete(
         .ok_or_else(not_found)?;
     s.publish(event);
     s.forget(&id);
-    Ok(Json(json!({ "deleted": true, "id": id })))
+    Ok(Json(Deleted { deleted: true, id }))
 }
 
 pub(crate) async fn trigger(
     State(state): State<ApiState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let run = scheduler(&state).trigger(&id).await.map_err(engine_error)?;
-    Ok((StatusCode::ACCEPTED, Json(run.view())).into_response())
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct PreviewRequest {
-    trigger: Trigger,
-    #[serde(default)]
-    count: Option<usize>,
-    #[serde(default)]
-    from: Option<String>,
+    let run: Run = scheduler(&state)
+        .trigger(&id)
+        .await
+        .map_err(engine_error)?
+        .view();
+    Ok((StatusCode::ACCEPTED, Json(run)).into_response())
 }
 
 pub(crate) async fn preview(
     State(state): State<ApiState>,
     TextBody(body): TextBody,
-) -> Result<Json<Value>, Refused> {
+) -> Result<Json<Preview>, ApiError> {
     let req: PreviewRequest = {
         let de = &mut serde_json::Deserializer::from_str(&body);
         serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            Refused::Invalid(Invalid(vec![FieldError::new(
-                path,
-                e.into_inner().to_string(),
-            )]))
+            invalid(vec![FieldError::new(path, e.into_inner().to_string())])
         })?
     };
     let from = match &req.from {
@@ -418,10 +383,10 @@ pub(crate) async fn preview(
             .parse::<jiff::Timestamp>()
             .map(|t| t.as_millisecond())
             .map_err(|_| {
-                Refused::Invalid(Invalid(vec![FieldError::new(
+                invalid(vec![FieldError::new(
                     "from",
                     "must be an RFC 3339 instant with an offset",
-                )]))
+                )])
             })?,
         None => now_ms(),
     };
@@ -448,7 +413,7 @@ pub(crate) async fn preview(
         now_ms: None,
         require_name: false,
     };
-    let v = validate(spec, &ctx).map_err(|e| Refused::Invalid(Invalid(e)))?;
+    let v = validate(spec, &ctx).map_err(invalid)?;
     let zone = v.armed.zone().map(|z| z.name.clone());
     let tz = v
         .armed
@@ -466,5 +431,8 @@ pub(crate) async fn preview(
                 .to_string()
         })
         .collect();
-    Ok(Json(json!({ "fires": fires, "timezone": zone })))
+    Ok(Json(Preview {
+        fires,
+        timezone: zone,
+    }))
 }

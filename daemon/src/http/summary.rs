@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use axum::{Json, extract::State};
-use serde_json::{Map, Value, json};
+use studio_api::{DaemonFacts, HourCount, RunCensus, ScheduleCensus, Summary};
 use studio_contract::{
     error::ApiError,
     time::{now_ms, rfc3339},
@@ -19,7 +19,7 @@ const HOUR_MS: i64 = 3_600_000;
 /// Hourly buckets shown: the current hour and the 23 before it.
 const HOURS: i64 = 24;
 
-pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Summary>, ApiError> {
     let store = &state.scheduler.store;
     let now = now_ms();
     let first_hour = now - now.rem_euclid(HOUR_MS) - (HOURS - 1) * HOUR_MS;
@@ -32,14 +32,14 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Value>
     let counts = counts.map_err(store_error)?;
     let active = active.map_err(store_error)?;
 
-    let mut by_health: Map<String, Value> =
-        HEALTHS.iter().map(|h| (h.to_string(), 0.into())).collect();
+    let mut by_health: BTreeMap<String, i64> =
+        HEALTHS.iter().map(|h| ((*h).to_owned(), 0)).collect();
     for (health, n) in &census {
-        by_health.insert(health.clone(), (*n).into());
+        by_health.insert(health.clone(), *n);
     }
     let total: i64 = census.iter().map(|(_, n)| n).sum();
 
-    let mut by_status: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut by_status: BTreeMap<String, i64> = BTreeMap::new();
     let mut hourly: Vec<(i64, i64)> = vec![(0, 0); usize::try_from(HOURS).unwrap_or(24)];
     for (hour, status, n) in &counts {
         let Some(slot) = usize::try_from((hour - first_hour) / HOUR_MS)
@@ -52,28 +52,30 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Value>
         if matches!(status.as_str(), "failed" | "timed_out") {
             slot.1 += n;
         }
-        *by_status.entry(status).or_default() += n;
+        *by_status.entry(status.clone()).or_default() += n;
     }
-    let hours: Vec<Value> = hourly
+    let hours = hourly
         .iter()
         .zip(0..)
-        .map(|((total, failed), i)| {
-            json!({ "hour": rfc3339(first_hour + i * HOUR_MS), "total": total, "failed": failed })
+        .map(|((total, failed), i)| HourCount {
+            hour: rfc3339(first_hour + i * HOUR_MS),
+            total: *total,
+            failed: *failed,
         })
         .collect();
-    Ok(Json(json!({
-        "as_of": rfc3339(now),
-        "daemon": {
-            "started_at": rfc3339(state.started_at_ms),
-            "uptime_s": (now - state.started_at_ms).max(0) / 1000,
+    Ok(Json(Summary {
+        as_of: rfc3339(now),
+        daemon: DaemonFacts {
+            started_at: rfc3339(state.started_at_ms),
+            uptime_s: (now - state.started_at_ms).max(0) / 1000,
         },
-        "schedules": { "total": total, "by_health": by_health },
-        "runs": {
-            "active": active,
-            "since": rfc3339(first_hour),
-            "total": hourly.iter().map(|(t, _)| t).sum::<i64>(),
-            "by_status": by_status,
-            "hourly": hours,
+        schedules: ScheduleCensus { total, by_health },
+        runs: RunCensus {
+            active,
+            since: rfc3339(first_hour),
+            total: hourly.iter().map(|(t, _)| t).sum::<i64>(),
+            by_status,
+            hourly: hours,
         },
-    })))
+    }))
 }

@@ -504,3 +504,92 @@ async fn sessions_disconnect_and_revoke() {
 
 #[path = "declarations_tests.rs"]
 mod declarations;
+
+/// The live router against the document: every (method, path) the document names is
+/// served (never the fallback's `not_found` nor `method_not_allowed`), and every method
+/// the document does not name on a path is answered `405` — so nothing is served that the
+/// document leaves out. Path parameters are filled with an id nobody has.
+#[tokio::test]
+async fn the_router_serves_exactly_the_documented_routes() {
+    let api = api().await;
+    let doc: Value =
+        serde_json::from_str(&studio_api::openapi::to_text(&studio_api::daemon_document()))
+            .expect("document");
+    let paths = doc["paths"].as_object().expect("paths");
+    assert_eq!(paths.len(), {
+        let mut p: Vec<&str> = studio_api::routes::ROUTES.iter().map(|r| r.path).collect();
+        p.sort_unstable();
+        p.dedup();
+        p.len()
+    });
+    for (template, item) in paths {
+        let path = template.replace("{id}", "no-such-id");
+        for method in [
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+        ] {
+            let documented = item.get(method.as_str().to_ascii_lowercase()).is_some();
+            let mut r = authed(method.clone(), &path, DAEMON_TOKEN);
+            if method != Method::GET {
+                r = r.header(header::CONTENT_TYPE, "application/json");
+            }
+            let request = r.body(Body::from("{}")).expect("request");
+            let response = api
+                .router
+                .clone()
+                .oneshot(request)
+                .await
+                .expect("infallible");
+            let status = response.status();
+            // Read only refusals: an admitted event stream never ends.
+            let body = if status.is_client_error() {
+                let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                    .await
+                    .expect("body");
+                serde_json::from_slice::<studio_api::ErrorBody>(&bytes)
+                    .map(|e| e.code.as_str().to_owned())
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            };
+            if documented {
+                assert!(
+                    !(status == StatusCode::NOT_FOUND && body == "not_found")
+                        && status != StatusCode::METHOD_NOT_ALLOWED,
+                    "{method} {template} is documented but answered {status} {body}"
+                );
+            } else {
+                assert_eq!(
+                    (status, body.as_str()),
+                    (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+                    "{method} {template} is served but not documented"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_document_is_served_as_checked_in() {
+    let api = api().await;
+    let (status, _, body) = api
+        .send(empty(authed(
+            Method::GET,
+            "/api/openapi.json",
+            DAEMON_TOKEN,
+        )))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let checked_in: Value =
+        serde_json::from_str(include_str!("../../../docs/openapi.json")).expect("checked in");
+    assert_eq!(body, checked_in);
+    let anonymous = empty(req(Method::GET, "/api/openapi.json"));
+    assert_eq!(
+        api.code_of(anonymous).await,
+        (StatusCode::UNAUTHORIZED, "unauthorized".into()),
+        "the document is admitted like the rest of /api"
+    );
+}

@@ -3,19 +3,12 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 use studio_schedule::ScheduleSpec;
 
 use super::model::ScheduleRow;
 
-/// One field-level difference, `path` dotted (`trigger.cron.expression`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct FieldChange {
-    pub path: String,
-    pub from: Value,
-    pub to: Value,
-}
+pub(crate) use studio_api::FieldChange;
 
 /// The authored spec of a row as compared and exported: canonical JSON with `enabled`
 /// spelled out (the row's flag is the truth).

@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
+use studio_api::{ChangeKind, PlanChange};
 use studio_schedule::{
     Context, FieldError, ScheduleSpec, Validated, Zone,
     declaration::{API_VERSION, KIND, Metadata, valid_part},
@@ -24,28 +25,7 @@ use super::{
 pub(crate) const DEFAULT_PROJECT: &str = "default";
 
 /// The body of `POST /api/declarations/plan` and `/apply`. Closed, like the documents.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Request {
-    pub documents: Vec<SourcedDocument>,
-    /// Delete owned schedules a document no longer declares (instead of disabling them).
-    #[serde(default)]
-    pub prune: bool,
-    /// Take over hand-made schedules a document declares (instead of refusing them).
-    #[serde(default)]
-    pub adopt: bool,
-    /// Name → revision from a previous plan: apply refuses if any has moved since.
-    #[serde(default)]
-    pub expected: BTreeMap<String, i64>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct SourcedDocument {
-    pub source: String,
-    /// A ScheduleSet; parsed here member by member so every problem is reported at once.
-    pub document: Value,
-}
+pub(crate) use studio_api::{DeclarationRequest as Request, SourcedDocument};
 
 /// The envelope of a `ScheduleSet` (`studio_schedule::declaration`) with its members left
 /// as JSON: each member is then parsed as the one `ScheduleSpec` on its own.
@@ -95,15 +75,15 @@ pub(crate) enum Action {
 }
 
 impl Action {
-    pub(crate) fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> ChangeKind {
         match self {
-            Self::Create(_) => "create",
-            Self::Update { .. } => "update",
-            Self::Adopt { .. } => "adopt",
-            Self::Unchanged(_) => "unchanged",
-            Self::Disable { .. } => "disable",
-            Self::Delete(_) => "delete",
-            Self::Error { .. } => "error",
+            Self::Create(_) => ChangeKind::Create,
+            Self::Update { .. } => ChangeKind::Update,
+            Self::Adopt { .. } => ChangeKind::Adopt,
+            Self::Unchanged(_) => ChangeKind::Unchanged,
+            Self::Disable { .. } => ChangeKind::Disable,
+            Self::Delete(_) => ChangeKind::Delete,
+            Self::Error { .. } => ChangeKind::Error,
         }
     }
 
@@ -129,16 +109,6 @@ pub(crate) struct Change {
     pub owner: Option<String>,
     pub action: Action,
 }
-
-const KINDS: [&str; 7] = [
-    "create",
-    "update",
-    "adopt",
-    "unchanged",
-    "disable",
-    "delete",
-    "error",
-];
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Plan {
@@ -179,48 +149,40 @@ impl Plan {
             .collect()
     }
 
-    /// The API's shape: `{"changes": [...], "summary": {action: count}}`.
-    pub(crate) fn view(&self) -> Value {
-        let mut summary: Map<String, Value> =
-            KINDS.iter().map(|k| ((*k).to_owned(), json!(0))).collect();
-        let changes: Vec<Value> = self
+    /// The API's shape: every change, and how many of each kind.
+    pub(crate) fn view(&self) -> studio_api::Plan {
+        let mut summary: BTreeMap<ChangeKind, u64> =
+            ChangeKind::ALL.into_iter().map(|k| (k, 0)).collect();
+        let changes = self
             .changes
             .iter()
             .map(|c| {
-                if let Some(n) = summary.get_mut(c.action.kind()) {
-                    *n = json!(n.as_u64().unwrap_or(0) + 1);
-                }
+                *summary.entry(c.action.kind()).or_default() += 1;
                 change_view(c)
             })
             .collect();
-        json!({ "changes": changes, "summary": summary })
+        studio_api::Plan { changes, summary }
     }
 }
 
-fn change_view(c: &Change) -> Value {
-    let mut v = json!({
-        "name": c.name,
-        "action": c.action.kind(),
-        "owner": c.owner,
-        "source": c.source,
-    });
-    let Some(obj) = v.as_object_mut() else {
-        return v;
-    };
-    if let Some(current) = c.action.current() {
-        obj.insert("revision".into(), json!(current.revision));
-    }
-    match &c.action {
+fn change_view(c: &Change) -> PlanChange {
+    let (fields, path, reason) = match &c.action {
         Action::Update { fields, .. } | Action::Adopt { fields, .. } => {
-            obj.insert("fields".into(), json!(fields));
+            (Some(fields.clone()), None, None)
         }
-        Action::Error { path, reason } => {
-            obj.insert("path".into(), json!(path));
-            obj.insert("reason".into(), json!(reason));
-        }
-        _ => {}
+        Action::Error { path, reason } => (None, Some(path.clone()), Some(reason.clone())),
+        _ => (None, None, None),
+    };
+    PlanChange {
+        name: c.name.clone(),
+        action: c.action.kind(),
+        owner: c.owner.clone(),
+        source: c.source.clone(),
+        revision: c.action.current().map(|r| r.revision),
+        fields,
+        path,
+        reason,
     }
-    v
 }
 
 /// The first row of `expected` (name → revision from an earlier plan) that has moved

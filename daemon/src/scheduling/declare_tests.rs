@@ -60,7 +60,7 @@ fn planned(rows: &[ScheduleRow], req: &Request, now: i64) -> Plan {
 fn actions(plan: &Plan) -> Vec<(String, &'static str)> {
     plan.changes
         .iter()
-        .map(|c| (c.name.clone().unwrap_or_default(), c.action.kind()))
+        .map(|c| (c.name.clone().unwrap_or_default(), c.action.kind().as_str()))
         .collect()
 }
 
@@ -103,7 +103,7 @@ async fn store(dir: &TempDir) -> SchedStore {
 async fn apply(s: &SchedStore, req: &Request, now: i64) -> Plan {
     let rows = s.all_schedules().await.expect("rows");
     let plan = planned(&rows, req, now);
-    assert!(!plan.has_errors(), "{}", plan.view());
+    assert!(!plan.has_errors(), "{:?}", plan.view());
     s.apply_plan(&plan.writes(), now).await.expect("apply");
     plan
 }
@@ -126,8 +126,11 @@ async fn create_then_reapply_writes_nothing() {
             ("demo/report".into(), "create")
         ]
     );
-    assert_eq!(first.view()["summary"]["create"], 2);
-    assert_eq!(first.view()["changes"][0]["owner"], "demo/nightly");
+    assert_eq!(first.view().summary[&ChangeKind::Create], 2);
+    assert_eq!(
+        first.view().changes[0].owner.as_deref(),
+        Some("demo/nightly")
+    );
     let before = s.all_schedules().await.expect("rows");
     assert_eq!(before[0].managed_by.as_deref(), Some("declaration"));
     assert_eq!(before[0].owner_key.as_deref(), Some("demo/nightly"));
@@ -143,7 +146,7 @@ async fn create_then_reapply_writes_nothing() {
             ("demo/report".into(), "unchanged")
         ]
     );
-    assert_eq!(again.view()["changes"][0]["revision"], 1);
+    assert_eq!(again.view().changes[0].revision, Some(1));
     assert_eq!(
         s.all_schedules().await.expect("rows"),
         before,
@@ -174,15 +177,21 @@ async fn update_lists_fields_and_rearms() {
         json!({"reindex": changed}),
     )]);
     let plan = apply(&s, &req, NOW + 1_000).await;
-    let view = plan.view();
-    assert_eq!(view["changes"][0]["action"], "update");
-    assert_eq!(view["changes"][0]["revision"], 1);
+    let change = &plan.view().changes[0];
+    assert_eq!(change.action, ChangeKind::Update);
+    assert_eq!(change.revision, Some(1));
     assert_eq!(
-        view["changes"][0]["fields"],
-        json!([
-            {"path": "policies.deadline", "from": null, "to": 3600},
-            {"path": "trigger.cron.expression", "from": "0 1 * * *", "to": "0 2 * * *"},
-        ])
+        change.fields.as_deref(),
+        Some(
+            &[
+                field("policies.deadline", json!(null), json!(3600)),
+                field(
+                    "trigger.cron.expression",
+                    json!("0 1 * * *"),
+                    json!("0 2 * * *")
+                ),
+            ][..]
+        )
     );
     let row = &s.all_schedules().await.expect("rows")[0];
     assert_eq!(row.revision, 2);
@@ -223,11 +232,11 @@ async fn absent_members_disable_or_prune() {
         &request(vec![document("demo", "n", json!({"b": cron("0 2 * * *")}))]),
         NOW,
     );
-    let view = back.view();
-    assert_eq!(view["changes"][0]["action"], "update");
+    let change = &back.view().changes[0];
+    assert_eq!(change.action, ChangeKind::Update);
     assert_eq!(
-        view["changes"][0]["fields"],
-        json!([{"path": "enabled", "from": false, "to": true}])
+        change.fields.as_deref(),
+        Some(&[field("enabled", json!(false), json!(true))][..])
     );
 }
 
@@ -328,7 +337,7 @@ fn invalid_members_name_their_path() {
         ]
     );
     assert!(plan.has_errors());
-    assert_eq!(plan.view()["summary"]["create"], 1);
+    assert_eq!(plan.view().summary[&ChangeKind::Create], 1);
 
     let mut wrong = document("demo", "n", json!({}));
     wrong.document["apiVersion"] = json!("studio/v2");
@@ -505,7 +514,9 @@ mod round_trip {
     }
 
     fn unchanged_only(plan: &Plan) -> bool {
-        plan.changes.iter().all(|c| c.action.kind() == "unchanged")
+        plan.changes
+            .iter()
+            .all(|c| c.action.kind().as_str() == "unchanged")
             && plan
                 .writes()
                 .iter()
@@ -538,7 +549,7 @@ mod round_trip {
                     })
                     .collect();
                 let again = planned(&rows, &request(docs), NOW + 60_000);
-                assert!(unchanged_only(&again), "{}", again.view());
+                assert!(unchanged_only(&again), "{:?}", again.view());
                 // Applied for real, it leaves every row exactly as it was.
                 s.apply_plan(&again.writes(), NOW + 60_000).await.expect("re-apply");
                 assert_eq!(s.all_schedules().await.expect("rows"), rows, "re-applying an export wrote");
@@ -565,8 +576,16 @@ mod round_trip {
                     })
                     .collect();
                 let via_yaml = planned(&rows, &request(docs), NOW + 60_000);
-                assert!(unchanged_only(&via_yaml), "{}", via_yaml.view());
+                assert!(unchanged_only(&via_yaml), "{:?}", via_yaml.view());
             });
         }
+    }
+}
+
+fn field(path: &str, from: serde_json::Value, to: serde_json::Value) -> studio_api::FieldChange {
+    studio_api::FieldChange {
+        path: path.into(),
+        from,
+        to,
     }
 }

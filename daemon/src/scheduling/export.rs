@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{Value, json};
+use studio_api::{Blocked, ExportedDocument};
 use studio_schedule::{
     ScheduleSpec,
     declaration::{API_VERSION, KIND, Metadata, ScheduleSet, valid_part},
@@ -33,25 +33,27 @@ pub(crate) struct Export {
 }
 
 impl Export {
-    pub(crate) fn view(&self) -> Value {
-        let documents: Vec<Value> = self
-            .documents
-            .iter()
-            .map(|d| {
-                json!({
-                    "project": d.project,
-                    "owner": d.document.owner_key(),
-                    "adopt": d.adopt,
-                    "document": d.document,
+    pub(crate) fn view(&self) -> studio_api::Export {
+        studio_api::Export {
+            documents: self
+                .documents
+                .iter()
+                .map(|d| ExportedDocument {
+                    project: d.project.clone(),
+                    owner: d.document.owner_key(),
+                    adopt: d.adopt,
+                    document: d.document.clone(),
                 })
-            })
-            .collect();
-        let blocked: Vec<Value> = self
-            .blocked
-            .iter()
-            .map(|(name, reason)| json!({ "name": name, "reason": reason }))
-            .collect();
-        json!({ "documents": documents, "blocked": blocked })
+                .collect(),
+            blocked: self
+                .blocked
+                .iter()
+                .map(|(name, reason)| Blocked {
+                    name: name.clone(),
+                    reason: reason.clone(),
+                })
+                .collect(),
+        }
     }
 }
 
@@ -270,8 +272,8 @@ mod tests {
             "the declared name keeps the member key; nothing half-written"
         );
         let view = e.view();
-        assert_eq!(view["documents"][0]["owner"], "default/jobs");
-        assert_eq!(view["documents"][0]["document"]["apiVersion"], "studio/v1");
-        assert_eq!(view["blocked"][0]["name"], "a/b/c");
+        assert_eq!(view.documents[0].owner, "default/jobs");
+        assert_eq!(view.documents[0].document.api_version, "studio/v1");
+        assert_eq!(view.blocked[0].name, "a/b/c");
     }
 }

@@ -1,79 +1,9 @@
 //! The scheduler's rows and vocabularies, as stored and as the API shows them.
 
-use serde::Serialize;
-use serde_json::{Value, json};
+use studio_api::{Run, RunCore, Transition};
 use studio_contract::time::rfc3339;
 
-/// A run's status; every change is a compare-and-set recorded in `run_transitions`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum RunStatus {
-    Queued,
-    Running,
-    Completed,
-    Failed,
-    TimedOut,
-    Cancelled,
-    Skipped,
-}
-
-impl RunStatus {
-    pub(crate) const ALL: [RunStatus; 7] = [
-        Self::Queued,
-        Self::Running,
-        Self::Completed,
-        Self::Failed,
-        Self::TimedOut,
-        Self::Cancelled,
-        Self::Skipped,
-    ];
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::TimedOut => "timed_out",
-            Self::Cancelled => "cancelled",
-            Self::Skipped => "skipped",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.as_str() == s)
-    }
-
-    pub(crate) fn is_terminal(self) -> bool {
-        !matches!(self, Self::Queued | Self::Running)
-    }
-}
-
-/// Why a run exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum RunKind {
-    /// An occurrence of the trigger.
-    Scheduled,
-    /// `POST /api/schedules/{id}/trigger`.
-    Manual,
-    /// The one catch-up run of `missed_fire: run_once`, or the replacement of a run that
-    /// was never launched.
-    Recovery,
-    /// An `on_success` / `on_fail` follow-up.
-    Chain,
-}
-
-impl RunKind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Scheduled => "scheduled",
-            Self::Manual => "manual",
-            Self::Recovery => "recovery",
-            Self::Chain => "chain",
-        }
-    }
-}
+pub(crate) use studio_api::{RunKind, RunStatus};
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ScheduleRow {
@@ -167,50 +97,51 @@ pub(crate) struct RunRow {
     pub follow_ups: Option<String>,
 }
 
-fn time(ms: Option<i64>) -> Value {
-    ms.map_or(Value::Null, |m| Value::String(rfc3339(m)))
-}
-
 impl RunRow {
     pub(crate) fn status(&self) -> Option<RunStatus> {
         RunStatus::parse(&self.status)
     }
 
-    /// The API's view of a run.
-    pub(crate) fn view(&self) -> Value {
-        let action: Value = serde_json::from_str(&self.action).unwrap_or(Value::Null);
-        let duration_ms = match (self.dispatched_at_ms, self.finished_at_ms) {
-            (Some(start), Some(end)) => Value::from(end - start),
-            _ => Value::Null,
-        };
-        json!({
-            "id": self.id,
-            "schedule_id": self.schedule_id,
-            "kind": self.kind,
-            "status": self.status,
-            "reason": self.reason,
-            "action": action,
-            "scheduled_at": time(self.scheduled_at_ms),
-            "created_at": rfc3339(self.created_at_ms),
-            "dispatched_at": time(self.dispatched_at_ms),
-            "finished_at": time(self.finished_at_ms),
-            "duration_ms": duration_ms,
-            "pid": self.pid,
-            "program": self.program,
-            "attempt": self.attempt,
-            "exit_code": self.exit_code,
-            "signal": self.signal,
-            "stdout_tail": self.stdout_tail,
-            "stderr_tail": self.stderr_tail,
-            "stdout_bytes": self.stdout_bytes,
-            "stderr_bytes": self.stderr_bytes,
-            "cost_usd": self.cost_usd,
-            "tokens": self.tokens,
-            "counted": self.counted,
-            "chain_parent_id": self.chain_parent_id,
-            "chain_depth": self.chain_depth,
-            "replaces_run_id": self.replaces_run_id,
-        })
+    /// What every API view of a run shows.
+    pub(crate) fn core(&self) -> RunCore {
+        RunCore {
+            id: self.id.clone(),
+            schedule_id: self.schedule_id.clone(),
+            kind: RunKind::parse(&self.kind).unwrap_or(RunKind::Manual),
+            status: self.status().unwrap_or(RunStatus::Failed),
+            reason: self.reason.clone(),
+            action: serde_json::from_str(&self.action).ok(),
+            scheduled_at: self.scheduled_at_ms.map(rfc3339),
+            created_at: rfc3339(self.created_at_ms),
+            dispatched_at: self.dispatched_at_ms.map(rfc3339),
+            finished_at: self.finished_at_ms.map(rfc3339),
+            duration_ms: self
+                .dispatched_at_ms
+                .zip(self.finished_at_ms)
+                .map(|(start, end)| end - start),
+            pid: self.pid,
+            program: self.program.clone(),
+            attempt: self.attempt,
+            exit_code: self.exit_code,
+            signal: self.signal,
+            stdout_bytes: self.stdout_bytes,
+            stderr_bytes: self.stderr_bytes,
+            cost_usd: self.cost_usd,
+            tokens: self.tokens,
+            counted: self.counted,
+            chain_parent_id: self.chain_parent_id.clone(),
+            chain_depth: self.chain_depth,
+            replaces_run_id: self.replaces_run_id.clone(),
+        }
+    }
+
+    /// The API's view of a run, with its output tails.
+    pub(crate) fn view(&self) -> Run {
+        Run {
+            core: self.core(),
+            stdout_tail: self.stdout_tail.clone(),
+            stderr_tail: self.stderr_tail.clone(),
+        }
     }
 }
 
@@ -224,13 +155,13 @@ pub(crate) struct TransitionRow {
 }
 
 impl TransitionRow {
-    pub(crate) fn view(&self) -> Value {
-        json!({
-            "from": self.from_status,
-            "to": self.to_status,
-            "reason": self.reason,
-            "at": rfc3339(self.at_ms),
-        })
+    pub(crate) fn view(&self) -> Transition {
+        Transition {
+            from: self.from_status.as_deref().and_then(RunStatus::parse),
+            to: RunStatus::parse(&self.to_status).unwrap_or(RunStatus::Failed),
+            reason: self.reason.clone(),
+            at: rfc3339(self.at_ms),
+        }
     }
 }
 

@@ -1,0 +1,555 @@
+//! studiod's route inventory: the one list that builds studiod's router, decides what
+//! studio-app forwards, and writes `docs/openapi.json`. Adding a route is adding a line
+//! here and a handler for its [`Op`] in studiod (the compiler asks for it).
+
+use studio_contract::{error::Code, health::HEALTHS};
+
+use crate::{
+    route::{Access, Gives, Kind, Param, Route, Takes, ViaApp, typed},
+    types::*,
+};
+
+/// Each operation studiod serves; studiod maps every one to its handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    Health,
+    Identity,
+    OpenApi,
+    Pair,
+    Disconnect,
+    ListSessions,
+    RevokeSession,
+    ListSchedules,
+    CreateSchedule,
+    PreviewSchedule,
+    GetSchedule,
+    PatchSchedule,
+    DeleteSchedule,
+    EnableSchedule,
+    DisableSchedule,
+    TriggerSchedule,
+    ListScheduleRuns,
+    Summary,
+    ListRuns,
+    GetRun,
+    RunLog,
+    CancelRun,
+    Events,
+    ListAllowlist,
+    ChangeAllowlist,
+    PlanDeclarations,
+    ApplyDeclarations,
+    ExportDeclarations,
+}
+
+const STATUSES: &[&str] = &[
+    "queued",
+    "running",
+    "completed",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "skipped",
+];
+
+const LIMIT: Param = Param {
+    name: "limit",
+    kind: Kind::Integer,
+    about: "page size (clamped to 1..=500)",
+};
+const CURSOR: Param = Param {
+    name: "cursor",
+    kind: Kind::String,
+    about: "the `next_cursor` of the previous page, with the same filters",
+};
+
+const RUN_FILTERS: &[Param] = &[
+    Param {
+        name: "schedule",
+        kind: Kind::String,
+        about: "runs of the schedule with this id",
+    },
+    Param {
+        name: "schedule_name",
+        kind: Kind::String,
+        about: "runs of the schedule with this name",
+    },
+    Param {
+        name: "status",
+        kind: Kind::OneOf(STATUSES),
+        about: "runs with this status",
+    },
+    Param {
+        name: "since",
+        kind: Kind::Instant,
+        about: "runs created at or after",
+    },
+    Param {
+        name: "until",
+        kind: Kind::Instant,
+        about: "runs created before",
+    },
+    LIMIT,
+    CURSOR,
+];
+
+const SCHEDULE_FILTERS: &[Param] = &[
+    Param {
+        name: "enabled",
+        kind: Kind::Boolean,
+        about: "only enabled (or disabled) schedules",
+    },
+    Param {
+        name: "q",
+        kind: Kind::String,
+        about: "names containing this text",
+    },
+    Param {
+        name: "health",
+        kind: Kind::ListOf(HEALTHS),
+        about: "comma-separated healths",
+    },
+    LIMIT,
+    CURSOR,
+];
+
+const LOG_PARAMS: &[Param] = &[
+    Param {
+        name: "stream",
+        kind: Kind::OneOf(&["stdout", "stderr"]),
+        about: "which output (default stdout)",
+    },
+    Param {
+        name: "offset",
+        kind: Kind::Integer,
+        about: "the first byte to read",
+    },
+    Param {
+        name: "limit",
+        kind: Kind::Integer,
+        about: "at most this many bytes (default 65536, at most 1 MiB)",
+    },
+];
+
+const EXPORT_PARAMS: &[Param] = &[Param {
+    name: "project",
+    kind: Kind::String,
+    about: "only this project's schedules",
+}];
+
+/// A route with the common defaults: a bearer, forwarded by studio-app, no query, no body.
+const fn route(
+    op: Op,
+    id: &'static str,
+    method: crate::route::Method,
+    path: &'static str,
+    summary: &'static str,
+    gives: Gives,
+) -> Route<Op> {
+    Route {
+        op,
+        id,
+        method,
+        path,
+        summary,
+        access: Access::Bearer,
+        via_app: ViaApp::Proxied,
+        query: &[],
+        takes: Takes::Nothing,
+        gives,
+        errors: &[],
+    }
+}
+
+use crate::route::Method::{Delete, Get, Patch, Post};
+
+const fn ok<T: utoipa::ToSchema>() -> Gives {
+    Gives::Json(200, typed::<T>())
+}
+
+/// Every route studiod serves.
+pub const ROUTES: &[Route<Op>] = &[
+    Route {
+        access: Access::Open,
+        via_app: ViaApp::Own,
+        ..route(
+            Op::Health,
+            "health",
+            Get,
+            "/health",
+            "Liveness",
+            ok::<Health>(),
+        )
+    },
+    route(
+        Op::Identity,
+        "identity",
+        Get,
+        "/api/identity",
+        "Which Studio answers, its version and epoch",
+        ok::<Identity>(),
+    ),
+    route(
+        Op::OpenApi,
+        "openapi",
+        Get,
+        "/api/openapi.json",
+        "This document",
+        Gives::Document,
+    ),
+    Route {
+        access: Access::PairingCode,
+        via_app: ViaApp::AppServes,
+        takes: Takes::Json(typed::<PairRequest>()),
+        ..route(
+            Op::Pair,
+            "pair",
+            Post,
+            "/api/studio/pair",
+            "Redeem a pairing code for a session's tokens",
+            ok::<Paired>(),
+        )
+    },
+    Route {
+        errors: &[Code::BadRequest],
+        ..route(
+            Op::Disconnect,
+            "disconnect",
+            Post,
+            "/api/studio/disconnect",
+            "Revoke the caller's own session",
+            ok::<Disconnected>(),
+        )
+    },
+    route(
+        Op::ListSessions,
+        "list_sessions",
+        Get,
+        "/api/studio/sessions",
+        "Every paired browser of this epoch",
+        ok::<Sessions>(),
+    ),
+    Route {
+        errors: &[Code::SessionNotFound],
+        ..route(
+            Op::RevokeSession,
+            "revoke_session",
+            Delete,
+            "/api/studio/sessions/{id}",
+            "Revoke a session",
+            ok::<SessionRevoked>(),
+        )
+    },
+    Route {
+        query: SCHEDULE_FILTERS,
+        errors: &[Code::BadRequest, Code::InvalidCursor],
+        ..route(
+            Op::ListSchedules,
+            "list_schedules",
+            Get,
+            "/api/schedules",
+            "One page of schedules, by name",
+            ok::<SchedulePage>(),
+        )
+    },
+    Route {
+        takes: Takes::Json(typed::<studio_schedule::ScheduleSpec>()),
+        errors: &[Code::ValidationFailed, Code::NameTaken],
+        ..route(
+            Op::CreateSchedule,
+            "create_schedule",
+            Post,
+            "/api/schedules",
+            "Create a schedule",
+            Gives::Json(201, typed::<Schedule>()),
+        )
+    },
+    Route {
+        takes: Takes::Json(typed::<PreviewRequest>()),
+        errors: &[Code::ValidationFailed],
+        ..route(
+            Op::PreviewSchedule,
+            "preview_schedule",
+            Post,
+            "/api/schedules/preview",
+            "The next fires of a trigger",
+            ok::<Preview>(),
+        )
+    },
+    Route {
+        errors: &[Code::ScheduleNotFound],
+        ..route(
+            Op::GetSchedule,
+            "get_schedule",
+            Get,
+            "/api/schedules/{id}",
+            "One schedule",
+            ok::<Schedule>(),
+        )
+    },
+    Route {
+        takes: Takes::MergePatch(typed::<studio_schedule::ScheduleSpec>()),
+        errors: &[
+            Code::ScheduleNotFound,
+            Code::ValidationFailed,
+            Code::NameTaken,
+            Code::Conflict,
+        ],
+        ..route(
+            Op::PatchSchedule,
+            "patch_schedule",
+            Patch,
+            "/api/schedules/{id}",
+            "Change a schedule (a JSON merge patch of its spec)",
+            ok::<Schedule>(),
+        )
+    },
+    Route {
+        errors: &[Code::ScheduleNotFound],
+        ..route(
+            Op::DeleteSchedule,
+            "delete_schedule",
+            Delete,
+            "/api/schedules/{id}",
+            "Delete a schedule (its runs stay)",
+            ok::<Deleted>(),
+        )
+    },
+    Route {
+        errors: &[Code::ScheduleNotFound, Code::Conflict],
+        ..route(
+            Op::EnableSchedule,
+            "enable_schedule",
+            Post,
+            "/api/schedules/{id}/enable",
+            "Enable a schedule",
+            ok::<Schedule>(),
+        )
+    },
+    Route {
+        errors: &[Code::ScheduleNotFound, Code::Conflict],
+        ..route(
+            Op::DisableSchedule,
+            "disable_schedule",
+            Post,
+            "/api/schedules/{id}/disable",
+            "Disable a schedule",
+            ok::<Schedule>(),
+        )
+    },
+    Route {
+        errors: &[
+            Code::ScheduleNotFound,
+            Code::MaxRunsReached,
+            Code::BudgetExhausted,
+        ],
+        ..route(
+            Op::TriggerSchedule,
+            "trigger_schedule",
+            Post,
+            "/api/schedules/{id}/trigger",
+            "Start a manual run now",
+            Gives::Json(202, typed::<Run>()),
+        )
+    },
+    Route {
+        query: RUN_FILTERS,
+        errors: &[
+            Code::ScheduleNotFound,
+            Code::BadRequest,
+            Code::InvalidCursor,
+        ],
+        ..route(
+            Op::ListScheduleRuns,
+            "list_schedule_runs",
+            Get,
+            "/api/schedules/{id}/runs",
+            "One page of a schedule's runs, newest first",
+            ok::<RunPage>(),
+        )
+    },
+    route(
+        Op::Summary,
+        "summary",
+        Get,
+        "/api/summary",
+        "The overview's numbers",
+        ok::<Summary>(),
+    ),
+    Route {
+        query: RUN_FILTERS,
+        errors: &[
+            Code::ScheduleNotFound,
+            Code::BadRequest,
+            Code::InvalidCursor,
+        ],
+        ..route(
+            Op::ListRuns,
+            "list_runs",
+            Get,
+            "/api/runs",
+            "One page of runs, newest first",
+            ok::<RunPage>(),
+        )
+    },
+    Route {
+        errors: &[Code::RunNotFound],
+        ..route(
+            Op::GetRun,
+            "get_run",
+            Get,
+            "/api/runs/{id}",
+            "One run with its status changes",
+            ok::<RunDetail>(),
+        )
+    },
+    Route {
+        query: LOG_PARAMS,
+        errors: &[Code::RunNotFound, Code::BadRequest],
+        ..route(
+            Op::RunLog,
+            "run_log",
+            Get,
+            "/api/runs/{id}/log",
+            "A window of a run's output (size in `x-studio-log-size`)",
+            Gives::Text,
+        )
+    },
+    Route {
+        errors: &[Code::RunNotFound, Code::RunNotActive],
+        ..route(
+            Op::CancelRun,
+            "cancel_run",
+            Post,
+            "/api/runs/{id}/cancel",
+            "Cancel a queued or running run",
+            ok::<Run>(),
+        )
+    },
+    route(
+        Op::Events,
+        "events",
+        Get,
+        "/api/events",
+        "Server-sent events from the log (resume with `Last-Event-ID`)",
+        Gives::Events,
+    ),
+    route(
+        Op::ListAllowlist,
+        "list_allowlist",
+        Get,
+        "/api/admin/allowlist",
+        "The command allow-list",
+        ok::<AllowList>(),
+    ),
+    Route {
+        access: Access::DaemonToken,
+        takes: Takes::Json(typed::<AllowChange>()),
+        errors: &[Code::DaemonTokenRequired, Code::ValidationFailed],
+        ..route(
+            Op::ChangeAllowlist,
+            "change_allowlist",
+            Post,
+            "/api/admin/allowlist",
+            "Add and remove allowed executables (the daemon token only)",
+            ok::<AllowChanged>(),
+        )
+    },
+    Route {
+        takes: Takes::Json(typed::<DeclarationRequest>()),
+        errors: &[Code::ValidationFailed],
+        ..route(
+            Op::PlanDeclarations,
+            "plan_declarations",
+            Post,
+            "/api/declarations/plan",
+            "What applying these documents would change",
+            ok::<Plan>(),
+        )
+    },
+    Route {
+        takes: Takes::Json(typed::<DeclarationRequest>()),
+        errors: &[Code::ValidationFailed, Code::PlanHasErrors, Code::Conflict],
+        ..route(
+            Op::ApplyDeclarations,
+            "apply_declarations",
+            Post,
+            "/api/declarations/apply",
+            "Apply these documents, all or nothing",
+            ok::<Plan>(),
+        )
+    },
+    Route {
+        query: EXPORT_PARAMS,
+        ..route(
+            Op::ExportDeclarations,
+            "export_declarations",
+            Get,
+            "/api/declarations/export",
+            "Every schedule as ScheduleSet documents",
+            ok::<Export>(),
+        )
+    },
+];
+
+/// The studiod route serving `method path`, if any.
+pub fn find(method: &http::Method, path: &str) -> Option<&'static Route<Op>> {
+    ROUTES
+        .iter()
+        .find(|r| r.method.answers(method) && r.matches(path))
+}
+
+/// Whether studio-app forwards a request for `path` to studiod: studiod serves the path
+/// (with any method: a wrong one gets studiod's own `405`) and it is neither studio-app's
+/// own nor each process's own.
+pub fn proxied(path: &str) -> bool {
+    let mut any = false;
+    for r in ROUTES.iter().filter(|r| r.matches(path)) {
+        if r.via_app != ViaApp::Proxied {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn ids_and_method_paths_are_unique() {
+        let mut ids = HashSet::new();
+        let mut pairs = HashSet::new();
+        let mut ops = HashSet::new();
+        for r in ROUTES {
+            assert!(ids.insert(r.id), "{} twice", r.id);
+            assert!(
+                pairs.insert((r.method, r.path)),
+                "{} {} twice",
+                r.method.as_str(),
+                r.path
+            );
+            assert!(ops.insert(r.op), "{:?} twice", r.op);
+        }
+    }
+
+    #[test]
+    fn the_app_forwards_what_studiod_serves_and_nothing_else() {
+        assert!(proxied("/api/schedules"));
+        assert!(proxied("/api/schedules/s1/runs"));
+        assert!(proxied("/api/schedules/preview"));
+        assert!(proxied("/api/events"));
+        assert!(!proxied("/api/studio/pair"), "the app pairs itself");
+        assert!(!proxied("/health"));
+        assert!(!proxied("/api/tasks"), "studiod serves no tasks yet");
+        assert!(!proxied("/api/approvals"));
+        assert!(!proxied("/api/admin"));
+        assert!(!proxied("/api/schedules/"));
+        assert!(!proxied("/api/app/session"));
+        assert!(find(&http::Method::HEAD, "/api/runs").is_some());
+        assert!(find(&http::Method::PUT, "/api/runs").is_none());
+    }
+}

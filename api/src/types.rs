@@ -1,0 +1,15 @@
+//! Every request and answer body of studiod's API, by the routes that use them.
+
+mod allowlist;
+mod declarations;
+mod identity;
+mod runs;
+mod schedules;
+mod summary;
+
+pub use allowlist::*;
+pub use declarations::*;
+pub use identity::*;
+pub use runs::*;
+pub use schedules::*;
+pub use summary::*;

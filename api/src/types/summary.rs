@@ -1,0 +1,53 @@
+//! `GET /api/summary`: the overview's numbers, exact over every schedule and run.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Summary {
+    #[schema(format = DateTime)]
+    pub as_of: String,
+    pub daemon: DaemonFacts,
+    pub schedules: ScheduleCensus,
+    pub runs: RunCensus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DaemonFacts {
+    #[schema(format = DateTime)]
+    pub started_at: String,
+    pub uptime_s: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ScheduleCensus {
+    pub total: i64,
+    /// Every health, zero included.
+    pub by_health: BTreeMap<String, i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RunCensus {
+    /// Runs queued or running now.
+    pub active: i64,
+    /// The start of the first hour counted.
+    #[schema(format = DateTime)]
+    pub since: String,
+    /// Runs created since then.
+    pub total: i64,
+    /// Those runs by status (statuses with none are left out).
+    pub by_status: BTreeMap<String, i64>,
+    /// The current hour and the 23 before it, oldest first.
+    pub hourly: Vec<HourCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HourCount {
+    #[schema(format = DateTime)]
+    pub hour: String,
+    pub total: i64,
+    /// Failed or timed out.
+    pub failed: i64,
+}
