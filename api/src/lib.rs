@@ -6,12 +6,15 @@
 //! and the end-to-end tests decode them: a field changes in one place.
 //! See docs/ARCHITECTURE.md, "The contract".
 
+pub mod app;
 pub mod openapi;
 pub mod route;
 pub mod routes;
 pub mod types;
 
 pub use studio_contract::error::{ApiError, Code, Detail, ErrorBody, FieldError};
+/// The schedule spec and the declaration document, as the API carries them.
+pub use studio_schedule as schedule;
 pub use types::*;
 
 /// studiod's document: what `GET /api/openapi.json` answers and `docs/openapi.json` holds.

@@ -1,5 +1,5 @@
 //! The checked-in OpenAPI documents are what the code writes: `docs/openapi.json` from
-//! studiod's inventory. Regenerate with `STUDIO_BLESS=1 cargo test -p studio-api --test
+//! studiod's inventory, `docs/openapi-app.json` from studio-app's. Regenerate with `STUDIO_BLESS=1 cargo test -p studio-api --test
 //! documents` after changing a route or a body type, and commit the result.
 
 use std::path::Path;
@@ -26,6 +26,25 @@ fn studiod_document_is_checked_in() {
         "openapi.json",
         &studio_api::openapi::to_text(&studio_api::daemon_document()),
     );
+}
+
+#[test]
+fn app_document_is_checked_in() {
+    check(
+        "openapi-app.json",
+        &studio_api::openapi::to_text(&studio_api::app::app_document()),
+    );
+}
+
+#[test]
+fn no_app_route_shadows_a_forwarded_studiod_route() {
+    let app: Vec<&str> = studio_api::app::APP_ROUTES.iter().map(|r| r.path).collect();
+    assert_eq!(studio_api::app::shadowed(&app), None);
+    assert!(
+        studio_api::app::shadowed(&["/api/schedules/{id}"]).is_some(),
+        "a colliding path is found"
+    );
+    assert!(studio_api::app::shadowed(&["/api/runs/{run}/log"]).is_some());
 }
 
 #[test]

@@ -118,6 +118,16 @@ impl ApiError {
         }
     }
 
+    /// The answer to a path no route serves, the same on every listener.
+    pub fn no_such_path() -> Self {
+        Self::new(Code::NotFound, "no such path")
+    }
+
+    /// The answer to a method a served path does not take, the same on every listener.
+    pub fn wrong_method() -> Self {
+        Self::new(Code::MethodNotAllowed, "method not allowed on this path")
+    }
+
     /// `400 validation_failed`, its message every problem joined by `; `.
     pub fn invalid(errors: Vec<FieldError>) -> Self {
         let message = errors

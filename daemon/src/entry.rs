@@ -56,10 +56,15 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, leading: Vec<OsString
         eprint_line(format_args!("studiod: {e}"));
         return ExitCode::FAILURE;
     }
+    let (open_files, _) = studio_frontdoor::raise_open_files();
     let config = match args.into_config(|k| std::env::var(k).ok(), read_app_key_from_stdin) {
         Ok(mut config) => {
             config.scheduler.launcher = match std::env::current_exe() {
-                Ok(program) => Some(LauncherCommand { program, leading }),
+                Ok(program) => Some(LauncherCommand {
+                    program,
+                    leading,
+                    open_files: Some(open_files),
+                }),
                 Err(e) => {
                     eprint_line(format_args!("studiod: cannot find its own executable: {e}"));
                     return ExitCode::FAILURE;

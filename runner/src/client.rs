@@ -38,6 +38,9 @@ pub const LAUNCHER_FLAG: &str = "--job-launcher";
 pub struct LauncherCommand {
     pub program: PathBuf,
     pub leading: Vec<OsString>,
+    /// The soft open-file limit jobs get: the daemon's before it raised its own for its
+    /// listeners (`None`: as inherited).
+    pub open_files: Option<u64>,
 }
 
 /// Why a launch got no report.
@@ -144,6 +147,7 @@ impl Instance {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         let parent = rustix::process::getpid();
+        let open_files = command.open_files;
         // SAFETY: prctl, getppid and fcntl are async-signal-safe system calls that touch
         // no memory of the parent; the descriptor is the daemon's, open for its whole life.
         #[allow(unsafe_code)]
@@ -153,6 +157,17 @@ impl Instance {
                 // A daemon that died before the signal was asked for would never send it.
                 if rustix::process::getppid() != Some(parent) {
                     return Err(io::Error::other("the daemon is gone"));
+                }
+                if let Some(soft) = open_files {
+                    // Jobs get the limit the user's session gave, not the daemon's raise.
+                    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+                    rustix::process::setrlimit(
+                        rustix::process::Resource::Nofile,
+                        rustix::process::Rlimit {
+                            current: Some(soft),
+                            maximum: limit.maximum,
+                        },
+                    )?;
                 }
                 if let Some(fd) = inherited_fd {
                     let fd = std::os::fd::BorrowedFd::borrow_raw(fd);

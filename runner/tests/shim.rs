@@ -416,6 +416,7 @@ async fn the_client_replaces_a_launcher_that_died() {
     let command = studio_runner::client::LauncherCommand {
         program: launcher_exe(),
         leading: Vec::new(),
+        open_files: None,
     };
     let client = studio_runner::client::Launcher::start(&command, None).expect("launcher");
     let report = client

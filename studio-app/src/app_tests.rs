@@ -586,3 +586,79 @@ async fn serves_https_with_the_configured_certificate() {
     assert_eq!(json["status"], "ok");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_apps_document_is_served_as_checked_in_and_admitted_like_any_api_route() {
+    let app = TestApp::start(|_| {}).await;
+    let fake = app.fake("e1");
+    fake.state
+        .script()
+        .tokens
+        .insert("sta_t".into(), "p1".into());
+    let r = app.get("/api/app/openapi.json", &[]).await;
+    assert_eq!(
+        (r.status, code(&r)),
+        (StatusCode::UNAUTHORIZED, "unauthorized")
+    );
+    let r = app
+        .get(
+            "/api/app/openapi.json",
+            &[("cookie", "studio_admission=sta_t")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let checked_in: Value =
+        serde_json::from_str(include_str!("../../docs/openapi-app.json")).expect("checked in");
+    assert_eq!(r.json, checked_in);
+    fake.stop(&app.home).await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_paths_wrong_methods_and_trailing_slashes_answer_as_studiod_does() {
+    let upstream = crate::proxy::tests::upstream().await;
+    let app = TestApp::start(|c| c.daemon_addr = upstream).await;
+    let fake = app.fake("e1");
+    fake.state
+        .script()
+        .tokens
+        .insert("sta_t".into(), "p1".into());
+    let cookie = [("cookie", "studio_admission=sta_t")];
+    for path in [
+        "/api/tasks",
+        "/api/approvals",
+        "/api/admin",
+        "/api/runs/",
+        "/api/nope",
+    ] {
+        let r = app.get(path, &cookie).await;
+        assert_eq!(
+            (r.status, code(&r), r.json["message"].as_str()),
+            (StatusCode::NOT_FOUND, "not_found", Some("no such path")),
+            "{path} is neither the app's nor forwarded"
+        );
+    }
+    let origin = app.origin();
+    let r = app
+        .send(
+            Method::PATCH,
+            "/api/app/attention",
+            &[
+                cookie[0],
+                ("content-type", "application/json"),
+                ("origin", origin.as_str()),
+            ],
+            "{}",
+        )
+        .await;
+    assert_eq!(
+        (r.status, code(&r), r.json["message"].as_str()),
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            Some("method not allowed on this path")
+        )
+    );
+    fake.stop(&app.home).await;
+    app.stop().await;
+}

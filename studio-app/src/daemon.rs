@@ -5,14 +5,14 @@
 //! Invariant: the app never reads `state.db`; every page renders from these calls, and
 //! every failure maps to one of the page states ([`DaemonError::page_state`]).
 
-use std::collections::BTreeMap;
-
 use axum::body::Body;
 use http::{Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
-use serde::{Deserialize, de::DeserializeOwned};
-use serde_json::Value;
-use studio_contract::{error::Code, time::now_ms};
+use serde::de::DeserializeOwned;
+use studio_contract::{
+    error::{Code, ErrorBody},
+    time::now_ms,
+};
 
 use crate::proxy::Proxy;
 
@@ -76,13 +76,13 @@ impl DaemonError {
         }
     }
 
-    /// Maps a non-success answer; the body is the API's `{"code","message"}`.
+    /// Maps a non-success answer; the body is the API's error body (anything else, say
+    /// a proxy's page, keeps only the status).
     pub(crate) fn from_answer(status: StatusCode, body: &[u8]) -> Self {
-        let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-        let code = parsed["code"].as_str().unwrap_or("").to_owned();
-        let message = parsed["message"]
-            .as_str()
-            .map_or_else(|| format!("HTTP {}", status.as_u16()), str::to_owned);
+        let (code, message) = match serde_json::from_slice::<ErrorBody>(body) {
+            Ok(e) => (e.code.as_str().to_owned(), e.message),
+            Err(_) => (String::new(), format!("HTTP {}", status.as_u16())),
+        };
         match status {
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Self::Refused { code, message },
             StatusCode::NOT_FOUND => Self::NotFound,
@@ -96,177 +96,10 @@ impl DaemonError {
     }
 }
 
-/// A schedule as `GET /api/schedules` lists it (health and last outcome included).
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Schedule {
-    pub(crate) id: String,
-    pub(crate) name: String,
-    #[serde(default)]
-    pub(crate) spec: Value,
-    pub(crate) enabled: bool,
-    #[serde(default)]
-    pub(crate) timezone: Option<String>,
-    #[serde(default)]
-    pub(crate) next_fire_at: Option<String>,
-    #[serde(default)]
-    pub(crate) last_fired_at: Option<String>,
-    #[serde(default)]
-    pub(crate) health: String,
-    #[serde(default)]
-    pub(crate) last_outcome: Option<String>,
-    #[serde(default)]
-    pub(crate) runs_counted: i64,
-    #[serde(default)]
-    pub(crate) spend_usd: Option<f64>,
-    #[serde(default)]
-    pub(crate) managed_by: Option<String>,
-}
-
-/// One status change of a run.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Transition {
-    #[serde(default)]
-    pub(crate) from: Option<String>,
-    pub(crate) to: String,
-    #[serde(default)]
-    pub(crate) reason: Option<String>,
-    #[serde(default)]
-    pub(crate) at: Option<String>,
-}
-
-/// A run; `transitions` only on `GET /api/runs/{id}`, `schedule_name` only in lists.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Run {
-    pub(crate) id: String,
-    #[serde(default)]
-    pub(crate) schedule_id: Option<String>,
-    #[serde(default)]
-    pub(crate) schedule_name: Option<String>,
-    #[serde(default)]
-    pub(crate) kind: String,
-    pub(crate) status: String,
-    #[serde(default)]
-    pub(crate) reason: Option<String>,
-    #[serde(default)]
-    pub(crate) scheduled_at: Option<String>,
-    #[serde(default)]
-    pub(crate) created_at: Option<String>,
-    #[serde(default)]
-    pub(crate) finished_at: Option<String>,
-    #[serde(default)]
-    pub(crate) exit_code: Option<i64>,
-    #[serde(default)]
-    pub(crate) signal: Option<i64>,
-    #[serde(default)]
-    pub(crate) duration_ms: Option<i64>,
-    #[serde(default)]
-    pub(crate) stdout_bytes: Option<u64>,
-    #[serde(default)]
-    pub(crate) stderr_bytes: Option<u64>,
-    #[serde(default)]
-    pub(crate) cost_usd: Option<f64>,
-    #[serde(default)]
-    pub(crate) transitions: Vec<Transition>,
-}
-
-impl Run {
-    pub(crate) fn active(&self) -> bool {
-        matches!(self.status.as_str(), "queued" | "running")
-    }
-}
-
-/// `GET /api/summary`: the overview's numbers, exact over every schedule and run.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Summary {
-    pub(crate) daemon: DaemonFacts,
-    pub(crate) schedules: ScheduleCensus,
-    pub(crate) runs: RunCensus,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct DaemonFacts {
-    pub(crate) started_at: String,
-    pub(crate) uptime_s: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct ScheduleCensus {
-    pub(crate) total: u64,
-    /// Every health, zero included.
-    pub(crate) by_health: BTreeMap<String, u64>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct RunCensus {
-    pub(crate) active: u64,
-    pub(crate) total: u64,
-    pub(crate) by_status: BTreeMap<String, u64>,
-    /// The current hour and the 23 before it, oldest first.
-    pub(crate) hourly: Vec<HourCount>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct HourCount {
-    pub(crate) hour: String,
-    pub(crate) total: u32,
-    pub(crate) failed: u32,
-}
-
-/// A paired browser of the current epoch.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Session {
-    pub(crate) id: String,
-    #[serde(default)]
-    pub(crate) origin: String,
-    #[serde(default)]
-    pub(crate) created_at: Option<String>,
-    #[serde(default)]
-    pub(crate) last_seen_at: Option<String>,
-    /// When its admission token stops being accepted.
-    #[serde(default)]
-    pub(crate) expires_at: Option<String>,
-    #[serde(default)]
-    pub(crate) revoked_at: Option<String>,
-    #[serde(default)]
-    pub(crate) current: bool,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct SchedulePage {
-    pub(crate) schedules: Vec<Schedule>,
-    #[serde(default)]
-    pub(crate) next_cursor: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct RunPage {
-    pub(crate) runs: Vec<Run>,
-    #[serde(default)]
-    pub(crate) next_cursor: Option<String>,
-}
-
-/// `GET /api/admin/allowlist`.
-#[derive(Debug, Deserialize)]
-pub(crate) struct AllowList {
-    pub(crate) entries: Vec<AllowEntry>,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct AllowEntry {
-    pub(crate) executable: String,
-    /// Where the entry leads on studiod's PATH now; `None` when nothing is there.
-    #[serde(default)]
-    pub(crate) resolved: Option<String>,
-    #[serde(default)]
-    pub(crate) added_at: Option<String>,
-    #[serde(default)]
-    pub(crate) added_by: String,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct Sessions {
-    pub(crate) sessions: Vec<Session>,
-}
+pub(crate) use studio_api::{
+    AllowEntry, AllowList, HourCount, Identity, RunDetail, RunPage, Schedule, SchedulePage,
+    Session, Sessions, Summary,
+};
 
 /// One page request's view of the daemon: its bearer and origin, borrowed from the page.
 pub(crate) struct Daemon<'a> {
@@ -355,7 +188,7 @@ impl<'a> Daemon<'a> {
         self.get("/api/runs", query).await
     }
 
-    pub(crate) async fn run(&self, id: &str) -> Result<Run, DaemonError> {
+    pub(crate) async fn run(&self, id: &str) -> Result<RunDetail, DaemonError> {
         self.get(&format!("/api/runs/{}", segment(id)), &[]).await
     }
 
@@ -367,7 +200,7 @@ impl<'a> Daemon<'a> {
         self.get("/api/admin/allowlist", &[]).await
     }
 
-    pub(crate) async fn identity(&self) -> Result<BTreeMap<String, Value>, DaemonError> {
+    pub(crate) async fn identity(&self) -> Result<Identity, DaemonError> {
         self.get("/api/identity", &[]).await
     }
 }
@@ -449,23 +282,5 @@ mod tests {
         );
         assert_eq!(with_query("/api/runs", &[]), "/api/runs");
         assert_eq!(segment("../x"), "..%2Fx");
-    }
-
-    #[test]
-    fn views_decode_from_the_documented_shapes() {
-        let s: Schedule = serde_json::from_str(
-            r#"{"id":"s1","name":"n","spec":{"trigger":{"every":"15m"}},"enabled":true,
-            "timezone":"UTC","next_fire_at":null,"health":"healthy","last_outcome":"completed",
-            "runs_counted":3,"spend_usd":0.5,"revision":2,"extra":1}"#,
-        )
-        .expect("schedule");
-        assert_eq!(s.last_outcome.as_deref(), Some("completed"));
-        let r: Run = serde_json::from_str(
-            r#"{"id":"r1","schedule_id":"s1","kind":"manual","status":"running",
-            "transitions":[{"from":"queued","to":"running","reason":"dispatched","at":"2026-01-01T00:00:00Z"}]}"#,
-        )
-        .expect("run");
-        assert!(r.active());
-        assert_eq!(r.transitions.len(), 1);
     }
 }

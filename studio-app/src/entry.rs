@@ -38,6 +38,8 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     {
         return fail(&e.to_string(), 1);
     }
+    // The listener's connection cap is a share of this (studio-app starts no jobs).
+    studio_frontdoor::raise_open_files();
     tracing_subscriber::fmt()
         .with_writer(|| output::Stderr)
         // Its report of a failed write is an `eprintln!`, which would panic in turn.

@@ -13,6 +13,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use studio_api::route::Access;
 use studio_contract::{
     error::{ApiError, Code},
     host::{HostPolicy, parse_authority},
@@ -92,12 +93,16 @@ pub(crate) fn is_json(content_type: Option<&HeaderValue>) -> bool {
         .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// Requests that pass without a credential: health, pairing itself, the session probe,
-/// and page/asset GETs outside `/api`.
+/// Requests that pass without a credential: what the app's inventory marks open or paired
+/// by code (health, the session probe, pairing itself), and page/asset GETs outside `/api`.
 pub(crate) fn admission_exempt(method: &Method, path: &str) -> bool {
     let read = matches!(*method, Method::GET | Method::HEAD);
-    (read && (path == "/health" || path == "/api/app/session" || !is_api(path)))
-        || (*method == Method::POST && path == "/api/studio/pair")
+    (read && !is_api(path))
+        || studio_api::app::APP_ROUTES.iter().any(|r| {
+            r.method.answers(method)
+                && r.matches(path)
+                && matches!(r.access, Access::Open | Access::PairingCode)
+        })
 }
 
 /// The Origin header: `Ok(None)` when absent, `Err` when repeated or not text (never allowed).

@@ -1,32 +1,28 @@
-//! The HTTP server: the shared state, the router with the front-door layers in their
-//! order, per-request tracing, and serving over plain TCP or rustls with a bounded
-//! graceful shutdown.
+//! The app's HTTP side: the shared state, the router (its `/api` routes from the app's
+//! inventory) with the front-door layers in their order, and per-request tracing.
+//! Connections are held and drained by `studio_frontdoor::serve`.
 
-use std::{io, ops::Deref, sync::Arc, time::Duration};
+use std::{ops::Deref, sync::Arc};
 
 use axum::{
     Router,
     extract::Request,
     middleware::{Next, from_fn, from_fn_with_state},
     response::{IntoResponse, Response},
-    routing::{get, post},
+    routing::{MethodFilter, MethodRouter, get, on},
 };
-use hyper_util::{
-    rt::{TokioExecutor, TokioIo},
-    server::{conn::auto, graceful::GracefulShutdown},
-    service::TowerToHyperService,
+use studio_api::{
+    app::{APP_ROUTES, AppOp},
+    route::Method,
 };
-use studio_contract::error::{ApiError, Code};
-use tokio::{net::TcpListener, sync::watch};
-use tokio_rustls::TlsAcceptor;
+use studio_contract::error::ApiError;
+use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::{
-    frontdoor, frontdoor::FrontDoor, page, pairing, proxy, proxy::Proxy, status, verifier::Verifier,
+    attention, frontdoor, frontdoor::FrontDoor, page, pairing, proxy, proxy::Proxy, status,
+    verifier::Verifier,
 };
-
-/// How long a TLS client may take to finish its handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What every handler shares.
 pub(crate) struct Shared {
@@ -57,15 +53,31 @@ impl Deref for AppState {
 
 /// The whole app. Layers wrap outward, so the last added runs first: trace → Host →
 /// CORS → JSON → admission → route (also for the fallback, which proxies or 404s).
+///
+/// The app's `/api` routes come from its inventory (`studio_api::app::APP_ROUTES`); pages
+/// and assets are added beside them. Construction fails if any of them would shadow a
+/// route studiod serves and the app should forward.
 pub(crate) fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/app.js", get(page::script))
-        .route("/app.css", get(page::style))
-        .route("/health", get(status::health))
-        .route("/api/app/session", get(status::session))
-        .route("/api/studio/pair", post(pairing::pair))
-        .merge(crate::attention::routes())
-        .merge(crate::pages::routes())
+    let mut own: Vec<(&'static str, MethodRouter<AppState>)> = vec![
+        ("/app.js", get(page::script)),
+        ("/app.css", get(page::style)),
+    ];
+    own.extend(crate::pages::routes());
+    for route in APP_ROUTES {
+        let served = handler(route.op, filter(route.method));
+        match own.iter_mut().find(|(path, _)| *path == route.path) {
+            Some((_, methods)) => *methods = std::mem::take(methods).merge(served),
+            None => own.push((route.path, served)),
+        }
+    }
+    let paths: Vec<&str> = own.iter().map(|(path, _)| *path).collect();
+    if let Some(collision) = studio_api::app::shadowed(&paths) {
+        panic!("studio-app's routes collide with studiod's: {collision}");
+    }
+    own.into_iter()
+        .fold(Router::new(), |router, (path, methods)| {
+            router.route(path, methods)
+        })
         .fallback(proxy::route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(state.clone(), frontdoor::admission))
@@ -76,8 +88,32 @@ pub(crate) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+fn filter(method: Method) -> MethodFilter {
+    match method {
+        Method::Get => MethodFilter::GET,
+        Method::Post => MethodFilter::POST,
+        Method::Put => MethodFilter::PUT,
+        Method::Patch => MethodFilter::PATCH,
+        Method::Delete => MethodFilter::DELETE,
+    }
+}
+
+/// The handler of each operation of the app's inventory.
+fn handler(op: AppOp, m: MethodFilter) -> MethodRouter<AppState> {
+    match op {
+        AppOp::Health => on(m, status::health),
+        AppOp::Session => on(m, status::session),
+        AppOp::OpenApi => on(m, status::openapi),
+        AppOp::Pair => on(m, pairing::pair),
+        AppOp::Attention => on(m, attention::list),
+        AppOp::SetDisposition => on(m, attention::set),
+        AppOp::ClearDisposition => on(m, attention::clear),
+        AppOp::History => on(m, attention::history),
+    }
+}
+
 async fn method_not_allowed() -> Response {
-    ApiError::new(Code::MethodNotAllowed, "method not allowed").into_response()
+    ApiError::wrong_method().into_response()
 }
 
 /// One span per request; the query string is left out (it is the caller's business).
@@ -102,58 +138,4 @@ async fn trace(req: Request, next: Next) -> Response {
 /// Resolves once `stop` flips to true (or its sender is gone).
 pub(crate) async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
-}
-
-/// Plain HTTP: axum's own server, draining in-flight requests after `stop`.
-pub(crate) async fn serve_plain(
-    listener: TcpListener,
-    router: Router,
-    stop: watch::Receiver<bool>,
-) -> io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(stopped(stop))
-        .await
-}
-
-/// HTTPS: a rustls handshake per connection, then hyper's auto (HTTP/1.1 or h2) server.
-pub(crate) async fn serve_tls(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    router: Router,
-    stop: watch::Receiver<bool>,
-) -> io::Result<()> {
-    let graceful = GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let mut stop_signal = std::pin::pin!(stopped(stop));
-    loop {
-        let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // E.g. out of file descriptors: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut stop_signal => break,
-        };
-        let (acceptor, builder, watcher) = (acceptor.clone(), builder.clone(), graceful.watcher());
-        let service = TowerToHyperService::new(router.clone());
-        // The handshake runs in the connection's task so a slow client cannot stall accept.
-        tokio::spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "tls handshake failed"),
-                Err(_) => return tracing::debug!(%peer, "tls handshake timed out"),
-            };
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-            if let Err(e) = watcher.watch(conn.into_owned()).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    graceful.shutdown().await;
-    Ok(())
 }

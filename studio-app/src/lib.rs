@@ -137,19 +137,14 @@ impl Application {
         let attention = self.state.attention.clone();
         let router = http::router(self.state);
         let (stop_tx, stop_rx) = watch::channel(false);
-        let mut server = tokio::spawn(match self.tls {
-            Some(acceptor) => futures_util::future::Either::Left(http::serve_tls(
-                self.listener,
-                acceptor,
-                router,
-                stop_rx,
-            )),
-            None => futures_util::future::Either::Right(http::serve_plain(
-                self.listener,
-                router,
-                stop_rx,
-            )),
-        });
+        let limits = studio_frontdoor::Limits::for_open_files(studio_frontdoor::open_files());
+        let mut server = tokio::spawn(studio_frontdoor::serve(
+            self.listener,
+            self.tls,
+            router,
+            limits,
+            http::stopped(stop_rx),
+        ));
         let result = tokio::select! {
             ended = &mut server => Some(ended),
             () = shutdown => None,

@@ -11,19 +11,13 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http::{HeaderMap, header};
-use serde::Deserialize;
-use serde_json::json;
+use studio_api::{PairRequest, app::BrowserPaired};
 use studio_contract::{
     error::{ApiError, Code},
     time::{now_ms, rfc3339},
 };
 
 use crate::{cookie, frontdoor, http::AppState};
-
-#[derive(Deserialize)]
-struct PairBody {
-    code: String,
-}
 
 #[tracing::instrument(skip_all)]
 pub(crate) async fn pair(
@@ -47,7 +41,7 @@ async fn redeem(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Re
         .ok()
         .flatten()
         .ok_or_else(|| ApiError::new(Code::OriginNotAllowed, "pairing needs an allowed origin"))?;
-    let PairBody { code } = serde_json::from_slice(body)
+    let PairRequest { code } = serde_json::from_slice(body)
         .map_err(|_| ApiError::new(Code::BadRequest, "expected {\"code\": \"...\"}"))?;
     // The daemon checks the origin against its own list too and decides.
     let pairing = state.verifier.redeem_pairing(code.trim(), origin).await??;
@@ -55,13 +49,13 @@ async fn redeem(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Re
     let set_cookie = cookie::set_admission(&pairing.token, max_age, state.secure_cookies)
         .ok_or_else(|| ApiError::new(Code::Internal, "the daemon minted an unusable token"))?;
     tracing::info!(principal = %pairing.principal, "browser paired");
-    let body = json!({
-        "paired": true,
-        "decision_token": pairing.decision_token,
-        "epoch": pairing.epoch,
-        "principal": pairing.principal,
-        "decision_expires_at": rfc3339(pairing.decision_expires_at_ms),
-        "expires_at": (pairing.expires_at_ms > 0).then(|| rfc3339(pairing.expires_at_ms)),
-    });
+    let body = BrowserPaired {
+        paired: true,
+        decision_token: pairing.decision_token,
+        epoch: pairing.epoch,
+        principal: pairing.principal,
+        decision_expires_at: rfc3339(pairing.decision_expires_at_ms),
+        expires_at: (pairing.expires_at_ms > 0).then(|| rfc3339(pairing.expires_at_ms)),
+    };
     Ok(([(header::SET_COOKIE, set_cookie)], Json(body)).into_response())
 }

@@ -28,31 +28,6 @@ use studio_contract::{
 
 use crate::{cookie, frontdoor::Admitted, http::AppState};
 
-/// Route prefixes studiod owns; matched as the whole path or a path below it.
-const DAEMON_OWNED: &[&str] = &[
-    "/api/identity",
-    "/api/studio",
-    "/api/schedules",
-    "/api/runs",
-    "/api/summary",
-    "/api/tasks",
-    "/api/approvals",
-    "/api/admin",
-    "/api/events",
-    "/api/declarations",
-];
-
-/// Whether `path` is forwarded to studiod (`/api/studio/pair` is the app's own route).
-pub(crate) fn is_daemon_owned(path: &str) -> bool {
-    if path == "/api/studio" || path == "/api/studio/pair" {
-        return false;
-    }
-    DAEMON_OWNED.iter().any(|prefix| {
-        path.strip_prefix(prefix)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    })
-}
-
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
 const HOP_BY_HOP: &[&str] = &[
     "connection",
@@ -206,11 +181,12 @@ fn origin(parts: &Parts) -> &str {
         .unwrap_or("")
 }
 
-/// The fallback route: daemon-owned paths are proxied, every other path is a JSON 404.
+/// The fallback route: a path studiod serves (its route inventory says so) is proxied with
+/// whatever method it came with; every other path is the same JSON 404 studiod gives.
 pub(crate) async fn route(State(state): State<AppState>, req: Request) -> Response {
     let path = req.uri().path().to_owned();
-    if !is_daemon_owned(&path) {
-        return ApiError::new(Code::NotFound, "not found").into_response();
+    if !studio_api::routes::proxied(&path) {
+        return ApiError::no_such_path().into_response();
     }
     let Some(admitted) = req.extensions().get::<Admitted>().cloned() else {
         // The admission layer runs before every daemon-owned path; fail closed regardless.

@@ -224,7 +224,8 @@ async fn a_silent_or_absent_daemon_is_unavailable() {
 }
 
 #[test]
-fn daemon_owned_prefixes() {
+fn only_what_studiod_serves_is_forwarded() {
+    use studio_api::routes::proxied;
     for owned in [
         "/api/identity",
         "/api/studio/disconnect",
@@ -232,24 +233,26 @@ fn daemon_owned_prefixes() {
         "/api/schedules",
         "/api/schedules/x/runs",
         "/api/runs",
-        "/api/tasks/1",
-        "/api/approvals",
-        "/api/admin/checkpoint",
         "/api/events",
         "/api/declarations/plan",
+        "/api/openapi.json",
     ] {
-        assert!(is_daemon_owned(owned), "{owned}");
+        assert!(proxied(owned), "{owned}");
     }
-    for app in [
+    for not in [
         "/api/studio/pair",
         "/api/studio",
         "/api/app/session",
         "/api/identityx",
         "/api/runsx",
+        "/api/runs/",
+        "/api/tasks/1",
+        "/api/approvals",
+        "/api/admin/checkpoint",
         "/api",
         "/",
         "/health",
     ] {
-        assert!(!is_daemon_owned(app), "{app}");
+        assert!(!proxied(not), "{not}");
     }
 }

@@ -1,10 +1,13 @@
 //! The app's own status routes: `GET /health` for the supervisor and
 //! `GET /api/app/session` for the page (is this browser paired, is the daemon there).
 
-use axum::{Json, extract::State};
-use http::HeaderMap;
-use serde::Serialize;
-use serde_json::{Value, json};
+use axum::{
+    Json,
+    extract::State,
+    response::{IntoResponse, Response},
+};
+use http::{HeaderMap, header};
+use studio_api::app::{AppHealth, AppSession};
 use studio_contract::error::Code;
 
 use crate::{frontdoor, http::AppState, verifier::Verdict};
@@ -13,30 +16,29 @@ fn daemon(ok: bool) -> &'static str {
     if ok { "ok" } else { "unavailable" }
 }
 
-pub(crate) async fn health(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({"status": "ok", "daemon": daemon(state.verifier.daemon_ok())}))
+pub(crate) async fn health(State(state): State<AppState>) -> Json<AppHealth> {
+    Json(AppHealth {
+        status: "ok".into(),
+        daemon: daemon(state.verifier.daemon_ok()).into(),
+    })
 }
 
-/// The body of `GET /api/app/session`.
-#[derive(Debug, Serialize, PartialEq, Eq)]
-pub(crate) struct Session {
-    pub(crate) paired: bool,
-    pub(crate) daemon: &'static str,
-    pub(crate) epoch: Option<String>,
-    pub(crate) principal: Option<String>,
-    /// Why not paired: a stable error code.
-    pub(crate) reason: Option<&'static str>,
+/// `GET /api/app/openapi.json`: the app's own document, written once per process.
+pub(crate) async fn openapi() -> Response {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let text = TEXT.get_or_init(|| studio_api::openapi::to_text(&studio_api::app::app_document()));
+    ([(header::CONTENT_TYPE, "application/json")], text.as_str()).into_response()
 }
 
 /// Always answers 200: the body says what the page should show.
 #[tracing::instrument(skip_all)]
-pub(crate) async fn session(State(state): State<AppState>, headers: HeaderMap) -> Json<Session> {
-    let refused = |ok: bool, code: Code| Session {
+pub(crate) async fn session(State(state): State<AppState>, headers: HeaderMap) -> Json<AppSession> {
+    let refused = |ok: bool, code: Code| AppSession {
         paired: false,
-        daemon: daemon(ok),
+        daemon: daemon(ok).into(),
         epoch: if ok { state.verifier.epoch() } else { None },
         principal: None,
-        reason: Some(code.as_str()),
+        reason: Some(code),
     };
     let origin = match frontdoor::origin(&headers) {
         Ok(origin) => origin.unwrap_or(""),
@@ -60,9 +62,9 @@ pub(crate) async fn session(State(state): State<AppState>, headers: HeaderMap) -
         .admit(&bearer, origin, "GET", "/api/app/session")
         .await;
     Json(match verdict {
-        Ok(Verdict::Admitted(p)) => Session {
+        Ok(Verdict::Admitted(p)) => AppSession {
             paired: true,
-            daemon: daemon(true),
+            daemon: daemon(true).into(),
             epoch: Some(p.epoch),
             principal: Some(p.id),
             reason: None,

@@ -2,12 +2,12 @@
 //! `/api/admin/allowlist` with the daemon token (a browser can read the list, never
 //! change it).
 
-use serde_json::{Value, json};
+use studio_api::{AllowChange, AllowChanged, AllowEntry, AllowList, Code};
 use studio_contract::home::Home;
 
 use crate::{
     Error,
-    cli::AllowCommand,
+    cli::{AllowArgs, AllowCommand},
     schedules::{client, print_json},
     table::{Style, Table, Tone, now_ms, relative, text},
 };
@@ -17,7 +17,7 @@ const PATH: &str = "/api/admin/allowlist";
 pub(crate) async fn run(home: &Home, command: AllowCommand) -> Result<u8, Error> {
     match command {
         AllowCommand::List { remote } => {
-            let answer = client(home, &remote).await?.get(PATH).await?;
+            let answer: AllowList = client(home, &remote).await?.get(PATH).await?;
             if remote.json {
                 print_json(&answer)?;
             } else {
@@ -30,17 +30,25 @@ pub(crate) async fn run(home: &Home, command: AllowCommand) -> Result<u8, Error>
     }
 }
 
-async fn change(home: &Home, args: crate::cli::AllowArgs, add: bool) -> Result<u8, Error> {
+async fn change(home: &Home, args: AllowArgs, add: bool) -> Result<u8, Error> {
+    let names = args.executables.clone();
     let body = if add {
-        json!({ "add": args.executables })
+        AllowChange {
+            add: names,
+            ..AllowChange::default()
+        }
     } else {
-        json!({ "remove": args.executables })
+        AllowChange {
+            remove: names,
+            ..AllowChange::default()
+        }
     };
-    let answer = match client(home, &args.remote).await?.post(PATH, &body).await {
+    let client = client(home, &args.remote).await?;
+    let answer: AllowChanged = match client.post(PATH, &body).await {
         Ok(answer) => answer,
         // An entry studiod cannot take is the user's input: one line, exit 2.
-        Err(Error::Api(f)) if f.code == "validation_failed" => {
-            return Err(Error::Usage(format!("studio allow: {}", f.message)));
+        Err(Error::Api(f)) if f.body.code == Code::ValidationFailed => {
+            return Err(Error::Usage(format!("studio allow: {}", f.body.message)));
         }
         Err(e) => return Err(e),
     };
@@ -48,20 +56,12 @@ async fn change(home: &Home, args: crate::cli::AllowArgs, add: bool) -> Result<u
         print_json(&answer)?;
         return Ok(0);
     }
-    let changed = if add {
-        &answer["added"]
-    } else {
-        &answer["removed"]
-    };
-    let changed: Vec<&str> = changed
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let entries = answer["entries"].as_array().cloned().unwrap_or_default();
+    let changed = if add { &answer.added } else { &answer.removed };
+    let entries = &answer.entries;
     for exe in &args.executables {
-        let line = match (add, changed.contains(&exe.as_str())) {
-            (true, true) => format!("allowed {exe}{}", resolution(&entries, exe)),
-            (true, false) => format!("{exe} was already allowed{}", resolution(&entries, exe)),
+        let line = match (add, changed.contains(exe)) {
+            (true, true) => format!("allowed {exe}{}", resolution(entries, exe)),
+            (true, false) => format!("{exe} was already allowed{}", resolution(entries, exe)),
             (false, true) => format!("removed {exe}: no run starts it from now on"),
             (false, false) => format!("{exe} was not on the allow-list"),
         };
@@ -71,11 +71,11 @@ async fn change(home: &Home, args: crate::cli::AllowArgs, add: bool) -> Result<u
 }
 
 /// ` → /usr/bin/echo`, or a warning when studiod's PATH does not have it now.
-fn resolution(entries: &[Value], exe: &str) -> String {
+fn resolution(entries: &[AllowEntry], exe: &str) -> String {
     let resolved = entries
         .iter()
-        .find(|e| e["executable"] == exe)
-        .and_then(|e| e["resolved"].as_str());
+        .find(|e| e.executable == exe)
+        .and_then(|e| e.resolved.as_deref());
     match resolved {
         Some(path) if path != exe => format!(" → {path}"),
         Some(_) => String::new(),
@@ -83,24 +83,24 @@ fn resolution(entries: &[Value], exe: &str) -> String {
     }
 }
 
-fn print_list(answer: &Value) -> Result<(), Error> {
-    let entries = answer["entries"].as_array().cloned().unwrap_or_default();
+fn print_list(answer: &AllowList) -> Result<(), Error> {
+    let entries = &answer.entries;
     if entries.is_empty() {
         errln!("the allow-list is empty: no command runs (allow one with `studio allow add NAME`)");
         return Ok(());
     }
     let now = now_ms();
     let mut table = Table::new(&["EXECUTABLE", "RUNS", "ADDED", "BY"]);
-    for e in &entries {
-        let (runs, tone) = match e["resolved"].as_str() {
-            Some(path) => (path.to_owned(), Tone::Plain),
+    for e in entries {
+        let (runs, tone) = match &e.resolved {
+            Some(path) => (path.clone(), Tone::Plain),
             None => ("not found on studiod's PATH".to_owned(), Tone::Bad),
         };
         table.row(vec![
-            (text(&e["executable"]), Tone::Plain),
+            (text(&e.executable), Tone::Plain),
             (runs, tone),
-            (relative(&e["added_at"], now), Tone::Dim),
-            (text(&e["added_by"]), Tone::Dim),
+            (relative(&e.added_at, now), Tone::Dim),
+            (text(&e.added_by), Tone::Dim),
         ]);
     }
     out!("{}", table.render(Style::detect()))

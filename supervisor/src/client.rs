@@ -9,7 +9,8 @@
 use std::{io, time::Duration};
 
 use reqwest::{Method, StatusCode, redirect::Policy};
-use serde_json::Value;
+use serde::{Serialize, de::DeserializeOwned};
+use studio_api::ErrorBody;
 use studio_contract::home::Home;
 
 use crate::{
@@ -76,37 +77,52 @@ impl Client {
         })
     }
 
-    pub(crate) async fn get(&self, path: &str) -> Result<Value, Error> {
+    /// A GET whose answer is `T`.
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, Error> {
         self.send(Method::GET, path, None).await
     }
 
-    pub(crate) async fn post(&self, path: &str, body: &Value) -> Result<Value, Error> {
+    /// A POST of `body` whose answer is `T`.
+    pub(crate) async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, Error> {
+        let body = serde_json::to_string(body)
+            .map_err(|e| Error::Failed(format!("{path}: cannot encode the request: {e}")))?;
         self.send(Method::POST, path, Some(body)).await
     }
 
-    /// One JSON request; a non-2xx answer is an error (`Error::Api` when it is the
-    /// API's `{code, message}`).
-    pub(crate) async fn send(
+    /// A request that carries nothing but its path (`POST …/enable`, `DELETE`), whose
+    /// answer is `T`.
+    pub(crate) async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
-        body: Option<&Value>,
-    ) -> Result<Value, Error> {
+    ) -> Result<T, Error> {
+        self.send(method, path, None).await
+    }
+
+    /// One JSON request; a non-2xx answer is an error (`Error::Api` when it is the
+    /// API's [`ErrorBody`]), and so is a 2xx answer that is not a `T`.
+    async fn send<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<T, Error> {
         let mut req = self.request(&self.http, method.clone(), path);
         if method != Method::GET {
             // studiod wants a JSON media type on every unsafe request, bodyless or not.
             req = req
                 .header("content-type", "application/json")
-                .body(body.map_or_else(|| "{}".to_owned(), Value::to_string));
+                .body(body.unwrap_or_else(|| "{}".to_owned()));
         }
         let resp = self.checked(req.send().await, TIMEOUT).await?;
         let text = resp
             .text()
             .await
             .map_err(|e| self.transport(e, Some(TIMEOUT)))?;
-        if text.trim().is_empty() {
-            return Ok(Value::Null);
-        }
         serde_json::from_str(&text)
             .map_err(|e| Error::Failed(format!("{path}: studiod answered with bad JSON: {e}")))
     }
@@ -165,41 +181,38 @@ impl Client {
             )));
         }
         let text = resp.text().await.unwrap_or_default();
-        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        let code = body["code"].as_str().unwrap_or_default().to_owned();
-        let message = body["message"].as_str().unwrap_or_default().to_owned();
+        let body = serde_json::from_str::<ErrorBody>(&text).ok();
         if status == StatusCode::UNAUTHORIZED {
-            let fix = match &self.source {
-                TokenSource::Env => {
-                    "check STUDIO_TOKEN, or unset it to use the home's run/token".to_owned()
-                }
-                TokenSource::File(path) => format!(
-                    "{path} is not the token of the daemon at {} (is it another home's daemon? set STUDIO_TOKEN or --home)",
-                    self.origin
-                ),
-            };
-            let code = if code.is_empty() {
-                "unauthorized"
-            } else {
-                &code
-            };
+            let code = body.as_ref().map_or("unauthorized", |b| b.code.as_str());
             return Err(Error::Failed(format!(
-                "the daemon refused the token (401 {code}): {fix}"
+                "the daemon refused the token (401 {code}): {}",
+                self.token_fix()
             )));
         }
-        if code.is_empty() {
+        let Some(body) = body else {
             let snippet: String = text.chars().take(200).collect();
             return Err(Error::Failed(format!(
                 "studiod at {} answered {status}: {snippet}",
                 self.origin
             )));
-        }
+        };
         Err(Error::Api(Box::new(ApiFailure {
             status: status.as_u16(),
-            code,
-            message,
             body,
         })))
+    }
+
+    /// What to fix when the daemon refuses the token, by where the token came from.
+    fn token_fix(&self) -> String {
+        match &self.source {
+            TokenSource::Env => {
+                "check STUDIO_TOKEN, or unset it to use the home's run/token".to_owned()
+            }
+            TokenSource::File(path) => format!(
+                "{path} is not the token of the daemon at {} (is it another home's daemon? set STUDIO_TOKEN or --home)",
+                self.origin
+            ),
+        }
     }
 
     /// One line for a request that got no answer.
@@ -311,6 +324,8 @@ pub(crate) fn encode(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use studio_api::SchedulePage;
+
     use super::*;
 
     #[test]
@@ -353,7 +368,10 @@ mod tests {
             TokenSource::Env,
         )
         .expect("client");
-        let err = client.get("/api/schedules").await.expect_err("closed");
+        let err = client
+            .get::<SchedulePage>("/api/schedules")
+            .await
+            .expect_err("closed");
         let text = err.to_string();
         assert!(
             text.starts_with(&format!(
@@ -388,12 +406,85 @@ mod tests {
         });
         let client = Client::new(origin, "stk_secret".into(), TokenSource::Env).expect("client");
         let err = client
-            .get("/api/schedules")
+            .get::<SchedulePage>("/api/schedules")
             .await
             .expect_err("a redirect is no answer");
         assert!(!err.to_string().contains("stk_secret"), "{err}");
         let reached = tokio::time::timeout(Duration::from_millis(300), elsewhere.accept()).await;
         assert!(reached.is_err(), "the redirect was followed");
+    }
+
+    /// An origin that answers every request with `status` and the JSON `body`.
+    async fn answering(status: &'static str, body: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let origin = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let reply = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+            }
+        });
+        origin
+    }
+
+    #[tokio::test]
+    async fn answers_are_decoded_as_their_types() {
+        let origin = answering("200 OK", r#"{"deleted":true,"id":"sch_1"}"#).await;
+        let client = Client::new(origin, "t".into(), TokenSource::Env).expect("client");
+        let answer: studio_api::Deleted = client
+            .call(Method::DELETE, "/api/schedules/sch_1")
+            .await
+            .expect("an answer");
+        assert_eq!((answer.deleted, answer.id.as_str()), (true, "sch_1"));
+        let err = client
+            .get::<SchedulePage>("/api/schedules")
+            .await
+            .expect_err("not a page");
+        assert!(
+            err.to_string()
+                .starts_with("/api/schedules: studiod answered with bad JSON: "),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_error_answer_keeps_its_body() {
+        let body = r#"{"code":"conflict","message":"demo/a changed meanwhile","name":"demo/a"}"#;
+        let origin = answering("409 Conflict", body).await;
+        let client = Client::new(origin, "t".into(), TokenSource::Env).expect("client");
+        let err = client
+            .get::<SchedulePage>("/api/schedules")
+            .await
+            .expect_err("an error");
+        assert_eq!(err.to_string(), "conflict: demo/a changed meanwhile");
+        let Error::Api(failure) = err else {
+            panic!("not an API error: {err}")
+        };
+        assert_eq!(failure.status, 409);
+        assert_eq!(failure.body.code, studio_api::Code::Conflict);
+        assert_eq!(failure.body.name.as_deref(), Some("demo/a"));
+    }
+
+    #[tokio::test]
+    async fn a_refused_token_says_which_to_fix() {
+        let origin = answering("401 Unauthorized", r#"{"code":"expired","message":"m"}"#).await;
+        let client = Client::new(origin, "t".into(), TokenSource::Env).expect("client");
+        let err = client
+            .get::<SchedulePage>("/api/schedules")
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "the daemon refused the token (401 expired): check STUDIO_TOKEN, or unset it to use the home's run/token"
+        );
     }
 
     #[test]

@@ -5,15 +5,17 @@
 //! variables below; it resolves no home and contacts no daemon.
 
 use std::{
+    collections::BTreeMap,
     io::{self, BufRead, IsTerminal, Write},
     path::{Path, PathBuf},
 };
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
+use studio_api::{ChangeKind, Code, DeclarationRequest, ErrorBody, Export, Plan, SourcedDocument};
 use studio_contract::home::Home;
 use studio_schedule::{
     Zone,
-    declaration::{ScheduleSet, valid_part},
+    declaration::valid_part,
     load::{Diagnostic, LoadOptions, Loaded, load_all, render_yaml},
 };
 
@@ -52,17 +54,25 @@ pub(crate) fn validate(files: &[PathBuf]) -> Result<u8, Error> {
     })
 }
 
-/// The request body of plan and apply.
-fn body(loaded: &[Loaded], prune: bool, adopt: bool) -> Result<Value, Error> {
+/// The request body of plan and apply (apply adds the plan's revisions).
+fn body(loaded: &[Loaded], prune: bool, adopt: bool) -> Result<DeclarationRequest, Error> {
     let documents = loaded
         .iter()
         .map(|l| {
             let document = serde_json::to_value(&l.set)
                 .map_err(|e| Error::Failed(format!("{}: cannot encode: {e}", l.file.display())))?;
-            Ok(json!({ "source": l.file.display().to_string(), "document": document }))
+            Ok(SourcedDocument {
+                source: l.file.display().to_string(),
+                document,
+            })
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    Ok(json!({ "documents": documents, "prune": prune, "adopt": adopt }))
+    Ok(DeclarationRequest {
+        documents,
+        prune,
+        adopt,
+        expected: BTreeMap::new(),
+    })
 }
 
 /// What a plan amounts to.
@@ -74,12 +84,11 @@ enum Verdict {
 }
 
 impl Verdict {
-    fn of(plan: &Value) -> Self {
-        let changes = plan["changes"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        let action = |c: &Value| c["action"].as_str().unwrap_or_default().to_owned();
-        if changes.iter().any(|c| action(c) == "error") {
+    fn of(plan: &Plan) -> Self {
+        let changes = &plan.changes;
+        if changes.iter().any(|c| c.action == ChangeKind::Error) {
             Verdict::Errors
-        } else if changes.iter().any(|c| action(c) != "unchanged") {
+        } else if changes.iter().any(|c| c.action != ChangeKind::Unchanged) {
             Verdict::Changes
         } else {
             Verdict::NothingToDo
@@ -96,6 +105,7 @@ impl Verdict {
 }
 
 /// A field value in a diff line: strings bare, the rest as JSON, absent as `(unset)`.
+/// A field holds whatever JSON its path does, so it stays a `Value`.
 fn shown(v: &Value) -> String {
     match v {
         Value::Null => "(unset)".to_owned(),
@@ -105,25 +115,16 @@ fn shown(v: &Value) -> String {
 }
 
 /// The human plan: one line per member, field lines under updates, then a summary.
-fn render_plan(plan: &Value, style: Style) -> String {
+fn render_plan(plan: &Plan, style: Style) -> String {
     let mut out = String::new();
-    for c in plan["changes"].as_array().into_iter().flatten() {
-        let name = c["name"].as_str().unwrap_or("?");
-        let action = c["action"].as_str().unwrap_or("?");
-        let (mark, tone) = match action {
-            "create" => ("+", Tone::Good),
-            "update" => ("~", Tone::Warn),
-            "adopt" => ("*", Tone::Warn),
-            "unchanged" => ("=", Tone::Dim),
-            "disable" => ("-", Tone::Bad),
-            "delete" => ("x", Tone::Bad),
-            "error" => ("!", Tone::Bad),
-            _ => ("?", Tone::Plain),
-        };
+    for c in &plan.changes {
+        let name = c.name.as_deref().unwrap_or("?");
+        let action = c.action.as_str();
+        let (mark, tone) = mark(c.action);
         let mut line = format!("{mark} {action} {name}");
-        if action == "error" {
-            let path = c["path"].as_str().filter(|p| !p.is_empty());
-            let reason = c["reason"].as_str().unwrap_or("invalid");
+        if c.action == ChangeKind::Error {
+            let path = c.path.as_deref().filter(|p| !p.is_empty());
+            let reason = c.reason.as_deref().unwrap_or("invalid");
             match path {
                 Some(p) => line.push_str(&format!(": {p}: {reason}")),
                 None => line.push_str(&format!(": {reason}")),
@@ -131,12 +132,12 @@ fn render_plan(plan: &Value, style: Style) -> String {
         }
         out.push_str(&style.paint(&line, tone));
         out.push('\n');
-        for f in c["fields"].as_array().into_iter().flatten() {
+        for f in c.fields.iter().flatten() {
             out.push_str(&format!(
                 "    {}: {} → {}\n",
-                f["path"].as_str().unwrap_or("?"),
-                shown(&f["from"]),
-                shown(&f["to"])
+                f.path,
+                shown(&f.from),
+                shown(&f.to)
             ));
         }
     }
@@ -145,8 +146,21 @@ fn render_plan(plan: &Value, style: Style) -> String {
     out
 }
 
+/// The sign a plan line starts with, and its colour.
+fn mark(action: ChangeKind) -> (&'static str, Tone) {
+    match action {
+        ChangeKind::Create => ("+", Tone::Good),
+        ChangeKind::Update => ("~", Tone::Warn),
+        ChangeKind::Adopt => ("*", Tone::Warn),
+        ChangeKind::Unchanged => ("=", Tone::Dim),
+        ChangeKind::Disable => ("-", Tone::Bad),
+        ChangeKind::Delete => ("x", Tone::Bad),
+        ChangeKind::Error => ("!", Tone::Bad),
+    }
+}
+
 /// `plan: 1 to create, 2 to update, 3 unchanged` or `nothing to do (3 unchanged)`.
-fn summary(plan: &Value) -> String {
+fn summary(plan: &Plan) -> String {
     tally(
         plan,
         [
@@ -165,7 +179,7 @@ fn summary(plan: &Value) -> String {
 }
 
 /// `applied: 1 created, 2 updated, 3 unchanged` for an executed plan.
-fn applied(plan: &Value) -> String {
+fn applied(plan: &Plan) -> String {
     tally(
         plan,
         [
@@ -179,24 +193,31 @@ fn applied(plan: &Value) -> String {
 }
 
 /// The non-zero counts of create, update, adopt, disable, delete and error, worded by
-/// `words`, then the unchanged count; `Err(unchanged)` when nothing changes.
-fn tally(plan: &Value, words: [&str; 6]) -> Result<String, u64> {
-    let count = |key: &str| -> u64 {
-        plan["summary"][key].as_u64().unwrap_or_else(|| {
-            plan["changes"].as_array().map_or(0, |c| {
-                c.iter().filter(|c| c["action"] == key).count() as u64
-            })
-        })
+/// `words`, then the unchanged count; `Err(unchanged)` when nothing changes. A kind the
+/// summary leaves out is counted from the changes.
+fn tally(plan: &Plan, words: [&str; 6]) -> Result<String, u64> {
+    let count = |kind: ChangeKind| -> u64 {
+        plan.summary
+            .get(&kind)
+            .copied()
+            .unwrap_or_else(|| plan.changes.iter().filter(|c| c.action == kind).count() as u64)
     };
-    let parts: Vec<String> = ["create", "update", "adopt", "disable", "delete", "error"]
-        .iter()
-        .zip(words)
-        .filter_map(|(key, what)| {
-            let n = count(key);
-            (n > 0).then(|| format!("{n} {what}"))
-        })
-        .collect();
-    let unchanged = count("unchanged");
+    let parts: Vec<String> = [
+        ChangeKind::Create,
+        ChangeKind::Update,
+        ChangeKind::Adopt,
+        ChangeKind::Disable,
+        ChangeKind::Delete,
+        ChangeKind::Error,
+    ]
+    .into_iter()
+    .zip(words)
+    .filter_map(|(kind, what)| {
+        let n = count(kind);
+        (n > 0).then(|| format!("{n} {what}"))
+    })
+    .collect();
+    let unchanged = count(ChangeKind::Unchanged);
     if parts.is_empty() {
         Err(unchanged)
     } else {
@@ -210,7 +231,7 @@ pub(crate) async fn plan(home: &Home, args: PlanArgs) -> Result<u8, Error> {
         return Ok(2);
     };
     let client = client(home, &args.remote).await?;
-    let plan = client
+    let plan: Plan = client
         .post(
             "/api/declarations/plan",
             &body(&loaded, args.prune, args.adopt)?,
@@ -230,8 +251,8 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
         return Ok(2);
     };
     let client = client(home, &args.remote).await?;
-    let request = body(&loaded, args.prune, args.adopt)?;
-    let plan = client.post("/api/declarations/plan", &request).await?;
+    let mut request = body(&loaded, args.prune, args.adopt)?;
+    let plan: Plan = client.post("/api/declarations/plan", &request).await?;
     let style = Style::detect();
     // With --json, stdout carries only the final JSON answer; the plan goes to stderr.
     if args.remote.json {
@@ -256,30 +277,15 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
         errln!("nothing applied");
         return Ok(1);
     }
-    let mut request = request;
-    request["expected"] = expected(&plan);
-    let applied = match client.post("/api/declarations/apply", &request).await {
+    request.expected = expected(&plan);
+    let applied: Plan = match client.post("/api/declarations/apply", &request).await {
         Ok(applied) => applied,
-        Err(Error::Api(f)) if f.code == "conflict" => {
-            let name = f.body["name"].as_str().unwrap_or_default();
-            let who = if name.is_empty() || f.message.contains(name) {
-                String::new()
-            } else {
-                format!("{name}: ")
-            };
-            return Err(Error::Failed(format!(
-                "conflict: {who}{}; re-run `studio schedule plan` and apply again",
-                f.message
-            )));
+        Err(Error::Api(f)) if f.body.code == Code::Conflict => {
+            return Err(conflict(&f.body));
         }
-        Err(Error::Api(f)) if f.code == "plan_has_errors" => {
-            let plan = if f.body["plan"].is_object() {
-                &f.body["plan"]
-            } else {
-                &f.body
-            };
-            err!("{}", render_plan(plan, Style::plain()));
-            errln!("plan_has_errors: {}: nothing applied", f.message);
+        Err(Error::Api(f)) if f.body.code == Code::PlanHasErrors => {
+            err!("{}", render_plan(&refused(&f.body), Style::plain()));
+            errln!("plan_has_errors: {}: nothing applied", f.body.message);
             return Ok(2);
         }
         Err(e) => return Err(e),
@@ -292,19 +298,43 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
     Ok(0)
 }
 
+/// A `conflict` answer to an apply: the schedule that moved, and what to do.
+fn conflict(body: &ErrorBody) -> Error {
+    let name = body.name.as_deref().unwrap_or_default();
+    let who = if name.is_empty() || body.message.contains(name) {
+        String::new()
+    } else {
+        format!("{name}: ")
+    };
+    Error::Failed(format!(
+        "conflict: {who}{}; re-run `studio schedule plan` and apply again",
+        body.message
+    ))
+}
+
+/// The plan a `plan_has_errors` answer carries; an empty one when it carries none.
+fn refused(body: &ErrorBody) -> Plan {
+    body.plan
+        .clone()
+        .and_then(|plan| serde_json::from_value(plan).ok())
+        .unwrap_or_else(|| Plan {
+            changes: Vec::new(),
+            summary: BTreeMap::new(),
+        })
+}
+
 /// `{name: revision}` of every row the apply will write: it refuses if any moved meanwhile.
-fn expected(plan: &Value) -> Value {
-    let mut map = Map::new();
-    for c in plan["changes"].as_array().into_iter().flatten() {
-        if matches!(
-            c["action"].as_str(),
-            Some("update" | "adopt" | "disable" | "delete")
-        ) && let (Some(name), Some(rev)) = (c["name"].as_str(), c["revision"].as_i64())
-        {
-            map.insert(name.to_owned(), json!(rev));
-        }
-    }
-    Value::Object(map)
+fn expected(plan: &Plan) -> BTreeMap<String, i64> {
+    plan.changes
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.action,
+                ChangeKind::Update | ChangeKind::Adopt | ChangeKind::Disable | ChangeKind::Delete
+            )
+        })
+        .filter_map(|c| Some((c.name.clone()?, c.revision?)))
+        .collect()
 }
 
 /// Asks on the terminal; without one, refuses (a script must say `--yes`).
@@ -337,29 +367,19 @@ pub(crate) async fn export(
         Some(p) => format!("/api/declarations/export?project={}", encode(p)),
         None => "/api/declarations/export".to_owned(),
     };
-    let answer = client.get(&path).await?;
+    let answer: Export = client.get(&path).await?;
     if remote.json {
         print_json(&answer)?;
         return Ok(0);
     }
-    for b in answer["blocked"].as_array().into_iter().flatten() {
-        errln!(
-            "BLOCKED {}: {}",
-            b["name"].as_str().unwrap_or("?"),
-            b["reason"].as_str().unwrap_or("cannot be expressed")
-        );
+    for b in &answer.blocked {
+        errln!("BLOCKED {}: {}", b.name, b.reason);
     }
     let mut first = true;
-    for d in answer["documents"].as_array().into_iter().flatten() {
-        let project = d["project"].as_str().unwrap_or_default();
-        let set: ScheduleSet = serde_json::from_value(d["document"].clone()).map_err(|e| {
-            Error::Failed(format!(
-                "studiod exported an unreadable document for {project:?}: {e}"
-            ))
-        })?;
-        let yaml = render_yaml(&set);
+    for d in &answer.documents {
+        let yaml = render_yaml(&d.document);
         match &out {
-            Some(dir) => write_doc(dir, project, &yaml)?,
+            Some(dir) => write_doc(dir, &d.project, &yaml)?,
             None => {
                 if !first {
                     outln!("---")?;
@@ -390,19 +410,25 @@ fn write_doc(dir: &Path, project: &str, yaml: &str) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
-    fn plan() -> Value {
-        json!({"changes": [
-            {"name": "demo/reindex", "action": "create", "owner": "demo/nightly-jobs"},
-            {"name": "demo/report", "action": "update", "revision": 7,
+    fn plan_of(v: Value) -> Plan {
+        serde_json::from_value(v).expect("a plan")
+    }
+
+    fn plan() -> Plan {
+        plan_of(json!({"changes": [
+            {"name": "demo/reindex", "action": "create", "owner": "demo/nightly-jobs", "source": "a.yaml"},
+            {"name": "demo/report", "action": "update", "revision": 7, "source": "a.yaml",
              "fields": [{"path": "trigger.cron.expression", "from": "0 1 * * *", "to": "0 2 * * *"},
                         {"path": "cwd", "from": null, "to": "/srv"}]},
-            {"name": "demo/old", "action": "disable"},
-            {"name": "demo/gone", "action": "delete"},
-            {"name": "demo/manual", "action": "error", "reason": "created by hand"},
-            {"name": "demo/same", "action": "unchanged"}],
-         "summary": {"create": 1, "update": 1, "disable": 1, "delete": 1, "unchanged": 1, "error": 1}})
+            {"name": "demo/old", "action": "disable", "source": "a.yaml"},
+            {"name": "demo/gone", "action": "delete", "source": "a.yaml"},
+            {"name": "demo/manual", "action": "error", "reason": "created by hand", "source": "a.yaml"},
+            {"name": "demo/same", "action": "unchanged", "source": "a.yaml"}],
+         "summary": {"create": 1, "update": 1, "disable": 1, "delete": 1, "unchanged": 1, "error": 1}}))
     }
 
     #[test]
@@ -420,33 +446,87 @@ mod tests {
              plan: 1 to create, 1 to update, 1 to disable, 1 to delete, 1 in error, 1 unchanged\n"
         );
         assert_eq!(Verdict::of(&plan()).exit_code(), 2);
-        assert_eq!(expected(&plan()), json!({"demo/report": 7}));
+        assert_eq!(
+            expected(&plan()),
+            BTreeMap::from([("demo/report".to_owned(), 7)])
+        );
     }
 
     #[test]
     fn adoption_is_shown_counted_and_guarded() {
-        let plan = json!({"changes": [
-            {"name": "demo/legacy", "action": "adopt", "revision": 4, "fields": []},
-            {"name": "demo/old", "action": "disable", "revision": 3},
-            {"name": "demo/same", "action": "unchanged", "revision": 1}],
-            "summary": {"create": 0, "update": 0, "adopt": 1, "unchanged": 1, "disable": 1, "delete": 0, "error": 0}});
+        let plan = plan_of(json!({"changes": [
+            {"name": "demo/legacy", "action": "adopt", "revision": 4, "fields": [], "source": "a.yaml"},
+            {"name": "demo/old", "action": "disable", "revision": 3, "source": "a.yaml"},
+            {"name": "demo/same", "action": "unchanged", "revision": 1, "source": "a.yaml"}],
+            "summary": {"create": 0, "update": 0, "adopt": 1, "unchanged": 1, "disable": 1, "delete": 0, "error": 0}}));
         let text = render_plan(&plan, Style::plain());
         assert!(text.contains("* adopt demo/legacy"), "{text}");
         assert!(
             text.contains("plan: 1 to adopt, 1 to disable, 1 unchanged"),
             "{text}"
         );
-        assert_eq!(expected(&plan), json!({"demo/legacy": 4, "demo/old": 3}));
+        assert_eq!(
+            expected(&plan),
+            BTreeMap::from([("demo/legacy".to_owned(), 4), ("demo/old".to_owned(), 3)])
+        );
         assert_eq!(Verdict::of(&plan), Verdict::Changes);
     }
 
     #[test]
     fn verdicts() {
-        let same = json!({"changes": [{"name": "a/b", "action": "unchanged"}]});
+        // A summary that leaves a kind out: the changes are counted instead.
+        let same = plan_of(json!({"changes": [
+            {"name": "a/b", "action": "unchanged", "source": "a.yaml"}], "summary": {}}));
         assert_eq!(Verdict::of(&same), Verdict::NothingToDo);
         assert_eq!(summary(&same), "nothing to do (1 unchanged)");
-        let one = json!({"changes": [{"name": "a/b", "action": "disable"}]});
+        let one = plan_of(json!({"changes": [
+            {"name": "a/b", "action": "disable", "source": "a.yaml"}], "summary": {}}));
         assert_eq!(Verdict::of(&one).exit_code(), 1);
+    }
+
+    #[test]
+    fn a_refused_apply_shows_its_plan_and_a_conflict_its_schedule() {
+        let body = |v: Value| -> ErrorBody { serde_json::from_value(v).expect("an error body") };
+        let refused_plan = body(json!({"code": "plan_has_errors", "message": "m",
+            "plan": {"changes": [{"name": "a/b", "action": "error", "reason": "bad",
+                                  "source": "a.yaml"}], "summary": {}}}));
+        assert_eq!(
+            render_plan(&refused(&refused_plan), Style::plain()),
+            "! error a/b: bad\nplan: 1 in error, 0 unchanged\n"
+        );
+        let bare = body(json!({"code": "plan_has_errors", "message": "m"}));
+        assert_eq!(
+            render_plan(&refused(&bare), Style::plain()),
+            "nothing to do (0 unchanged)\n"
+        );
+        let moved = body(json!({"code": "conflict", "message": "it moved", "name": "a/b"}));
+        assert_eq!(
+            conflict(&moved).to_string(),
+            "conflict: a/b: it moved; re-run `studio schedule plan` and apply again"
+        );
+    }
+
+    /// `--json` prints typed plans and exports exactly as the JSON they were read from.
+    #[test]
+    fn json_output_is_the_answer_as_sent() {
+        let export = json!({"documents": [{"project": "demo", "owner": "demo/jobs", "adopt": false,
+            "document": {"apiVersion": "studio/v1", "kind": "ScheduleSet",
+                "metadata": {"name": "jobs", "project": "demo"},
+                "schedules": {"report": {"trigger": {"every": "15m"},
+                    "action": {"kind": "agent", "prompt": "sum up"},
+                    "policies": {"missed_fire": "skip", "overlap": "allow", "budget_usd": 0.1}}}}}],
+            "blocked": [{"name": "x", "reason": "no owner"}]});
+        let typed: Export = serde_json::from_value(export.clone()).expect("an export");
+        assert_eq!(serde_json::to_value(&typed).expect("json"), export);
+        let plan = json!({"changes": [
+            {"name": "demo/report", "action": "update", "owner": "demo/jobs", "source": "a.yaml",
+             "revision": 7, "fields": [{"path": "policies.deadline", "from": null, "to": 60}]},
+            {"name": null, "action": "error", "owner": null, "source": "b.yaml",
+             "path": "schedules", "reason": "not a map"}],
+            "summary": {"create": 0, "update": 1, "adopt": 0, "unchanged": 0, "disable": 0,
+                        "delete": 0, "error": 1}});
+        let typed: Plan = serde_json::from_value(plan.clone()).expect("a plan");
+        assert_eq!(serde_json::to_value(&typed).expect("json"), plan);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //!
 //! Invariant: the supervisor knows only binary paths, flags and the protocols in
 //! docs/ARCHITECTURE.md; it never opens a database and depends on no other Studio crate
-//! but `studio-contract` and `studio-schedule` (pure trigger arithmetic, for
-//! `studio schedule preview`).
+//! but `studio-contract`, `studio-schedule` (pure trigger arithmetic, for
+//! `studio schedule preview`) and `studio-api` (the types of studiod's answers, which the
+//! user CLI reads).
 
 // First: the printing macros are in scope only in the modules declared after it.
 #[macro_use]
@@ -55,7 +56,7 @@ pub enum Error {
     #[error("{}: {}", .0.code, .0.message)]
     Remote(ErrorBody),
     /// studiod answered with its `{code, message}` error body.
-    #[error("{}: {}", .0.code, .0.message)]
+    #[error("{}: {}", .0.body.code, .0.body.message)]
     Api(Box<ApiFailure>),
     #[error("{0}")]
     Failed(String),
@@ -68,10 +69,8 @@ pub enum Error {
 #[derive(Debug)]
 pub struct ApiFailure {
     pub status: u16,
-    pub code: String,
-    pub message: String,
-    /// The whole body (a refused apply carries its plan).
-    pub body: serde_json::Value,
+    /// The whole body (a refused apply carries its plan, a conflict the schedule's name).
+    pub body: ErrorBody,
 }
 
 impl Error {

@@ -8,15 +8,17 @@ use std::{
     time::Duration,
 };
 
-use serde_json::{Value, json};
+use reqwest::Method;
+use serde_json::Value;
+use studio_api::{Run, RunCore, RunDetail, RunPage, Schedule, Transition};
 use studio_contract::home::Home;
 
 use crate::{
     Error,
     cli::{RunCommand, RunIdArgs, RunsArgs},
     client::{Client, encode},
-    schedules::{client, print_json, resolve},
-    table::{Style, Table, Tone, human_ms, now_ms, relative, text, tone_of},
+    schedules::{client, json_line, print_json, resolve},
+    table::{Style, Table, Tone, human_ms, instant, now_ms, relative, text, tone_of},
 };
 
 /// How often `run logs -f` looks for more output.
@@ -38,8 +40,8 @@ impl<'a> Names<'a> {
         }
     }
 
-    async fn of(&mut self, schedule_id: &Value) -> Result<String, Error> {
-        let Some(id) = schedule_id.as_str() else {
+    async fn of(&mut self, schedule_id: Option<&str>) -> Result<String, Error> {
+        let Some(id) = schedule_id else {
             return Ok("-".to_owned());
         };
         if let Some(name) = self.known.get(id) {
@@ -47,10 +49,10 @@ impl<'a> Names<'a> {
         }
         let name = match self
             .client
-            .get(&format!("/api/schedules/{}", encode(id)))
+            .get::<Schedule>(&format!("/api/schedules/{}", encode(id)))
             .await
         {
-            Ok(s) => text(&s["name"]),
+            Ok(s) => text(&s.name),
             Err(Error::Api(f)) if f.status == 404 => "(deleted)".to_owned(),
             Err(e) => return Err(e),
         };
@@ -66,7 +68,7 @@ pub(crate) async fn list(
 ) -> Result<u8, Error> {
     let client = client(home, &args.remote).await?;
     let schedule_id = match &args.schedule {
-        Some(name) => Some(text(&resolve(&client, name).await?["id"])),
+        Some(name) => Some(resolve(&client, name).await?.id),
         None => None,
     };
     // Subscribed before listing, so no change falls between the listing and the stream.
@@ -75,56 +77,93 @@ pub(crate) async fn list(
     } else {
         None
     };
+    let page: RunPage = client
+        .get(&page_path(&args, schedule_id.as_deref()))
+        .await?;
+    let style = Style::detect();
+    let mut names = Names::new(&client);
+    print_page(&page, &args, &mut names, style).await?;
+    let Some(events) = events else {
+        return Ok(0);
+    };
+    let filter = Filter {
+        schedule_id: schedule_id.as_deref(),
+        status: args.status.as_deref(),
+    };
+    let json = args.remote.json;
+    follow(Sse::new(events), filter, json, &mut names, style, shutdown).await
+}
+
+/// `/api/runs` with the listing's filters.
+fn page_path(args: &RunsArgs, schedule_id: Option<&str>) -> String {
     let mut path = format!("/api/runs?limit={}", args.limit);
-    if let Some(id) = &schedule_id {
+    if let Some(id) = schedule_id {
         path.push_str(&format!("&schedule={}", encode(id)));
     }
     if let Some(status) = &args.status {
         path.push_str(&format!("&status={}", encode(status)));
     }
-    let page = client.get(&path).await?;
-    let mut runs = page["runs"].as_array().cloned().unwrap_or_default();
-    // Oldest first, so followed changes continue at the bottom.
-    runs.reverse();
-    let style = Style::detect();
-    let mut names = Names::new(&client);
+    path
+}
+
+/// The listing, oldest first, so followed changes continue at the bottom.
+async fn print_page(
+    page: &RunPage,
+    args: &RunsArgs,
+    names: &mut Names<'_>,
+    style: Style,
+) -> Result<(), Error> {
+    let runs = page.runs.iter().rev();
     if args.remote.json {
         if args.follow {
             // A stream for scripts: one JSON object a line.
-            for run in &runs {
-                outln!("{run}")?;
+            for run in runs {
+                outln!("{}", json_line(run)?)?;
             }
         } else {
-            print_json(&page)?;
+            print_json(page)?;
         }
-    } else {
-        let now = now_ms();
-        let mut table = Table::new(&[
-            "RUN", "SCHEDULE", "KIND", "STATUS", "REASON", "CREATED", "DURATION", "EXIT",
-        ]);
-        for run in &runs {
-            let status = text(&run["status"]);
-            table.row(vec![
-                (text(&run["id"]), Tone::Plain),
-                (names.of(&run["schedule_id"]).await?, Tone::Plain),
-                (text(&run["kind"]), Tone::Plain),
-                (status.clone(), tone_of(&status)),
-                (text(&run["reason"]), Tone::Plain),
-                (relative(&run["created_at"], now), Tone::Plain),
-                (duration(&run["duration_ms"]), Tone::Plain),
-                (exit(run), Tone::Plain),
-            ]);
-        }
-        if table.is_empty() {
-            errln!("no runs");
-        } else {
-            out!("{}", table.render(style))?;
-        }
+        return Ok(());
     }
-    let Some(events) = events else {
-        return Ok(0);
-    };
-    let mut sse = Sse::new(events);
+    let now = now_ms();
+    let mut table = Table::new(&[
+        "RUN", "SCHEDULE", "KIND", "STATUS", "REASON", "CREATED", "DURATION", "EXIT",
+    ]);
+    for run in runs.map(|r| &r.core) {
+        table.row(vec![
+            (text(&run.id), Tone::Plain),
+            (names.of(run.schedule_id.as_deref()).await?, Tone::Plain),
+            (text(&run.kind), Tone::Plain),
+            (text(&run.status), tone_of(run.status.as_str())),
+            (text(&run.reason), Tone::Plain),
+            (relative(&run.created_at, now), Tone::Plain),
+            (duration(run.duration_ms), Tone::Plain),
+            (exit(run), Tone::Plain),
+        ]);
+    }
+    if table.is_empty() {
+        errln!("no runs");
+    } else {
+        out!("{}", table.render(style))?;
+    }
+    Ok(())
+}
+
+/// Which followed run changes `studio runs -f` prints: the listing's filters.
+struct Filter<'a> {
+    schedule_id: Option<&'a str>,
+    status: Option<&'a str>,
+}
+
+/// Prints run changes as they happen, until `shutdown` or the end of the stream.
+async fn follow(
+    mut sse: Sse,
+    filter: Filter<'_>,
+    json: bool,
+    names: &mut Names<'_>,
+    style: Style,
+    shutdown: impl Future<Output = ()>,
+) -> Result<u8, Error> {
     tokio::pin!(shutdown);
     loop {
         let event = tokio::select! {
@@ -136,45 +175,58 @@ pub(crate) async fn list(
                 "the event stream ended (did studiod stop?)".to_owned(),
             ));
         };
-        if kind != "run" {
-            continue;
-        }
-        let Ok(run) = serde_json::from_str::<Value>(&data) else {
-            continue;
-        };
-        let wanted = schedule_id
-            .as_deref()
-            .is_none_or(|id| run["schedule_id"] == id)
-            && args.status.as_deref().is_none_or(|s| run["status"] == s);
-        if !wanted {
-            continue;
-        }
-        if args.remote.json {
-            outln!("{run}")?;
-        } else {
-            let status = text(&run["status"]);
-            outln!(
-                "{}  {}  {}  {}  {}  {}",
-                jiff::Zoned::now().strftime("%H:%M:%S"),
-                text(&run["id"]),
-                names.of(&run["schedule_id"]).await?,
-                text(&run["kind"]),
-                style.paint(&status, tone_of(&status)),
-                text(&run["reason"]),
-            )?;
+        if kind == "run" {
+            print_event(&data, &filter, json, names, style).await?;
         }
     }
 }
 
-fn duration(v: &Value) -> String {
-    v.as_u64().map_or_else(|| "-".to_owned(), human_ms)
+/// One followed run change, when it passes the filter. Not a `studio_api::Run`: a run
+/// event carries only the run's id, schedule_id, kind, status and reason, and studio-api
+/// has no type for that, so it is read as JSON.
+async fn print_event(
+    data: &str,
+    filter: &Filter<'_>,
+    json: bool,
+    names: &mut Names<'_>,
+    style: Style,
+) -> Result<(), Error> {
+    let Ok(run) = serde_json::from_str::<Value>(data) else {
+        return Ok(());
+    };
+    let field = |key: &str| run.get(key).and_then(Value::as_str);
+    let wanted = filter
+        .schedule_id
+        .is_none_or(|id| field("schedule_id") == Some(id))
+        && filter.status.is_none_or(|s| field("status") == Some(s));
+    if !wanted {
+        return Ok(());
+    }
+    if json {
+        return outln!("{run}");
+    }
+    let status = text(&field("status"));
+    outln!(
+        "{}  {}  {}  {}  {}  {}",
+        jiff::Zoned::now().strftime("%H:%M:%S"),
+        text(&field("id")),
+        names.of(field("schedule_id")).await?,
+        text(&field("kind")),
+        style.paint(&status, tone_of(&status)),
+        text(&field("reason")),
+    )
 }
 
-fn exit(run: &Value) -> String {
-    match (&run["exit_code"], &run["signal"]) {
-        (Value::Null, Value::Null) => "-".to_owned(),
-        (code, Value::Null) => text(code),
-        (_, signal) => format!("signal {}", text(signal)),
+fn duration(ms: Option<i64>) -> String {
+    ms.and_then(|ms| u64::try_from(ms).ok())
+        .map_or_else(|| "-".to_owned(), human_ms)
+}
+
+fn exit(run: &RunCore) -> String {
+    match (run.exit_code, run.signal) {
+        (None, None) => "-".to_owned(),
+        (code, None) => text(&code),
+        (_, Some(signal)) => format!("signal {signal}"),
     }
 }
 
@@ -248,69 +300,27 @@ pub(crate) async fn one(
 
 async fn show(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
     let client = client(home, &args.remote).await?;
-    let run = client
+    let detail: RunDetail = client
         .get(&format!("/api/runs/{}", encode(&args.id)))
         .await?;
     if args.remote.json {
-        print_json(&run)?;
+        print_json(&detail)?;
         return Ok(0);
     }
     let style = Style::detect();
-    let now = now_ms();
-    let status = text(&run["status"]);
-    let at = |key: &str| format!("{} ({})", text(&run[key]), relative(&run[key], now));
-    let schedule = Names::new(&client).of(&run["schedule_id"]).await?;
-    let lines = [
-        ("run", text(&run["id"]), Tone::Plain),
-        ("schedule", schedule, Tone::Plain),
-        ("kind", text(&run["kind"]), Tone::Plain),
-        ("status", status.clone(), tone_of(&status)),
-        ("reason", text(&run["reason"]), Tone::Plain),
-        ("scheduled", at("scheduled_at"), Tone::Plain),
-        ("created", at("created_at"), Tone::Plain),
-        ("dispatched", at("dispatched_at"), Tone::Plain),
-        ("finished", at("finished_at"), Tone::Plain),
-        ("duration", duration(&run["duration_ms"]), Tone::Plain),
-        ("exit", exit(&run), Tone::Plain),
-        (
-            "output",
-            format!(
-                "{} B stdout, {} B stderr",
-                text(&run["stdout_bytes"]),
-                text(&run["stderr_bytes"])
-            ),
-            Tone::Plain,
-        ),
-        (
-            "cost",
-            format!(
-                "${} ({} tokens)",
-                text(&run["cost_usd"]),
-                text(&run["tokens"])
-            ),
-            Tone::Plain,
-        ),
-    ];
-    for (key, value, tone) in lines {
+    let run = &detail.run;
+    let schedule = Names::new(&client)
+        .of(run.core.schedule_id.as_deref())
+        .await?;
+    for (key, value, tone) in facts(&run.core, schedule, now_ms()) {
         outln!("{:<11} {}", format!("{key}:"), style.paint(&value, tone))?;
     }
-    let mut table = Table::new(&["AT", "FROM", "TO", "REASON"]);
-    for t in run["transitions"].as_array().into_iter().flatten() {
-        table.row(vec![
-            (text(&t["at"]), Tone::Plain),
-            (text(&t["from"]), Tone::Plain),
-            (
-                text(&t["to"]),
-                tone_of(t["to"].as_str().unwrap_or_default()),
-            ),
-            (text(&t["reason"]), Tone::Plain),
-        ]);
-    }
+    let table = transitions(&detail.transitions);
     if !table.is_empty() {
         outln!("\ntransitions:\n{}", table.render(style))?;
     }
-    for stream in ["stdout", "stderr"] {
-        let tail = run[format!("{stream}_tail")].as_str().unwrap_or_default();
+    for (stream, tail) in [("stdout", &run.stdout_tail), ("stderr", &run.stderr_tail)] {
+        let tail = tail.as_deref().unwrap_or_default();
         if !tail.is_empty() {
             outln!("{stream} (last {} B):\n{tail}", tail.len())?;
         }
@@ -318,11 +328,43 @@ async fn show(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
-fn terminal(run: &Value) -> bool {
-    matches!(
-        run["status"].as_str(),
-        Some("completed" | "failed" | "timed_out" | "cancelled" | "skipped")
-    )
+/// The lines of `run show` above its transitions: label, value, tone.
+fn facts(run: &RunCore, schedule: String, now: i64) -> [(&'static str, String, Tone); 13] {
+    let output = format!(
+        "{} B stdout, {} B stderr",
+        text(&run.stdout_bytes),
+        text(&run.stderr_bytes)
+    );
+    let cost = format!("${} ({} tokens)", text(&run.cost_usd), text(&run.tokens));
+    [
+        ("run", text(&run.id), Tone::Plain),
+        ("schedule", schedule, Tone::Plain),
+        ("kind", text(&run.kind), Tone::Plain),
+        ("status", text(&run.status), tone_of(run.status.as_str())),
+        ("reason", text(&run.reason), Tone::Plain),
+        ("scheduled", instant(&run.scheduled_at, now), Tone::Plain),
+        ("created", instant(&run.created_at, now), Tone::Plain),
+        ("dispatched", instant(&run.dispatched_at, now), Tone::Plain),
+        ("finished", instant(&run.finished_at, now), Tone::Plain),
+        ("duration", duration(run.duration_ms), Tone::Plain),
+        ("exit", exit(run), Tone::Plain),
+        ("output", output, Tone::Plain),
+        ("cost", cost, Tone::Plain),
+    ]
+}
+
+/// Every status change of a run, oldest first.
+fn transitions(transitions: &[Transition]) -> Table {
+    let mut table = Table::new(&["AT", "FROM", "TO", "REASON"]);
+    for t in transitions {
+        table.row(vec![
+            (text(&t.at), Tone::Plain),
+            (text(&t.from), Tone::Plain),
+            (text(&t.to), tone_of(t.to.as_str())),
+            (text(&t.reason), Tone::Plain),
+        ]);
+    }
+    table
 }
 
 /// Prints the log from `offset` to its current end; returns the new offset.
@@ -360,13 +402,13 @@ async fn logs(
     let stream = if stderr { "stderr" } else { "stdout" };
     let run_path = format!("/api/runs/{}", encode(&args.id));
     // Also checks the run exists: a missing log file of an unknown run is not "empty".
-    let mut run = client.get(&run_path).await?;
+    let mut run: RunDetail = client.get(&run_path).await?;
     let mut offset = 0;
     tokio::pin!(shutdown);
     loop {
         // The status is read before the bytes: once it is terminal, the log is final,
         // so the read after it is the last one needed.
-        let was_terminal = terminal(&run);
+        let was_terminal = run.run.core.status.is_terminal();
         offset = drain(&client, &args.id, stream, offset).await?;
         if !follow || was_terminal {
             return Ok(0);
@@ -381,10 +423,10 @@ async fn logs(
 
 async fn cancel(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
     let client = client(home, &args.remote).await?;
-    let run = client
-        .post(
+    let run: Run = client
+        .call(
+            Method::POST,
             &format!("/api/runs/{}/cancel", encode(&args.id)),
-            &json!({}),
         )
         .await?;
     if args.remote.json {
@@ -392,9 +434,92 @@ async fn cancel(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
     } else {
         outln!(
             "cancelling run {} ({})",
-            text(&run["id"]),
-            text(&run["status"])
+            text(&run.core.id),
+            text(&run.core.status)
         )?;
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    /// A run as `GET /api/runs/{id}` sends it.
+    const DETAIL: &str = r#"{"id":"run_1","schedule_id":"sch_1","kind":"manual",
+        "status":"failed","reason":"exit_code",
+        "action":{"kind":"command","executable":"false"},"scheduled_at":null,
+        "created_at":"2025-12-31T23:57:00Z","dispatched_at":"2025-12-31T23:57:00Z",
+        "finished_at":"2025-12-31T23:57:02Z","duration_ms":2000,"pid":4242,
+        "program":"/usr/bin/false","attempt":1,"exit_code":1,"signal":null,
+        "stdout_bytes":0,"stderr_bytes":12,"cost_usd":null,"tokens":null,"counted":true,
+        "chain_parent_id":null,"chain_depth":0,"replaces_run_id":null,
+        "stdout_tail":null,"stderr_tail":"it failed\n",
+        "transitions":[
+          {"from":null,"to":"queued","reason":"manual","at":"2025-12-31T23:57:00Z"},
+          {"from":"queued","to":"running","reason":"dispatched","at":"2025-12-31T23:57:00Z"},
+          {"from":"running","to":"failed","reason":"exit_code","at":"2025-12-31T23:57:02Z"}]}"#;
+
+    /// `--json` prints a typed run exactly as it printed the JSON it was read from.
+    #[test]
+    fn json_output_is_the_answer_as_sent() {
+        let detail: RunDetail = serde_json::from_str(DETAIL).expect("a run");
+        let sent: Value = serde_json::from_str(DETAIL).expect("json");
+        assert_eq!(
+            json_line(&detail).expect("text"),
+            sent.to_string(),
+            "the same keys and values, in the same order"
+        );
+    }
+
+    #[test]
+    fn show_reads_every_fact() {
+        let detail: RunDetail = serde_json::from_str(DETAIL).expect("a run");
+        let now = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+        let lines: Vec<String> = facts(&detail.run.core, "demo/x".into(), now)
+            .into_iter()
+            .map(|(key, value, _)| format!("{key}: {value}"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "run: run_1",
+                "schedule: demo/x",
+                "kind: manual",
+                "status: failed",
+                "reason: exit_code",
+                "scheduled: - (-)",
+                "created: 2025-12-31T23:57:00Z (3m ago)",
+                "dispatched: 2025-12-31T23:57:00Z (3m ago)",
+                "finished: 2025-12-31T23:57:02Z (2m ago)",
+                "duration: 2s",
+                "exit: 1",
+                "output: 0 B stdout, 12 B stderr",
+                "cost: $- (- tokens)",
+            ]
+        );
+        assert_eq!(
+            transitions(&detail.transitions).render(Style::plain()),
+            "AT                    FROM     TO       REASON\n\
+             2025-12-31T23:57:00Z  -        queued   manual\n\
+             2025-12-31T23:57:00Z  queued   running  dispatched\n\
+             2025-12-31T23:57:02Z  running  failed   exit_code\n"
+        );
+    }
+
+    #[test]
+    fn a_signal_wins_over_an_exit_code() {
+        let mut run = serde_json::from_str::<RunDetail>(DETAIL)
+            .expect("a run")
+            .run
+            .core;
+        run.signal = Some(9);
+        assert_eq!(exit(&run), "signal 9");
+        run.exit_code = None;
+        run.signal = None;
+        assert_eq!(exit(&run), "-");
+        assert_eq!(duration(Some(-1)), "-");
+    }
 }

@@ -2,15 +2,17 @@
 //! stored schedules, over studiod's `/api/schedules`. A NAME is a schedule's name or id.
 
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde::Serialize;
+use studio_api::{Deleted, Run, Schedule, SchedulePage};
 use studio_contract::home::Home;
+use studio_schedule::Trigger;
 
 use crate::{
     Error,
     cli::{NameArgs, Remote, ScheduleCommand},
     client::{Client, encode},
     declare,
-    table::{Style, Table, Tone, now_ms, relative, text, tone_of},
+    table::{Style, Table, Tone, instant, now_ms, relative, text, tone_of},
 };
 
 /// A page as large as the API allows: listings are walked to the end.
@@ -49,7 +51,7 @@ pub(crate) async fn all(
     client: &Client,
     query: Option<&str>,
     enabled: Option<bool>,
-) -> Result<Vec<Value>, Error> {
+) -> Result<Vec<Schedule>, Error> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -63,10 +65,10 @@ pub(crate) async fn all(
         if let Some(c) = &cursor {
             path.push_str(&format!("&cursor={}", encode(c)));
         }
-        let page = client.get(&path).await?;
-        out.extend(page["schedules"].as_array().cloned().unwrap_or_default());
-        match page["next_cursor"].as_str() {
-            Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
+        let page: SchedulePage = client.get(&path).await?;
+        out.extend(page.schedules);
+        match page.next_cursor {
+            Some(c) if !c.is_empty() => cursor = Some(c),
             _ => return Ok(out),
         }
     }
@@ -74,9 +76,9 @@ pub(crate) async fn all(
 
 /// The schedule a NAME means: an exact name first (names are what people type), else
 /// an id.
-pub(crate) async fn resolve(client: &Client, name: &str) -> Result<Value, Error> {
+pub(crate) async fn resolve(client: &Client, name: &str) -> Result<Schedule, Error> {
     let matches = all(client, Some(name), None).await?;
-    if let Some(found) = matches.into_iter().find(|s| s["name"] == name) {
+    if let Some(found) = matches.into_iter().find(|s| s.name == name) {
         return Ok(found);
     }
     match client
@@ -91,18 +93,24 @@ pub(crate) async fn resolve(client: &Client, name: &str) -> Result<Value, Error>
     }
 }
 
-fn id_of(schedule: &Value) -> Result<String, Error> {
-    schedule["id"]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| Error::Failed(format!("studiod sent a schedule without an id: {schedule}")))
-}
-
-pub(crate) fn print_json(value: &Value) -> Result<(), Error> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| Error::Failed(format!("cannot print JSON: {e}")))?;
+/// `value` as JSON for `--json`.
+pub(crate) fn print_json<T: Serialize>(value: &T) -> Result<(), Error> {
+    let text = pretty(value).map_err(|e| Error::Failed(format!("cannot print JSON: {e}")))?;
     outln!("{text}")?;
     Ok(())
+}
+
+/// Pretty JSON with the keys of every object in alphabetical order (through a `Value`,
+/// whose maps are sorted), as the CLI has always printed studiod's answers.
+fn pretty<T: Serialize>(value: &T) -> serde_json::Result<String> {
+    serde_json::to_value(value).and_then(|v| serde_json::to_string_pretty(&v))
+}
+
+/// `value` as one line of JSON, its keys ordered as [`print_json`] orders them.
+pub(crate) fn json_line<T: Serialize>(value: &T) -> Result<String, Error> {
+    serde_json::to_value(value)
+        .map(|v| v.to_string())
+        .map_err(|e| Error::Failed(format!("cannot print JSON: {e}")))
 }
 
 async fn list(
@@ -114,30 +122,26 @@ async fn list(
     let client = client(home, &out).await?;
     let schedules = all(&client, query.as_deref(), enabled).await?;
     if out.json {
-        print_json(&json!({ "schedules": schedules, "next_cursor": null }))?;
+        print_json(&SchedulePage {
+            schedules,
+            next_cursor: None,
+        })?;
         return Ok(0);
     }
     let style = Style::detect();
     let now = now_ms();
     let mut table = Table::new(&["NAME", "STATE", "HEALTH", "TRIGGER", "NEXT", "LAST", "RUNS"]);
     for s in &schedules {
-        let state = if s["enabled"] == true {
-            "enabled"
-        } else {
-            "disabled"
-        };
-        let health = text(&s["health"]);
+        let state = state(s);
+        let health = text(&s.health);
         table.row(vec![
-            (text(&s["name"]), Tone::Plain),
+            (text(&s.name), Tone::Plain),
             (state.to_owned(), tone_of(state)),
             (health.clone(), tone_of(&health)),
-            (
-                trigger_summary(&s["spec"]["trigger"], &s["timezone"]),
-                Tone::Plain,
-            ),
-            (relative(&s["next_fire_at"], now), Tone::Plain),
-            (relative(&s["last_fired_at"], now), Tone::Plain),
-            (text(&s["runs_counted"]), Tone::Plain),
+            (trigger_of(s), Tone::Plain),
+            (relative(&s.next_fire_at, now), Tone::Plain),
+            (relative(&s.last_fired_at, now), Tone::Plain),
+            (text(&s.runs_counted), Tone::Plain),
         ]);
     }
     if table.is_empty() {
@@ -148,21 +152,33 @@ async fn list(
     Ok(0)
 }
 
-/// `cron 0 2 * * * (Europe/Berlin)`, `every 15m`, `at 2026-…`.
-pub(crate) fn trigger_summary(trigger: &Value, zone: &Value) -> String {
-    if let Some(cron) = trigger.get("cron") {
-        let tz = cron["timezone"]
-            .as_str()
-            .or(zone.as_str())
-            .map(|z| format!(" ({z})"))
-            .unwrap_or_default();
-        format!("cron {}{tz}", text(&cron["expression"]))
-    } else if let Some(every) = trigger.get("every") {
-        format!("every {}", text(every))
-    } else if let Some(at) = trigger.get("at") {
-        format!("at {}", text(at))
+fn state(schedule: &Schedule) -> &'static str {
+    if schedule.enabled {
+        "enabled"
     } else {
-        text(trigger)
+        "disabled"
+    }
+}
+
+/// The schedule's trigger as one phrase, a cron in the zone it runs in.
+fn trigger_of(schedule: &Schedule) -> String {
+    trigger_summary(&schedule.spec.trigger, schedule.timezone.as_deref())
+}
+
+/// `cron 0 2 * * * (Europe/Berlin)`, `every 15m`, `at 2026-…`.
+pub(crate) fn trigger_summary(trigger: &Trigger, zone: Option<&str>) -> String {
+    match trigger {
+        Trigger::Cron(cron) => {
+            let tz = cron
+                .timezone
+                .as_deref()
+                .or(zone)
+                .map(|z| format!(" ({z})"))
+                .unwrap_or_default();
+            format!("cron {}{tz}", text(&cron.expression))
+        }
+        Trigger::Every(every) => format!("every {}", text(every)),
+        Trigger::At(at) => format!("at {}", text(at)),
     }
 }
 
@@ -174,56 +190,48 @@ async fn show(home: &Home, args: NameArgs) -> Result<u8, Error> {
         return Ok(0);
     }
     let style = Style::detect();
-    let now = now_ms();
-    let state = if s["enabled"] == true {
-        "enabled"
-    } else {
-        "disabled"
-    };
-    let health = text(&s["health"]);
-    let at = |key: &str| format!("{} ({})", text(&s[key]), relative(&s[key], now));
-    let zone = format!("{} ({})", text(&s["timezone"]), text(&s["timezone_source"]));
-    let lines = [
-        ("name", text(&s["name"]), Tone::Plain),
-        ("id", text(&s["id"]), Tone::Dim),
-        ("state", state.to_owned(), tone_of(state)),
-        ("health", health.clone(), tone_of(&health)),
-        (
-            "trigger",
-            trigger_summary(&s["spec"]["trigger"], &s["timezone"]),
-            Tone::Plain,
-        ),
-        ("zone", zone, Tone::Plain),
-        ("next fire", at("next_fire_at"), Tone::Plain),
-        ("last fired", at("last_fired_at"), Tone::Plain),
-        ("runs", text(&s["runs_counted"]), Tone::Plain),
-        ("spend", format!("${}", text(&s["spend_usd"])), Tone::Plain),
-        ("revision", text(&s["revision"]), Tone::Plain),
-        ("updated", at("updated_at"), Tone::Plain),
-    ];
-    for (key, value, tone) in lines {
+    for (key, value, tone) in facts(&s, now_ms()) {
         outln!("{:<11} {}", format!("{key}:"), style.paint(&value, tone))?;
     }
-    let spec = serde_json::to_string_pretty(&s["spec"])
-        .map_err(|e| Error::Failed(format!("cannot print the spec: {e}")))?;
+    let spec = pretty(&s.spec).map_err(|e| Error::Failed(format!("cannot print the spec: {e}")))?;
     outln!("spec:\n{spec}")?;
     Ok(0)
+}
+
+/// The lines of `schedule show` above the spec: label, value, tone.
+fn facts(s: &Schedule, now: i64) -> [(&'static str, String, Tone); 12] {
+    let state = state(s);
+    let health = text(&s.health);
+    let zone = format!("{} ({})", text(&s.timezone), text(&s.timezone_source));
+    [
+        ("name", text(&s.name), Tone::Plain),
+        ("id", text(&s.id), Tone::Dim),
+        ("state", state.to_owned(), tone_of(state)),
+        ("health", health.clone(), tone_of(&health)),
+        ("trigger", trigger_of(s), Tone::Plain),
+        ("zone", zone, Tone::Plain),
+        ("next fire", instant(&s.next_fire_at, now), Tone::Plain),
+        ("last fired", instant(&s.last_fired_at, now), Tone::Plain),
+        ("runs", text(&s.runs_counted), Tone::Plain),
+        ("spend", format!("${}", text(&s.spend_usd)), Tone::Plain),
+        ("revision", text(&s.revision), Tone::Plain),
+        ("updated", instant(&s.updated_at, now), Tone::Plain),
+    ]
 }
 
 async fn toggle(home: &Home, args: NameArgs, verb: &str) -> Result<u8, Error> {
     let client = client(home, &args.remote).await?;
     let s = resolve(&client, &args.name).await?;
-    let id = id_of(&s)?;
-    let after = client
-        .post(
-            &format!("/api/schedules/{}/{verb}", encode(&id)),
-            &json!({}),
+    let after: Schedule = client
+        .call(
+            Method::POST,
+            &format!("/api/schedules/{}/{verb}", encode(&s.id)),
         )
         .await?;
     if args.remote.json {
         print_json(&after)?;
     } else {
-        outln!("{verb}d {}", text(&after["name"]))?;
+        outln!("{verb}d {}", text(&after.name))?;
     }
     Ok(0)
 }
@@ -231,11 +239,10 @@ async fn toggle(home: &Home, args: NameArgs, verb: &str) -> Result<u8, Error> {
 async fn trigger(home: &Home, args: NameArgs) -> Result<u8, Error> {
     let client = client(home, &args.remote).await?;
     let s = resolve(&client, &args.name).await?;
-    let id = id_of(&s)?;
-    let run = client
-        .post(
-            &format!("/api/schedules/{}/trigger", encode(&id)),
-            &json!({}),
+    let run: Run = client
+        .call(
+            Method::POST,
+            &format!("/api/schedules/{}/trigger", encode(&s.id)),
         )
         .await?;
     if args.remote.json {
@@ -243,10 +250,10 @@ async fn trigger(home: &Home, args: NameArgs) -> Result<u8, Error> {
     } else {
         outln!(
             "triggered {}: run {} ({}); `studio run logs {} -f` follows it",
-            text(&s["name"]),
-            text(&run["id"]),
-            text(&run["status"]),
-            text(&run["id"]),
+            text(&s.name),
+            text(&run.core.id),
+            text(&run.core.status),
+            text(&run.core.id),
         )?;
     }
     Ok(0)
@@ -255,47 +262,94 @@ async fn trigger(home: &Home, args: NameArgs) -> Result<u8, Error> {
 async fn delete(home: &Home, args: NameArgs) -> Result<u8, Error> {
     let client = client(home, &args.remote).await?;
     let s = resolve(&client, &args.name).await?;
-    let id = id_of(&s)?;
-    let answer = client
-        .send(
-            Method::DELETE,
-            &format!("/api/schedules/{}", encode(&id)),
-            None,
-        )
+    let answer: Deleted = client
+        .call(Method::DELETE, &format!("/api/schedules/{}", encode(&s.id)))
         .await?;
     if args.remote.json {
         print_json(&answer)?;
     } else {
-        outln!("deleted {} ({id}); its runs stay", text(&s["name"]))?;
+        outln!("deleted {} ({}); its runs stay", text(&s.name), s.id)?;
     }
     Ok(0)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+    use studio_schedule::CronTrigger;
+
     use super::*;
 
     #[test]
     fn triggers_read_as_one_phrase() {
-        let zone = json!("UTC");
+        let cron = |timezone: Option<&str>| {
+            Trigger::Cron(CronTrigger {
+                expression: "0 2 * * *".into(),
+                timezone: timezone.map(str::to_owned),
+            })
+        };
+        let zone = Some("UTC");
         assert_eq!(
-            trigger_summary(
-                &json!({"cron": {"expression": "0 2 * * *", "timezone": "Europe/Berlin"}}),
-                &zone
-            ),
+            trigger_summary(&cron(Some("Europe/Berlin")), zone),
             "cron 0 2 * * * (Europe/Berlin)"
         );
+        assert_eq!(trigger_summary(&cron(None), zone), "cron 0 2 * * * (UTC)");
         assert_eq!(
-            trigger_summary(&json!({"cron": {"expression": "0 2 * * *"}}), &zone),
-            "cron 0 2 * * * (UTC)"
-        );
-        assert_eq!(
-            trigger_summary(&json!({"every": "15m"}), &zone),
+            trigger_summary(&Trigger::Every("15m".into()), zone),
             "every 15m"
         );
         assert_eq!(
-            trigger_summary(&json!({"at": "2026-01-01T00:00:00Z"}), &zone),
+            trigger_summary(&Trigger::At("2026-01-01T00:00:00Z".into()), zone),
             "at 2026-01-01T00:00:00Z"
+        );
+    }
+
+    /// A schedule as studiod sends it.
+    const SCHEDULE: &str = r#"{"id":"sch_1","name":"demo/report",
+        "spec":{"name":"demo/report","trigger":{"cron":{"expression":"0 2 * * *"}},
+                "action":{"kind":"command","executable":"echo","args":["hi"]},
+                "policies":{"missed_fire":"run_once","overlap":"skip","budget_usd":1.5}},
+        "enabled":true,"trigger_kind":"cron","timezone":"Europe/Berlin",
+        "timezone_source":"daemon_default","next_fire_at":"2026-01-02T01:00:00Z",
+        "last_fired_at":null,"health":"never-fired","last_outcome":null,
+        "last_outcome_at":null,"max_runs":null,"runs_counted":0,"spend_usd":0.0,
+        "created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z",
+        "revision":3,"managed_by":null,"owner_key":null,"source":null}"#;
+
+    /// `--json` prints a typed answer exactly as it printed the JSON it was read from.
+    #[test]
+    fn json_output_is_the_answer_as_sent() {
+        let schedule: Schedule = serde_json::from_str(SCHEDULE).expect("a schedule");
+        let sent: Value = serde_json::from_str(SCHEDULE).expect("json");
+        let expected = serde_json::to_string_pretty(&sent).expect("text");
+        assert_eq!(pretty(&schedule).expect("text"), expected);
+        assert_eq!(json_line(&schedule).expect("text"), sent.to_string());
+    }
+
+    #[test]
+    fn show_reads_every_fact() {
+        let schedule: Schedule = serde_json::from_str(SCHEDULE).expect("a schedule");
+        let now = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+        let lines: Vec<String> = facts(&schedule, now)
+            .into_iter()
+            .map(|(key, value, _)| format!("{key}: {value}"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "name: demo/report",
+                "id: sch_1",
+                "state: enabled",
+                "health: never-fired",
+                "trigger: cron 0 2 * * * (Europe/Berlin)",
+                "zone: Europe/Berlin (daemon_default)",
+                "next fire: 2026-01-02T01:00:00Z (in 1d)",
+                "last fired: - (-)",
+                "runs: 0",
+                "spend: $0.0",
+                "revision: 3",
+                "updated: 2026-01-01T00:00:00Z (now)",
+            ]
         );
     }
 }

@@ -1,7 +1,7 @@
 //! `studio sessions`: the paired browsers of studiod's current epoch
 //! (`GET /api/studio/sessions`), with when each paired, was last seen and expires.
 
-use serde_json::Value;
+use studio_api::{Session, Sessions};
 use studio_contract::home::Home;
 
 use crate::{
@@ -13,13 +13,12 @@ use crate::{
 
 pub(crate) async fn list(home: &Home, remote: Remote) -> Result<u8, Error> {
     let client = client(home, &remote).await?;
-    let answer = client.get("/api/studio/sessions").await?;
+    let answer: Sessions = client.get("/api/studio/sessions").await?;
     if remote.json {
         print_json(&answer)?;
         return Ok(0);
     }
-    let sessions = answer["sessions"].as_array().cloned().unwrap_or_default();
-    let table = table(&sessions, now_ms());
+    let table = table(&answer.sessions, now_ms());
     if table.is_empty() {
         errln!("no paired browsers in this epoch (`studio pair` prints a link)");
     } else {
@@ -29,25 +28,25 @@ pub(crate) async fn list(home: &Home, remote: Remote) -> Result<u8, Error> {
 }
 
 /// One row per session, oldest first as studiod lists them.
-fn table(sessions: &[Value], now: i64) -> Table {
+fn table(sessions: &[Session], now: i64) -> Table {
     let mut table = Table::new(&["ID", "ORIGIN", "CREATED", "LAST SEEN", "EXPIRES", "REVOKED"]);
     for s in sessions {
-        let expired = s["expires_at"]
-            .as_str()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .is_some_and(|t| t.as_millisecond() <= now);
-        let revoked = !s["revoked_at"].is_null();
+        let expired = s
+            .expires_at
+            .parse::<jiff::Timestamp>()
+            .is_ok_and(|t| t.as_millisecond() <= now);
+        let revoked = s.revoked_at.is_some();
         table.row(vec![
-            (text(&s["id"]), Tone::Plain),
-            (text(&s["origin"]), Tone::Plain),
-            (relative(&s["created_at"], now), Tone::Plain),
-            (relative(&s["last_seen_at"], now), Tone::Plain),
+            (text(&s.id), Tone::Plain),
+            (text(&s.origin), Tone::Plain),
+            (relative(&s.created_at, now), Tone::Plain),
+            (relative(&s.last_seen_at, now), Tone::Plain),
             (
-                relative(&s["expires_at"], now),
+                relative(&s.expires_at, now),
                 if expired { Tone::Warn } else { Tone::Plain },
             ),
             (
-                relative(&s["revoked_at"], now),
+                relative(&s.revoked_at, now),
                 if revoked { Tone::Bad } else { Tone::Dim },
             ),
         ]);
@@ -64,14 +63,16 @@ mod tests {
     #[test]
     fn each_session_shows_its_expiry() {
         let now = 1_767_225_600_000; // 2026-01-01T00:00:00Z
-        let sessions = [
-            json!({"id": "a", "origin": "http://127.0.0.1:8765",
-                   "created_at": "2025-12-31T23:00:00Z", "last_seen_at": "2025-12-31T23:58:00Z",
-                   "expires_at": "2026-01-30T23:00:00Z", "revoked_at": null, "current": false}),
-            json!({"id": "b", "origin": "http://127.0.0.1:8765",
-                   "created_at": "2025-11-01T00:00:00Z", "last_seen_at": "2025-11-02T00:00:00Z",
-                   "expires_at": "2025-12-01T00:00:00Z", "revoked_at": "2025-11-03T00:00:00Z"}),
-        ];
+        let sessions: Sessions = serde_json::from_value(json!({"sessions": [
+            {"id": "a", "origin": "http://127.0.0.1:8765",
+             "created_at": "2025-12-31T23:00:00Z", "last_seen_at": "2025-12-31T23:58:00Z",
+             "expires_at": "2026-01-30T23:00:00Z", "revoked_at": null, "current": false},
+            {"id": "b", "origin": "http://127.0.0.1:8765",
+             "created_at": "2025-11-01T00:00:00Z", "last_seen_at": "2025-11-02T00:00:00Z",
+             "expires_at": "2025-12-01T00:00:00Z", "revoked_at": "2025-11-03T00:00:00Z",
+             "current": true}]}))
+        .expect("sessions");
+        let sessions = sessions.sessions;
         assert_eq!(
             table(&sessions, now).render(Style::plain()),
             "ID  ORIGIN                 CREATED  LAST SEEN  EXPIRES  REVOKED\n\

@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 
 use jiff::Timestamp;
-use serde_json::Value;
+use studio_api::{RunKind, RunStatus};
 
 /// Whether to colour what goes to stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,26 +124,78 @@ impl Table {
     }
 }
 
-/// A cell from a JSON value: strings as they are, numbers printed, null as `-`.
-pub(crate) fn text(v: &Value) -> String {
-    match v {
-        Value::Null => "-".to_owned(),
-        Value::String(s) if s.is_empty() => "-".to_owned(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+/// What a cell shows for a value of studiod's answers: strings as they are, numbers
+/// printed as JSON prints them, absent (or empty) as `-`.
+pub(crate) trait Cell {
+    fn cell(&self) -> String;
+}
+
+impl Cell for str {
+    fn cell(&self) -> String {
+        if self.is_empty() {
+            "-".to_owned()
+        } else {
+            self.to_owned()
+        }
     }
 }
 
-/// An RFC 3339 instant relative to `now_ms` ("3m ago", "in 2h"); `-` when absent.
-pub(crate) fn relative(v: &Value, now_ms: i64) -> String {
-    let Some(ms) = v
-        .as_str()
-        .and_then(|s| s.parse::<Timestamp>().ok())
-        .map(|t| t.as_millisecond())
-    else {
-        return text(v);
+impl Cell for String {
+    fn cell(&self) -> String {
+        self.as_str().cell()
+    }
+}
+
+impl Cell for i64 {
+    fn cell(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Cell for f64 {
+    /// As JSON writes it (`0.0`, not Rust's `0`); a non-finite amount is no number.
+    fn cell(&self) -> String {
+        serde_json::Number::from_f64(*self).map_or_else(|| "-".to_owned(), |n| n.to_string())
+    }
+}
+
+impl Cell for RunStatus {
+    fn cell(&self) -> String {
+        self.as_str().to_owned()
+    }
+}
+
+impl Cell for RunKind {
+    fn cell(&self) -> String {
+        self.as_str().to_owned()
+    }
+}
+
+impl<T: Cell + ?Sized> Cell for &T {
+    fn cell(&self) -> String {
+        (**self).cell()
+    }
+}
+
+impl<T: Cell> Cell for Option<T> {
+    fn cell(&self) -> String {
+        self.as_ref().map_or_else(|| "-".to_owned(), Cell::cell)
+    }
+}
+
+/// The cell of `v`.
+pub(crate) fn text<T: Cell + ?Sized>(v: &T) -> String {
+    v.cell()
+}
+
+/// An RFC 3339 instant relative to `now_ms` ("3m ago", "in 2h"); `-` when absent, and
+/// anything that is not an instant as it is.
+pub(crate) fn relative<T: Cell + ?Sized>(v: &T, now_ms: i64) -> String {
+    let shown = v.cell();
+    let Ok(at) = shown.parse::<Timestamp>() else {
+        return shown;
     };
-    let delta = ms - now_ms;
+    let delta = at.as_millisecond() - now_ms;
     let span = human_ms(delta.unsigned_abs());
     if delta.abs() < 1_000 {
         "now".to_owned()
@@ -152,6 +204,11 @@ pub(crate) fn relative(v: &Value, now_ms: i64) -> String {
     } else {
         format!("in {span}")
     }
+}
+
+/// An instant and how far it is from `now_ms`: `2026-01-01T00:00:00Z (3m ago)`.
+pub(crate) fn instant<T: Cell + ?Sized>(v: &T, now_ms: i64) -> String {
+    format!("{} ({})", text(v), relative(v, now_ms))
 }
 
 /// A duration in its largest sensible unit: `850ms`, `12s`, `4m`, `3h`, `2d`.
@@ -171,8 +228,6 @@ pub(crate) fn now_ms() -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]
@@ -197,11 +252,23 @@ mod tests {
     #[test]
     fn times_read_relative_to_now() {
         let now = 1_767_225_600_000; // 2026-01-01T00:00:00Z
-        assert_eq!(relative(&json!("2025-12-31T23:57:00Z"), now), "3m ago");
-        assert_eq!(relative(&json!("2026-01-01T02:00:00Z"), now), "in 2h");
-        assert_eq!(relative(&json!("2026-01-01T00:00:00Z"), now), "now");
-        assert_eq!(relative(&Value::Null, now), "-");
+        assert_eq!(relative("2025-12-31T23:57:00Z", now), "3m ago");
+        assert_eq!(relative("2026-01-01T02:00:00Z", now), "in 2h");
+        assert_eq!(relative("2026-01-01T00:00:00Z", now), "now");
+        assert_eq!(relative(&None::<String>, now), "-");
+        assert_eq!(relative("soon", now), "soon");
         assert_eq!(human_ms(850), "850ms");
         assert_eq!(human_ms(172_800_000), "2d");
+    }
+
+    /// Cells read as the JSON they came from did: `-` for null and for "".
+    #[test]
+    fn cells_print_values_as_json_did() {
+        assert_eq!(text(""), "-");
+        assert_eq!(text(&None::<i64>), "-");
+        assert_eq!(text(&Some(0.0_f64)), "0.0");
+        assert_eq!(text(&0.25_f64), "0.25");
+        assert_eq!(text(&Some(42_i64)), "42");
+        assert_eq!(text(&RunStatus::TimedOut), "timed_out");
     }
 }

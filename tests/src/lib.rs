@@ -234,6 +234,20 @@ impl Studio {
     /// directory) without `STUDIO_DAEMON_BIN` or `STUDIO_APP_BIN`, and waits for its ready
     /// line.
     pub fn start_exe(exe: &Path, home: TempDir, env: &[(&str, &str)]) -> Self {
+        Self::start_command(Command::new(exe), home, env)
+    }
+
+    /// Starts `studio up` with its open-file limit (soft and hard) set to `open_files`, as
+    /// a desktop session would give it: every process it starts inherits the limit.
+    pub fn start_with_open_files(open_files: u64) -> Self {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\""))
+            .arg(&bins().studio);
+        Self::start_command(cmd, TempDir::new("studio"), &[])
+    }
+
+    fn start_command(mut cmd: Command, home: TempDir, env: &[(&str, &str)]) -> Self {
         let app_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let daemon_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let stderr = std::fs::OpenOptions::new()
@@ -241,7 +255,6 @@ impl Studio {
             .append(true)
             .open(home.path().join("supervisor.stderr"))
             .expect("supervisor stderr file");
-        let mut cmd = Command::new(exe);
         cmd.arg("up")
             .arg("--home")
             .arg(home.path())

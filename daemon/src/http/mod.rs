@@ -123,7 +123,6 @@ pub(crate) async fn serve(
     state: ApiState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = studio_frontdoor::Limits::for_open_files(studio_frontdoor::open_files());
+    studio_frontdoor::serve(listener, None, router(state), limits, shutdown).await
 }

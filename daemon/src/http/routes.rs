@@ -66,11 +66,11 @@ fn too_large() -> ApiError {
 }
 
 pub(crate) async fn not_found() -> ApiError {
-    ApiError::new(Code::NotFound, "no such path")
+    ApiError::no_such_path()
 }
 
 pub(crate) async fn method_not_allowed() -> ApiError {
-    ApiError::new(Code::MethodNotAllowed, "method not allowed on this path")
+    ApiError::wrong_method()
 }
 
 pub(crate) async fn health() -> Json<Health> {

@@ -33,6 +33,17 @@ impl State {
         }
     }
 
+    /// The API's word for it.
+    pub(crate) fn wire(self) -> studio_api::app::Decision {
+        use studio_api::app::Decision;
+        match self {
+            State::Acknowledged => Decision::Acknowledged,
+            State::Resolved => Decision::Resolved,
+            State::Expected => Decision::Expected,
+            State::Snoozed => Decision::Snoozed,
+        }
+    }
+
     pub(crate) fn parse(s: &str) -> Option<State> {
         State::ALL.iter().copied().find(|st| st.as_str() == s)
     }

@@ -11,5 +11,5 @@ mod routes;
 mod source;
 mod store;
 
-pub(crate) use routes::routes;
+pub(crate) use routes::{clear, history, list, set};
 pub(crate) use store::Store;

@@ -5,17 +5,17 @@
 use std::collections::HashMap;
 
 use axum::{
-    Extension, Json, Router,
+    Extension, Json,
     body::Bytes,
     extract::{Path, RawQuery, State},
-    http::{HeaderMap, StatusCode, header},
-    response::{IntoResponse, Response},
-    routing::get,
+    http::{HeaderMap, header},
 };
-use serde::Deserialize;
-use serde_json::{Value, json};
+use studio_api::app::{
+    AttentionItem, AttentionList, DispositionClear, DispositionCleared, DispositionPut,
+    DispositionRecord, DispositionView, History, ItemKind, LedgerEntryView,
+};
 use studio_contract::{
-    error::{ApiError, Code},
+    error::{ApiError, Code, FieldError},
     time::{now_ms, rfc3339},
 };
 
@@ -29,57 +29,20 @@ use crate::{frontdoor::Admitted, http::AppState};
 /// The longest reason kept (a sentence or two, not a document).
 const MAX_REASON_CHARS: usize = 2000;
 
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/app/attention", get(list))
-        .route(
-            "/api/app/attention/{id}",
-            axum::routing::put(set).delete(clear),
-        )
-        .route("/api/app/attention/{id}/history", get(history))
-}
-
-/// A refusal: an API error, or `400 validation_failed` naming each bad field.
-pub(crate) enum Refused {
-    Api(ApiError),
-    Invalid(Vec<(&'static str, String)>),
-}
-
-impl IntoResponse for Refused {
-    fn into_response(self) -> Response {
-        match self {
-            Self::Api(e) => e.into_response(),
-            Self::Invalid(errors) => {
-                let message = errors
-                    .iter()
-                    .map(|(path, reason)| format!("{path}: {reason}"))
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                let errors: Vec<Value> = errors
-                    .iter()
-                    .map(|(path, reason)| json!({"path": path, "reason": reason}))
-                    .collect();
-                let body = json!({
-                    "code": Code::ValidationFailed.as_str(),
-                    "message": message,
-                    "errors": errors,
-                });
-                (StatusCode::BAD_REQUEST, Json(body)).into_response()
-            }
-        }
-    }
-}
-
-impl From<ApiError> for Refused {
-    fn from(e: ApiError) -> Self {
-        Self::Api(e)
-    }
-}
-
-impl From<StoreError> for Refused {
+impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        Self::Api(store_error(&e))
+        store_error(&e)
     }
+}
+
+/// `400 validation_failed` naming each bad field.
+fn invalid(errors: Vec<(&'static str, String)>) -> ApiError {
+    ApiError::invalid(
+        errors
+            .into_iter()
+            .map(|(path, reason)| FieldError::new(path, reason))
+            .collect(),
+    )
 }
 
 fn store_error(e: &StoreError) -> ApiError {
@@ -125,66 +88,76 @@ fn wants_all(query: Option<&str>) -> Result<bool, ApiError> {
     Ok(all)
 }
 
-fn disposition_view(d: &Disposition, effective: bool) -> Value {
-    json!({
-        "state": d.state.as_str(),
-        "reason": d.reason,
-        "revision": d.revision,
-        "until": d.until_ms.map(rfc3339),
-        "at": rfc3339(d.at_ms),
-        "by": d.principal_id,
-        "covers": rfc3339(d.covers_ms),
-        "effective": effective,
-    })
+fn disposition_view(d: &Disposition, effective: bool) -> DispositionView {
+    DispositionView {
+        state: d.state.wire(),
+        reason: d.reason.clone(),
+        revision: d.revision,
+        until: d.until_ms.map(rfc3339),
+        at: rfc3339(d.at_ms),
+        by: d.principal_id.clone(),
+        covers: rfc3339(d.covers_ms),
+        effective,
+    }
 }
 
-fn item_view(item: &Item, revision: Option<i64>) -> Value {
-    json!({
-        "id": item.id,
-        "kind": item.kind.as_str(),
-        "title": item.title,
-        "detail": item.detail,
-        "since": rfc3339(item.since_ms),
-        "link": item.link,
-        "disposition": item.disposition.as_ref().map(|d| disposition_view(d, item.hidden)),
-        "hidden": item.hidden,
-        "revision": revision,
-    })
+fn item_view(item: &Item, revision: Option<i64>) -> AttentionItem {
+    AttentionItem {
+        id: item.id.clone(),
+        kind: match item.kind {
+            Kind::Run => ItemKind::Run,
+            Kind::Sched => ItemKind::Sched,
+        },
+        title: item.title.clone(),
+        detail: item.detail.clone(),
+        since: rfc3339(item.since_ms),
+        link: item.link.clone(),
+        disposition: item
+            .disposition
+            .as_ref()
+            .map(|d| disposition_view(d, item.hidden)),
+        hidden: item.hidden,
+        revision,
+    }
 }
 
-fn row_view(row: &DispositionRow) -> Value {
-    json!({
-        "id": row.item_id,
-        "state": row.state.map(Decision::as_str),
-        "reason": row.reason,
-        "until": row.until_ms.map(rfc3339),
-        "covers": rfc3339(row.covers_ms),
-        "revision": row.revision,
-        "by": row.principal_id,
-        "at": rfc3339(row.at_ms),
-    })
+fn row_view(row: &DispositionRow) -> DispositionRecord {
+    DispositionRecord {
+        id: row.item_id.clone(),
+        state: row.state.map(Decision::wire),
+        reason: row.reason.clone(),
+        until: row.until_ms.map(rfc3339),
+        covers: rfc3339(row.covers_ms),
+        revision: row.revision,
+        by: row.principal_id.clone(),
+        at: rfc3339(row.at_ms),
+    }
 }
 
-fn ledger_view(e: &LedgerEntry) -> Value {
-    json!({
-        "op": e.op,
-        "state": e.state,
-        "reason": e.reason,
-        "until": e.until_ms.map(rfc3339),
-        "covers": e.covers_ms.map(rfc3339),
-        "revision": e.revision,
-        "by": e.principal_id,
-        "at": rfc3339(e.at_ms),
-    })
+fn ledger_view(e: &LedgerEntry) -> LedgerEntryView {
+    LedgerEntryView {
+        op: e.op.clone(),
+        state: e
+            .state
+            .as_deref()
+            .and_then(Decision::parse)
+            .map(Decision::wire),
+        reason: e.reason.clone(),
+        until: e.until_ms.map(rfc3339),
+        covers: e.covers_ms.map(rfc3339),
+        revision: e.revision,
+        by: e.principal_id.clone(),
+        at: rfc3339(e.at_ms),
+    }
 }
 
 #[tracing::instrument(skip_all)]
-async fn list(
+pub(crate) async fn list(
     State(state): State<AppState>,
     verdict: Option<Extension<Admitted>>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
-) -> Result<Json<Value>, Refused> {
+) -> Result<Json<AttentionList>, ApiError> {
     let admitted = admitted(verdict)?;
     let all = wants_all(query.as_deref())?;
     let caller = caller(&admitted, &headers);
@@ -201,21 +174,15 @@ async fn list(
         .collect();
     let items = derive(&runs, &schedules, &active, now_ms());
     let hidden = items.iter().filter(|i| i.hidden).count();
-    let shown: Vec<Value> = items
+    let shown = items
         .iter()
         .filter(|i| all || !i.hidden)
         .map(|i| item_view(i, revisions.get(i.id.as_str()).copied()))
         .collect();
-    Ok(Json(json!({ "items": shown, "hidden": hidden })))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PutBody {
-    state: Option<String>,
-    reason: Option<String>,
-    until: Option<String>,
-    revision: Option<i64>,
+    Ok(Json(AttentionList {
+        items: shown,
+        hidden,
+    }))
 }
 
 /// A PUT body, checked: every bad field is reported at once.
@@ -226,7 +193,7 @@ struct Checked {
     revision: Option<i64>,
 }
 
-fn check(body: PutBody, now_ms: i64) -> Result<Checked, Refused> {
+fn check(body: DispositionPut, now_ms: i64) -> Result<Checked, ApiError> {
     let mut errors: Vec<(&'static str, String)> = Vec::new();
     let state = match body.state.as_deref() {
         None => {
@@ -277,21 +244,21 @@ fn check(body: PutBody, now_ms: i64) -> Result<Checked, Refused> {
             until_ms,
             revision: body.revision,
         }),
-        _ => Err(Refused::Invalid(errors)),
+        _ => Err(invalid(errors)),
     }
 }
 
 #[tracing::instrument(skip_all, fields(item = %id))]
-async fn set(
+pub(crate) async fn set(
     State(state): State<AppState>,
     verdict: Option<Extension<Admitted>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<Value>, Refused> {
+) -> Result<Json<DispositionRecord>, ApiError> {
     let admitted = admitted(verdict)?;
     let (kind, subject) = item_id(&id)?;
-    let body: PutBody = serde_json::from_slice(&body)
+    let body: DispositionPut = serde_json::from_slice(&body)
         .map_err(|e| ApiError::new(Code::BadRequest, format!("invalid body: {e}")))?;
     let now = now_ms();
     let checked = check(body, now)?;
@@ -324,37 +291,30 @@ async fn set(
                 "the disposition was deleted at revision {tombstone}; \
                  send revision {tombstone} or later to set it again"
             ),
-        )
-        .into()),
-        Err(PutError::Store(e)) => Err(e.into()),
+        )),
+        Err(PutError::Store(e)) => Err(store_error(&e)),
     }
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct DeleteBody {
-    reason: Option<String>,
-}
-
 #[tracing::instrument(skip_all, fields(item = %id))]
-async fn clear(
+pub(crate) async fn clear(
     State(state): State<AppState>,
     verdict: Option<Extension<Admitted>>,
     Path(id): Path<String>,
     body: Bytes,
-) -> Result<Json<Value>, Refused> {
+) -> Result<Json<DispositionCleared>, ApiError> {
     let admitted = admitted(verdict)?;
     item_id(&id)?;
     // The body is optional: a bare DELETE is an undo without a stated reason.
-    let body: DeleteBody = if body.iter().all(u8::is_ascii_whitespace) {
-        DeleteBody::default()
+    let body: DispositionClear = if body.iter().all(u8::is_ascii_whitespace) {
+        DispositionClear::default()
     } else {
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::new(Code::BadRequest, format!("invalid body: {e}")))?
     };
     let reason = body.reason.unwrap_or_default().trim().to_owned();
     if reason.chars().count() > MAX_REASON_CHARS {
-        return Err(Refused::Invalid(vec![(
+        return Err(invalid(vec![(
             "reason",
             format!("at most {MAX_REASON_CHARS} characters"),
         )]));
@@ -364,22 +324,24 @@ async fn clear(
         .delete(&id, &reason, &admitted.principal.id, now_ms())
         .await?
         .ok_or_else(|| ApiError::new(Code::NotFound, "the item has no disposition"))?;
-    Ok(Json(
-        json!({ "deleted": true, "id": row.item_id, "revision": row.revision }),
-    ))
+    Ok(Json(DispositionCleared {
+        deleted: true,
+        id: row.item_id,
+        revision: row.revision,
+    }))
 }
 
 #[tracing::instrument(skip_all, fields(item = %id))]
-async fn history(
+pub(crate) async fn history(
     State(state): State<AppState>,
     verdict: Option<Extension<Admitted>>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, Refused> {
+) -> Result<Json<History>, ApiError> {
     admitted(verdict)?;
     item_id(&id)?;
     let entries = state.attention.history(&id).await?;
-    let history: Vec<Value> = entries.iter().map(ledger_view).collect();
-    Ok(Json(json!({ "id": id, "history": history })))
+    let history = entries.iter().map(ledger_view).collect();
+    Ok(Json(History { id, history }))
 }
 
 #[cfg(test)]

@@ -22,6 +22,10 @@ use hyper_util::{
 use studio_contract::{home::Home, secret::AppKey};
 use tokio::sync::oneshot;
 
+use axum::response::IntoResponse;
+use http::StatusCode;
+use serde_json::{Value, json};
+
 use super::*;
 use crate::{Application, Config, verifier::fake::FakeVerifier};
 
@@ -34,13 +38,17 @@ struct Daemon {
 }
 
 fn failed_run(id: &str, finished: &str) -> Value {
-    json!({"id": id, "schedule_id": "s1", "status": "failed", "reason": "exit_nonzero",
-           "exit_code": 1, "created_at": finished, "finished_at": finished})
+    json!({"id": id, "schedule_id": "s1", "kind": "scheduled", "status": "failed",
+           "reason": "exit_nonzero", "exit_code": 1, "created_at": finished, "finished_at": finished,
+           "attempt": 1, "counted": true, "chain_depth": 0, "transitions": []})
 }
 
 fn schedule_s1() -> Value {
     json!({"id": "s1", "name": "nightly", "enabled": true, "health": "failing", "last_outcome": "failed",
-           "last_fired_at": "2026-11-29T09:59:59.000Z"})
+           "last_fired_at": "2026-11-29T09:59:59.000Z", "trigger_kind": "every",
+           "spec": {"trigger": {"every": "1h"}, "action": {"kind": "command", "executable": "true"}},
+           "runs_counted": 1, "spend_usd": 0.0, "revision": 1,
+           "created_at": "2026-11-29T09:00:00.000Z", "updated_at": "2026-11-29T09:00:00.000Z"})
 }
 
 async fn fake_daemon(state: Arc<Mutex<Daemon>>) -> SocketAddr {

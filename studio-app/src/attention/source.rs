@@ -8,11 +8,12 @@
 
 use std::collections::HashMap;
 
+use studio_api::RunCore;
 use studio_contract::error::{ApiError, Code};
 
 use super::derive::{Kind, RunFact, ScheduleFact, derive};
 use crate::{
-    daemon::{Daemon, DaemonError, Run, Schedule},
+    daemon::{Daemon, DaemonError, Schedule},
     proxy::Proxy,
 };
 
@@ -68,17 +69,14 @@ fn instant(text: &str) -> Result<i64, ApiError> {
         })
 }
 
-fn run_fact(run: Run) -> Result<RunFact, ApiError> {
+fn run_fact(run: RunCore, schedule_name: Option<String>) -> Result<RunFact, ApiError> {
     let finished_at_ms = run.finished_at.as_deref().map(instant).transpose()?;
-    let created_at_ms = match run.created_at.as_deref() {
-        Some(t) => instant(t)?,
-        None => finished_at_ms.unwrap_or(0),
-    };
+    let created_at_ms = instant(&run.created_at)?;
     Ok(RunFact {
         id: run.id,
         schedule_id: run.schedule_id,
-        schedule_name: run.schedule_name,
-        status: run.status,
+        schedule_name,
+        status: run.status.as_str().to_owned(),
         reason: run.reason,
         exit_code: run.exit_code,
         created_at_ms,
@@ -111,7 +109,7 @@ async fn runs(
         query.push(("cursor", &cursor));
         let page = daemon.runs(&query).await.map_err(api_error)?;
         for run in page.runs {
-            facts.push(run_fact(run)?);
+            facts.push(run_fact(run.core, run.schedule_name)?);
         }
         match page.next_cursor {
             Some(next) => cursor = next,
@@ -173,7 +171,10 @@ pub(crate) async fn evidence(
 ) -> Option<i64> {
     let daemon = caller.daemon(proxy);
     let (runs_seen, schedules) = match kind {
-        Kind::Run => (vec![run_fact(daemon.run(id).await.ok()?).ok()?], Vec::new()),
+        Kind::Run => (
+            vec![run_fact(daemon.run(id).await.ok()?.run.core, None).ok()?],
+            Vec::new(),
+        ),
         Kind::Sched => {
             let schedule = schedule_fact(daemon.schedule(id).await.ok()?).ok()?;
             let mut seen = Vec::new();

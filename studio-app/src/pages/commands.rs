@@ -24,7 +24,7 @@ impl CommandRow {
         Self {
             executable: e.executable.clone(),
             resolved: e.resolved.clone(),
-            added: words::Stamp::parse(e.added_at.as_deref(), now),
+            added: words::Stamp::parse(Some(&e.added_at), now),
             added_by: e.added_by.clone(),
         }
     }

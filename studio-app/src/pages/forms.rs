@@ -11,17 +11,42 @@ use axum::{
     response::Response,
 };
 use http::HeaderMap;
-use serde_json::{Map, Value};
+use studio_api::schedule::{
+    Action, FollowUp, MissedFire, OnDaemonLoss, Overlap, Policies, Trigger,
+};
 
 use super::{Ctx, Nav, render, resolve};
 use crate::{daemon::Schedule, http::AppState};
 
-/// A spec value as form text: strings as they are, numbers in JSON notation.
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => String::new(),
+/// A number as form text, in JSON notation (a budget of 3 reads `3.0`, as the API sent it).
+fn number<T: serde::Serialize>(n: Option<T>) -> String {
+    n.and_then(|n| serde_json::to_string(&n).ok())
+        .unwrap_or_default()
+}
+
+/// The words of an action as form fields: `(kind, executable, args, prompt, model, profile)`.
+fn action_fields(action: &Action) -> [String; 6] {
+    match action {
+        Action::Command { executable, args } => [
+            "command".into(),
+            executable.clone(),
+            args.join("\n"),
+            String::new(),
+            String::new(),
+            String::new(),
+        ],
+        Action::Agent {
+            prompt,
+            model,
+            profile,
+        } => [
+            "agent".into(),
+            String::new(),
+            String::new(),
+            prompt.clone(),
+            model.clone().unwrap_or_default(),
+            profile.clone().unwrap_or_default(),
+        ],
     }
 }
 
@@ -71,24 +96,27 @@ pub(crate) struct PolicyFields {
 }
 
 impl PolicyFields {
-    fn from_spec(p: &Value) -> Self {
-        // `skip` is the default of both enums: shown as "default", so it is never sent.
-        let choice = |v: &Value| match v.as_str() {
-            Some("skip") | None => String::new(),
-            Some(other) => other.to_owned(),
-        };
+    fn from_spec(p: &Policies) -> Self {
+        // A default is shown as "default" (empty), so it is never sent.
         Self {
-            missed_fire: choice(&p["missed_fire"]),
-            overlap: choice(&p["overlap"]),
-            on_daemon_loss: match p["on_daemon_loss"].as_str() {
-                Some("continue") | None => String::new(),
-                Some(other) => other.to_owned(),
+            missed_fire: match p.missed_fire {
+                MissedFire::Skip => String::new(),
+                MissedFire::RunOnce => "run_once".into(),
             },
-            max_runs: text(&p["max_runs"]),
-            deadline: text(&p["deadline"]),
-            budget_usd: text(&p["budget_usd"]),
-            max_fires: text(&p["rate_limit"]["max_fires"]),
-            window_seconds: text(&p["rate_limit"]["window_seconds"]),
+            overlap: match p.overlap {
+                Overlap::Skip => String::new(),
+                Overlap::Allow => "allow".into(),
+                Overlap::Replace => "replace".into(),
+            },
+            on_daemon_loss: match p.on_daemon_loss {
+                OnDaemonLoss::Continue => String::new(),
+                OnDaemonLoss::Kill => "kill".into(),
+            },
+            max_runs: number(p.max_runs),
+            deadline: number(p.deadline),
+            budget_usd: number(p.budget_usd),
+            max_fires: number(p.rate_limit.map(|r| r.max_fires)),
+            window_seconds: number(p.rate_limit.map(|r| r.window_seconds)),
         }
     }
 }
@@ -121,27 +149,28 @@ impl FollowUpFields {
         }
     }
 
-    fn from_spec(key: &str, node: &Value) -> Self {
-        let Some(action) = node.get("action") else {
+    fn from_spec(key: &str, node: Option<&FollowUp>) -> Self {
+        let Some(node) = node else {
             return Self::none(key);
         };
-        let chain: Map<String, Value> = ["on_success", "on_fail"]
-            .into_iter()
-            .filter_map(|k| node.get(k).map(|v| (k.to_owned(), v.clone())))
-            .collect();
-        let chain_steps = chain.values().map(steps).sum();
+        let chain = Chain {
+            on_fail: node.on_fail.as_deref(),
+            on_success: node.on_success.as_deref(),
+        };
+        let chain_steps = steps(chain.on_fail) + steps(chain.on_success);
+        let [kind, executable, args, prompt, model, profile] = action_fields(&node.action);
         Self {
             key: key.into(),
-            kind: action["kind"].as_str().unwrap_or("command").into(),
-            executable: text(&action["executable"]),
-            args: lines(&action["args"]),
-            prompt: text(&action["prompt"]),
-            model: text(&action["model"]),
-            profile: text(&action["profile"]),
-            chain: if chain.is_empty() {
+            kind,
+            executable,
+            args,
+            prompt,
+            model,
+            profile,
+            chain: if chain_steps == 0 {
                 String::new()
             } else {
-                Value::Object(chain).to_string()
+                serde_json::to_string(&chain).unwrap_or_default()
             },
             chain_steps,
         }
@@ -165,20 +194,20 @@ impl FollowUpFields {
     }
 }
 
-/// The follow-ups in a chain node, itself included.
-fn steps(node: &Value) -> usize {
-    1 + ["on_success", "on_fail"]
-        .iter()
-        .filter_map(|k| node.get(*k))
-        .map(steps)
-        .sum::<usize>()
+/// What chains on from a follow-up, kept in the form as JSON and sent back as it was.
+#[derive(serde::Serialize)]
+struct Chain<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_fail: Option<&'a FollowUp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_success: Option<&'a FollowUp>,
 }
 
-/// An array of strings, one per line.
-fn lines(v: &Value) -> String {
-    v.as_array()
-        .map(|a| a.iter().map(text).collect::<Vec<_>>().join("\n"))
-        .unwrap_or_default()
+/// The follow-ups in a chain node, itself included (none for no node).
+fn steps(node: Option<&FollowUp>) -> usize {
+    node.map_or(0, |n| {
+        1 + steps(n.on_success.as_deref()) + steps(n.on_fail.as_deref())
+    })
 }
 
 impl Fields {
@@ -195,41 +224,50 @@ impl Fields {
 
     pub(crate) fn from_schedule(s: &Schedule) -> Self {
         let spec = &s.spec;
-        let trigger = &spec["trigger"];
-        let trigger_kind = ["cron", "every", "at"]
-            .into_iter()
-            .find(|k| !trigger[*k].is_null())
-            .unwrap_or("cron");
-        let action = &spec["action"];
-        let env = spec["env"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{k}={}", text(v)))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default();
+        let (trigger_kind, cron, timezone, every, at) = match &spec.trigger {
+            Trigger::Cron(c) => (
+                "cron",
+                c.expression.clone(),
+                c.timezone.clone().unwrap_or_default(),
+                String::new(),
+                String::new(),
+            ),
+            Trigger::Every(e) => (
+                "every",
+                String::new(),
+                String::new(),
+                e.clone(),
+                String::new(),
+            ),
+            Trigger::At(a) => ("at", String::new(), String::new(), String::new(), a.clone()),
+        };
+        let [action_kind, executable, args, prompt, model, profile] = action_fields(&spec.action);
+        let env = spec
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("\n");
         Self {
             name: s.name.clone(),
-            description: text(&spec["description"]),
+            description: spec.description.clone(),
             trigger_kind: trigger_kind.into(),
-            cron: text(&trigger["cron"]["expression"]),
-            timezone: text(&trigger["cron"]["timezone"]),
-            every: text(&trigger["every"]),
-            at: text(&trigger["at"]),
-            action_kind: action["kind"].as_str().unwrap_or("command").into(),
-            executable: text(&action["executable"]),
-            args: lines(&action["args"]),
-            prompt: text(&action["prompt"]),
-            model: text(&action["model"]),
-            profile: text(&action["profile"]),
-            cwd: text(&spec["cwd"]),
+            cron,
+            timezone,
+            every,
+            at,
+            action_kind,
+            executable,
+            args,
+            prompt,
+            model,
+            profile,
+            cwd: spec.cwd.clone().unwrap_or_default(),
             enabled: s.enabled,
             env,
-            policies: PolicyFields::from_spec(&spec["policies"]),
-            on_success: FollowUpFields::from_spec("on_success", &spec["on_success"]),
-            on_fail: FollowUpFields::from_spec("on_fail", &spec["on_fail"]),
+            policies: PolicyFields::from_spec(&spec.policies),
+            on_success: FollowUpFields::from_spec("on_success", spec.on_success.as_deref()),
+            on_fail: FollowUpFields::from_spec("on_fail", spec.on_fail.as_deref()),
         }
     }
 
@@ -306,7 +344,9 @@ mod tests {
     #[test]
     fn fields_come_from_the_spec() {
         let s: Schedule = serde_json::from_value(serde_json::json!({
-            "id": "s", "name": "n", "enabled": false,
+            "id": "s", "name": "n", "enabled": false, "trigger_kind": "cron", "health": "disabled",
+            "runs_counted": 0, "spend_usd": 0.0, "revision": 1,
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
             "spec": {"trigger": {"cron": {"expression": "0 2 * * *", "timezone": "Europe/Berlin"}},
                      "action": {"kind": "command", "executable": "sh", "args": ["-c", "echo hi"]},
                      "cwd": "/tmp"}
@@ -341,7 +381,9 @@ mod tests {
     #[test]
     fn an_agent_keeps_its_model_and_profile_through_the_form() {
         let s: Schedule = serde_json::from_value(serde_json::json!({
-            "id": "s", "name": "n", "enabled": true,
+            "id": "s", "name": "n", "enabled": true, "trigger_kind": "cron", "health": "healthy",
+            "runs_counted": 0, "spend_usd": 0.0, "revision": 1,
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
             "spec": {"trigger": {"every": "1h"},
                      "action": {"kind": "agent", "prompt": "summarise", "model": "large", "profile": "ops"}}
         }))
@@ -374,7 +416,9 @@ mod tests {
     #[test]
     fn environment_policies_and_follow_ups_come_from_the_spec() {
         let s: Schedule = serde_json::from_value(serde_json::json!({
-            "id": "s", "name": "n", "enabled": true,
+            "id": "s", "name": "n", "enabled": true, "trigger_kind": "cron", "health": "healthy",
+            "runs_counted": 0, "spend_usd": 0.0, "revision": 1,
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
             "spec": {"trigger": {"every": "1h"},
                      "action": {"kind": "command", "executable": "true"},
                      "env": {"MODE": "full", "QUERY": "a=b c"},
@@ -409,7 +453,7 @@ mod tests {
             ("agent", "summarise", "large")
         );
         assert_eq!(ok.chain_steps, 2);
-        let chain: Value = serde_json::from_str(&ok.chain).expect("chain is JSON");
+        let chain: serde_json::Value = serde_json::from_str(&ok.chain).expect("chain is JSON");
         assert_eq!(chain["on_fail"]["action"]["executable"], "notify");
         assert!(
             chain.get("action").is_none(),

@@ -18,9 +18,8 @@ mod tests;
 
 use askama::Template;
 use axum::{
-    Router,
     response::{Html, IntoResponse, Response},
-    routing::get,
+    routing::{MethodRouter, get},
 };
 use http::{HeaderMap, StatusCode, header};
 use jiff::Timestamp;
@@ -39,20 +38,22 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; \
      frame-ancestors 'none'";
 
-/// The page routes, merged into the app's router (additive: one `.merge` there).
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/", get(overview::overview))
-        .route("/attention", get(overview::attention))
-        .route("/devices", get(overview::devices))
-        .route("/commands", get(commands::page))
-        .route("/schedules", get(schedules::list))
-        .route("/schedules/new", get(forms::new))
-        .route("/schedules/{id}", get(schedules::detail))
-        .route("/schedules/{id}/edit", get(forms::edit))
-        .route("/runs", get(runs::list))
-        .route("/runs/{id}", get(runs::detail))
-        .route("/assets/{file}", get(asset))
+/// The page routes (all `GET`), each path with its handler; the app's router adds them
+/// and checks their paths against studiod's inventory.
+pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/", get(overview::overview)),
+        ("/attention", get(overview::attention)),
+        ("/devices", get(overview::devices)),
+        ("/commands", get(commands::page)),
+        ("/schedules", get(schedules::list)),
+        ("/schedules/new", get(forms::new)),
+        ("/schedules/{id}", get(schedules::detail)),
+        ("/schedules/{id}/edit", get(forms::edit)),
+        ("/runs", get(runs::list)),
+        ("/runs/{id}", get(runs::detail)),
+        ("/assets/{file}", get(asset)),
+    ]
 }
 
 /// Which navigation entry is current.

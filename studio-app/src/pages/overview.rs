@@ -30,12 +30,14 @@ const CHART_H: u32 = 60;
 /// out, drawn as their own segment), each labelled with its UTC hour.
 pub(crate) fn bars(hours: &[HourCount]) -> Vec<Bar> {
     let max = hours.iter().map(|h| h.total).max().unwrap_or(0).max(1);
+    // In [0, CHART_H]: a count is at most `max`.
+    let scaled = |n: i64| u32::try_from(n.clamp(0, max) * i64::from(CHART_H) / max).unwrap_or(0);
     hours
         .iter()
         .zip(0u32..)
         .map(|(h, i)| {
-            let height = h.total.min(max) * CHART_H / max;
-            let failed_height = h.failed.min(h.total).min(max) * CHART_H / max;
+            let height = scaled(h.total);
+            let failed_height = scaled(h.failed.min(h.total));
             let hour = h
                 .hour
                 .parse::<Timestamp>()
@@ -60,11 +62,11 @@ pub(crate) struct OverviewPage {
     /// How long the daemon has been up, and since when.
     pub(crate) uptime: Option<(String, words::Stamp)>,
     /// Schedule counts by health (non-zero only), worst first.
-    pub(crate) health: Vec<(String, u64)>,
-    pub(crate) schedules_total: u64,
-    pub(crate) runs_by_status: Vec<(String, u64)>,
-    pub(crate) runs_total: u64,
-    pub(crate) runs_active: u64,
+    pub(crate) health: Vec<(String, i64)>,
+    pub(crate) schedules_total: i64,
+    pub(crate) runs_by_status: Vec<(String, i64)>,
+    pub(crate) runs_total: i64,
+    pub(crate) runs_active: i64,
     pub(crate) bars: Vec<Bar>,
 }
 
@@ -85,8 +87,12 @@ impl OverviewPage {
 
     /// Fills the numbers from the daemon's summary.
     pub(crate) fn with_summary(mut self, s: &Summary) -> Self {
-        self.uptime = words::Stamp::parse(Some(&s.daemon.started_at), self.ctx.now)
-            .map(|since| (words::human_secs(s.daemon.uptime_s), since));
+        self.uptime = words::Stamp::parse(Some(&s.daemon.started_at), self.ctx.now).map(|since| {
+            (
+                words::human_secs(u64::try_from(s.daemon.uptime_s).unwrap_or(0)),
+                since,
+            )
+        });
         let c = &s.schedules.by_health;
         self.health = HEALTHS
             .iter()
@@ -120,13 +126,7 @@ pub(crate) async fn overview(State(state): State<AppState>, headers: HeaderMap) 
             Err(e) => ctx.fail(&e),
         }
         match identity {
-            Ok(id) => {
-                page.version = id
-                    .get("version")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("—")
-                    .to_owned();
-            }
+            Ok(id) => page.version = id.version,
             Err(e) => ctx.fail(&e),
         }
         page.ctx = ctx;
@@ -165,14 +165,10 @@ impl DeviceRow {
         Self {
             id: s.id.clone(),
             origin: s.origin.clone(),
-            created: words::Stamp::parse(s.created_at.as_deref(), now),
-            last_seen: words::Stamp::parse(s.last_seen_at.as_deref(), now),
-            expires: words::Stamp::parse(s.expires_at.as_deref(), now),
-            expired: s
-                .expires_at
-                .as_deref()
-                .and_then(|t| t.parse::<Timestamp>().ok())
-                .is_some_and(|t| t <= now),
+            created: words::Stamp::parse(Some(&s.created_at), now),
+            last_seen: words::Stamp::parse(Some(&s.last_seen_at), now),
+            expires: words::Stamp::parse(Some(&s.expires_at), now),
+            expired: s.expires_at.parse::<Timestamp>().is_ok_and(|t| t <= now),
             revoked: s.revoked_at.is_some(),
             current: s.current,
         }

@@ -10,9 +10,11 @@ use axum::{
 use http::HeaderMap;
 use serde::Deserialize;
 
+use studio_api::{RunCore, RunListItem, RunStatus, Transition};
+
 use super::{Ctx, Nav, render, resolve, words};
 use crate::{
-    daemon::{DaemonError, Run, encode, with_query},
+    daemon::{DaemonError, encode, with_query},
     http::AppState,
 };
 
@@ -58,7 +60,14 @@ pub(crate) struct RunRow {
 }
 
 impl RunRow {
-    pub(crate) fn new(r: &Run, ctx: &Ctx) -> Self {
+    /// A row of a list (with its schedule's name) or the run of a detail page (with its
+    /// transitions).
+    pub(crate) fn new(
+        r: &RunCore,
+        schedule_name: Option<&str>,
+        transitions: &[Transition],
+        ctx: &Ctx,
+    ) -> Self {
         let outcome = match (r.exit_code, r.signal) {
             (_, Some(sig)) => format!("signal {sig}"),
             (Some(code), None) => format!("exit {code}"),
@@ -67,32 +76,39 @@ impl RunRow {
         Self {
             id: r.id.clone(),
             schedule_id: r.schedule_id.clone(),
-            schedule_name: r.schedule_name.clone(),
-            kind: r.kind.clone(),
-            status: r.status.clone(),
+            schedule_name: schedule_name.map(str::to_owned),
+            kind: r.kind.as_str().to_owned(),
+            status: r.status.as_str().to_owned(),
             reason: r.reason.clone().unwrap_or_default(),
-            created: words::Stamp::parse(
-                r.created_at.as_deref().or(r.scheduled_at.as_deref()),
-                ctx.now,
-            ),
+            created: words::Stamp::parse(Some(&r.created_at), ctx.now),
             finished: words::Stamp::parse(r.finished_at.as_deref(), ctx.now),
             outcome,
             duration: words::duration_ms(r.duration_ms),
             cost: words::money(r.cost_usd),
             active: r.active(),
-            stdout_bytes: r.stdout_bytes.unwrap_or(0),
-            stderr_bytes: r.stderr_bytes.unwrap_or(0),
-            transitions: r
-                .transitions
+            stdout_bytes: r
+                .stdout_bytes
+                .and_then(|n| u64::try_from(n).ok())
+                .unwrap_or(0),
+            stderr_bytes: r
+                .stderr_bytes
+                .and_then(|n| u64::try_from(n).ok())
+                .unwrap_or(0),
+            transitions: transitions
                 .iter()
                 .map(|t| TransitionRow {
-                    from: t.from.clone().unwrap_or_else(|| "—".into()),
-                    to: t.to.clone(),
+                    from: t.from.map_or("—", RunStatus::as_str).to_owned(),
+                    to: t.to.as_str().to_owned(),
                     reason: t.reason.clone().unwrap_or_default(),
-                    at: words::Stamp::parse(t.at.as_deref(), ctx.now),
+                    at: words::Stamp::parse(Some(&t.at), ctx.now),
                 })
                 .collect(),
         }
+    }
+
+    /// A row of a run list.
+    pub(crate) fn list(r: &RunListItem, ctx: &Ctx) -> Self {
+        Self::new(&r.core, r.schedule_name.as_deref(), &[], ctx)
     }
 
     pub(crate) fn href(&self) -> String {
@@ -225,7 +241,7 @@ pub(crate) async fn list(
             .await;
         match answer {
             Ok(list) => {
-                page.rows = list.runs.iter().map(|r| RunRow::new(r, &ctx)).collect();
+                page.rows = list.runs.iter().map(|r| RunRow::list(r, &ctx)).collect();
                 page.next = list.next_cursor;
             }
             Err(DaemonError::NotFound) if !name.is_empty() => {
@@ -272,7 +288,7 @@ pub(crate) async fn detail(
     };
     if let Some(p) = paired {
         match p.daemon(&state).run(&id).await {
-            Ok(r) => page.run = Some(RunRow::new(&r, &ctx)),
+            Ok(r) => page.run = Some(RunRow::new(&r.run.core, None, &r.transitions, &ctx)),
             Err(e) => ctx.fail(&e),
         }
         page.ctx = ctx;

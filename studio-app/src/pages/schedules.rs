@@ -43,17 +43,13 @@ impl ScheduleRow {
             id: s.id.clone(),
             name: s.name.clone(),
             enabled: s.enabled,
-            trigger: words::trigger(&s.spec["trigger"], s.timezone.as_deref()),
+            trigger: words::trigger(&s.spec.trigger, s.timezone.as_deref()),
             next: words::Stamp::parse(s.next_fire_at.as_deref(), ctx.now),
             last_fired: words::Stamp::parse(s.last_fired_at.as_deref(), ctx.now),
             last_outcome: s.last_outcome.clone().unwrap_or_else(|| "—".into()),
-            health: if s.health.is_empty() {
-                "unknown".into()
-            } else {
-                s.health.clone()
-            },
+            health: s.health.clone(),
             runs_counted: s.runs_counted,
-            spend: words::money(s.spend_usd),
+            spend: words::money(Some(s.spend_usd)),
             managed_by: s.managed_by.clone(),
             spec_json: serde_json::to_string_pretty(&s.spec).unwrap_or_default(),
         }
@@ -194,7 +190,7 @@ pub(crate) async fn detail(
             Err(e) => ctx.fail(&e),
         }
         match runs {
-            Ok(r) => page.runs = r.runs.iter().map(|r| RunRow::new(r, &ctx)).collect(),
+            Ok(r) => page.runs = r.runs.iter().map(|r| RunRow::list(r, &ctx)).collect(),
             Err(e) => ctx.fail(&e),
         }
         page.ctx = ctx;

@@ -5,7 +5,7 @@ use askama::Template;
 use jiff::Timestamp;
 
 use super::{Ctx, Nav, overview, runs, schedules};
-use crate::daemon::{DaemonError, PageState, Run, Schedule, Session, Summary};
+use crate::daemon::{DaemonError, PageState, RunDetail, Schedule, Session, Summary};
 
 fn now() -> Timestamp {
     "2026-01-01T12:00:00Z".parse().expect("ts")
@@ -24,14 +24,22 @@ fn schedule() -> Schedule {
         "id": "sch_1", "name": "nightly <backup>", "enabled": true, "timezone": "Europe/Berlin",
         "spec": {"trigger": {"cron": {"expression": "0 2 * * *"}}, "action": {"kind": "command", "executable": "backup"}},
         "next_fire_at": "2026-01-02T01:00:00Z", "last_fired_at": "2026-01-01T01:00:00Z",
-        "health": "failing", "last_outcome": "failed", "runs_counted": 4, "spend_usd": 0.0, "revision": 3
+        "health": "failing", "last_outcome": "failed", "runs_counted": 4, "spend_usd": 0.0, "revision": 3,
+        "trigger_kind": "cron", "created_at": "2025-12-01T00:00:00Z", "updated_at": "2025-12-01T00:00:00Z"
     }))
     .expect("schedule")
 }
 
-fn run(status: &str) -> Run {
+/// A run as its page shows it, and as a list row (named `nightly`).
+fn row(status: &str, ctx: &Ctx) -> runs::RunRow {
+    let r = run(status);
+    runs::RunRow::new(&r.run.core, Some("nightly"), &r.transitions, ctx)
+}
+
+fn run(status: &str) -> RunDetail {
     serde_json::from_value(serde_json::json!({
-        "id": "run_1", "schedule_id": "sch_1", "schedule_name": "nightly", "kind": "scheduled", "status": status,
+        "id": "run_1", "schedule_id": "sch_1", "kind": "scheduled", "status": status,
+        "attempt": 1, "counted": true, "chain_depth": 0,
         "created_at": "2026-01-01T11:00:00Z", "exit_code": 3, "duration_ms": 1200,
         "stdout_bytes": 10, "stderr_bytes": 0, "cost_usd": 0.25,
         "transitions": [{"from": null, "to": "queued", "reason": "fired", "at": "2026-01-01T11:00:00Z"},
@@ -81,7 +89,7 @@ fn schedule_detail_has_actions_spec_and_runs() {
     let ctx = paired(Nav::Schedules);
     let page = schedules::DetailPage {
         schedule: Some(schedules::ScheduleRow::new(&schedule(), &ctx)),
-        runs: vec![runs::RunRow::new(&run("failed"), &ctx)],
+        runs: vec![row("failed", &ctx)],
         ctx,
     };
     let html = page.render().expect("renders");
@@ -102,7 +110,7 @@ fn schedule_detail_has_actions_spec_and_runs() {
 fn run_detail_has_transitions_outcome_and_log_view() {
     let ctx = paired(Nav::Runs);
     let page = runs::DetailPage {
-        run: Some(runs::RunRow::new(&run("running"), &ctx)),
+        run: Some(row("running", &ctx)),
         ctx,
     };
     let html = page.render().expect("renders");
@@ -113,7 +121,7 @@ fn run_detail_has_transitions_outcome_and_log_view() {
     assert!(html.contains("$0.2500"));
     assert_eq!(html.matches(r#"data-testid="transition""#).count(), 2);
     let ended = runs::DetailPage {
-        run: Some(runs::RunRow::new(&run("completed"), &paired(Nav::Runs))),
+        run: Some(row("completed", &paired(Nav::Runs))),
         ctx: paired(Nav::Runs),
     };
     assert!(!ended.render().expect("renders").contains("run-cancel"));
@@ -123,7 +131,7 @@ fn run_detail_has_transitions_outcome_and_log_view() {
 fn runs_list_keeps_filters_in_the_next_link() {
     let ctx = paired(Nav::Runs);
     let page = runs::ListPage {
-        rows: vec![runs::RunRow::new(&run("failed"), &ctx)],
+        rows: vec![row("failed", &ctx)],
         ctx,
         query: runs::ListQuery {
             status: "failed".into(),
@@ -155,7 +163,7 @@ fn a_schedule_link_filter_shows_the_name_or_keeps_the_id() {
         },
         next: None,
     };
-    let named = linked(vec![runs::RunRow::new(&run("completed"), &ctx)]);
+    let named = linked(vec![row("completed", &ctx)]);
     assert_eq!(named.schedule_text(), "nightly");
     assert!(!named.keeps_schedule_id());
     let html = named.render().expect("renders");
@@ -222,9 +230,10 @@ fn summary() -> Summary {
         })
         .collect();
     serde_json::from_value(serde_json::json!({
+        "as_of": "2026-01-01T12:00:00Z",
         "daemon": {"started_at": "2026-01-01T09:00:00Z", "uptime_s": 10_800},
         "schedules": {"total": 3, "by_health": {"failing": 1, "healthy": 2, "overdue": 0}},
-        "runs": {"active": 1, "total": 2, "by_status": {"failed": 1, "completed": 1, "skipped": 0},
+        "runs": {"active": 1, "total": 2, "since": "2025-12-31T13:00:00Z", "by_status": {"failed": 1, "completed": 1, "skipped": 0},
                  "hourly": hourly},
     }))
     .expect("summary")
@@ -266,11 +275,12 @@ fn overview_attention_and_devices_render() {
     assert!(att.contains(r#"data-testid="attention-list""#));
     let session: Session = serde_json::from_value(serde_json::json!({
         "id": "ses_1", "origin": "http://127.0.0.1:1", "created_at": "2026-01-01T10:00:00Z",
-        "expires_at": "2099-01-31T10:00:00Z", "current": true
+        "last_seen_at": "2026-01-01T10:00:00Z", "expires_at": "2099-01-31T10:00:00Z", "current": true
     }))
     .expect("session");
     let lapsed: Session = serde_json::from_value(serde_json::json!({
-        "id": "ses_0", "origin": "http://127.0.0.1:1", "expires_at": "2000-01-01T00:00:00Z"
+        "id": "ses_0", "origin": "http://127.0.0.1:1", "expires_at": "2000-01-01T00:00:00Z",
+        "created_at": "1999-12-01T00:00:00Z", "last_seen_at": "1999-12-01T00:00:00Z", "current": false
     }))
     .expect("session");
     let dev = overview::DevicesPage {

@@ -5,7 +5,7 @@
 use std::fmt;
 
 use jiff::{Timestamp, tz::TimeZone};
-use serde_json::Value;
+use studio_api::schedule::Trigger;
 
 /// An instant the daemon reported, re-rendered from its parsed value (so the markup
 /// never carries text the daemon sent).
@@ -116,29 +116,23 @@ const DAYS: [&str; 7] = [
     "Saturday",
 ];
 
-/// The trigger of a spec (`{"cron":{…}}`, `{"every":"15m"}`, `{"at":"…"}`) in words;
-/// `zone` is the schedule's effective zone, used when the cron trigger names none.
-pub(crate) fn trigger(trigger: &Value, zone: Option<&str>) -> String {
-    if let Some(every) = trigger["every"].as_str() {
-        return format!("every {every}");
-    }
-    if let Some(at) = trigger["at"].as_str() {
-        return match at.parse::<Timestamp>() {
+/// A spec's trigger in words; `zone` is the schedule's effective zone, used when a cron
+/// trigger names none.
+pub(crate) fn trigger(trigger: &Trigger, zone: Option<&str>) -> String {
+    match trigger {
+        Trigger::Every(every) => format!("every {every}"),
+        Trigger::At(at) => match at.parse::<Timestamp>() {
             Ok(t) => format!(
                 "once at {} UTC",
                 t.to_zoned(TimeZone::UTC).strftime("%Y-%m-%d %H:%M")
             ),
             Err(_) => format!("once at {at}"),
-        };
+        },
+        Trigger::Cron(c) => cron(
+            &c.expression,
+            c.timezone.as_deref().or(zone).unwrap_or("UTC"),
+        ),
     }
-    let Some(expr) = trigger["cron"]["expression"].as_str() else {
-        return "unknown trigger".into();
-    };
-    let zone = trigger["cron"]["timezone"]
-        .as_str()
-        .or(zone)
-        .unwrap_or("UTC");
-    cron(expr, zone)
 }
 
 /// Common five-field shapes in words; anything else is shown as the expression itself.
@@ -199,7 +193,9 @@ mod tests {
     #[test]
     fn triggers_in_words() {
         let berlin = Some("Europe/Berlin");
-        let t = |v: Value| trigger(&v, berlin);
+        let parse =
+            |v: serde_json::Value| -> Trigger { serde_json::from_value(v).expect("trigger") };
+        let t = |v: serde_json::Value| trigger(&parse(v), berlin);
         assert_eq!(
             t(json!({"cron": {"expression": "0 2 * * *"}})),
             "every day at 02:00 Europe/Berlin"
@@ -238,10 +234,9 @@ mod tests {
             "once at 2026-03-01 09:00 UTC"
         );
         assert_eq!(
-            trigger(&json!({"cron": {"expression": "0 2 * * *"}}), None),
+            trigger(&parse(json!({"cron": {"expression": "0 2 * * *"}})), None),
             "every day at 02:00 UTC"
         );
-        assert_eq!(t(json!(null)), "unknown trigger");
     }
 
     #[test]

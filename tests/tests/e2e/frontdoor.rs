@@ -361,3 +361,65 @@ async fn an_oversize_body_is_413_on_both_listeners() {
         );
     }
 }
+
+/// Another local process holds 2,000 idle connections to each listener while both run
+/// under the usual desktop limit of 1,024 open files: a real request still gets through on
+/// each, at once (the oldest connections that never sent a request make room), and the
+/// idle ones are closed for not sending a request head in time.
+#[test]
+fn idle_connections_do_not_lock_a_real_request_out() {
+    use std::{
+        io::{ErrorKind, Read},
+        net::TcpStream,
+        time::{Duration, Instant},
+    };
+    // This test's own end needs 4,000 descriptors and more.
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    rustix::process::setrlimit(
+        rustix::process::Resource::Nofile,
+        rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        },
+    )
+    .expect("raise this test's open-file limit");
+    let studio = Studio::start_with_open_files(1024);
+    let mut idle = Vec::new();
+    for addr in [studio.daemon_addr, studio.app_addr] {
+        for _ in 0..2000 {
+            idle.push(TcpStream::connect(addr).expect("the kernel takes the connection"));
+        }
+    }
+    for addr in [studio.daemon_addr, studio.app_addr] {
+        let started = Instant::now();
+        let (status, body) = raw_request(
+            addr,
+            &format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+        );
+        assert_eq!(status, 200, "{addr} answered {status}: {body}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{addr} took {:?}",
+            started.elapsed()
+        );
+    }
+    // Every idle connection is let go: evicted, or closed for sending no request head.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for mut conn in idle {
+        conn.set_read_timeout(Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1)),
+        ))
+        .expect("timeout");
+        let mut byte = [0u8; 1];
+        match conn.read(&mut byte) {
+            Ok(0) => {}
+            Ok(_) => panic!("an idle connection got an answer"),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                panic!("an idle connection was held past the header timeout")
+            }
+            Err(_) => {} // reset: closed while unread bytes were pending
+        }
+    }
+}

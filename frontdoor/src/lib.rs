@@ -1,0 +1,179 @@
+//! What every Studio HTTP listener shares below the router: how connections are accepted,
+//! held and let go. studiod and studio-app serve through [`serve`], each with its own
+//! router and front-door layers.
+//!
+//! The threat is any local process: it can open connections and send nothing. Three
+//! rules keep a real request getting through (docs/ARCHITECTURE.md, "Connections"):
+//!
+//! - [`raise_open_files`] lifts the soft open-file limit to the hard one at start, so the
+//!   usual desktop soft limit of 1,024 is not the ceiling;
+//! - a connection must send its first complete request head within
+//!   [`Limits::header_timeout`] of being accepted, and each later one within as long of
+//!   the previous answer (hyper's HTTP/1 header timeout), or it is closed;
+//! - each listener holds at most [`Limits::max_connections`]; at the cap, accepting one
+//!   more evicts the oldest connection that has not sent a request yet (a completed
+//!   request head is never cut off), and only when every held connection is serving one
+//!   does accept wait for a slot.
+
+mod slots;
+
+use std::{future::Future, io, time::Duration};
+
+use axum::Router;
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::{conn::auto, graceful::GracefulShutdown},
+    service::TowerToHyperService,
+};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+pub use slots::Slots;
+
+/// How long a TLS client may take to finish its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most a listener holds when the open-file limit would allow more.
+const MAX_CONNECTIONS: usize = 4096;
+
+/// A listener's connection rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections held at once (served or waiting for their first request).
+    pub max_connections: usize,
+    /// How long a connection may take to send a request head.
+    pub header_timeout: Duration,
+}
+
+impl Limits {
+    /// A quarter of the open-file limit per listener (at least 16, at most 4,096): the rest
+    /// stays for the store, sockets to the other process, logs and jobs.
+    pub fn for_open_files(open_files: u64) -> Self {
+        let quarter = usize::try_from(open_files / 4).unwrap_or(MAX_CONNECTIONS);
+        Self {
+            max_connections: quarter.clamp(16, MAX_CONNECTIONS),
+            header_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Lifts this process's soft open-file limit to its hard limit; returns `(before, now)`
+/// soft limits. Children that should not inherit the raise set `before` back.
+pub fn raise_open_files() -> (u64, u64) {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let before = limit.current.unwrap_or(u64::MAX);
+    let raised = rustix::process::Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    if raised.current != limit.current && setrlimit(Resource::Nofile, raised).is_err() {
+        return (before, before);
+    }
+    (before, limit.maximum.unwrap_or(u64::MAX))
+}
+
+/// This process's soft open-file limit.
+pub fn open_files() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX)
+}
+
+/// Serves `router` on `listener` (over TLS when `tls` is set) until `shutdown` resolves,
+/// then stops accepting and lets every connection finish what it is serving.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    router: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let slots = Slots::new(limits.max_connections);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = slots.room() => {}
+            () = &mut shutdown => break,
+        }
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Out of descriptors, say: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let slot = slots.take();
+        let service = {
+            let (router, marker) = (router.clone(), slot.marker());
+            tower::service_fn(move |req| {
+                let admitted = marker.serving();
+                let router = router.clone();
+                async move {
+                    if !admitted {
+                        tracing::debug!("request on an evicted connection");
+                    }
+                    tower::ServiceExt::oneshot(router, req).await
+                }
+            })
+        };
+        let (tls, builder, watcher) = (tls.clone(), builder.clone(), graceful.watcher());
+        let header_timeout = limits.header_timeout;
+        tokio::spawn(async move {
+            let evicted = slot.evicted();
+            // hyper times a request head out only once it knows the protocol; a connection
+            // that sends nothing (or stops inside a TLS session) is timed here.
+            let silent = slot.first_request_within(header_timeout);
+            let serving = async {
+                let service = TowerToHyperService::new(service);
+                let result = match tls {
+                    None => {
+                        let conn =
+                            builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
+                        watcher.watch(conn.into_owned()).await
+                    }
+                    Some(acceptor) => {
+                        let tls = match tokio::time::timeout(
+                            HANDSHAKE_TIMEOUT,
+                            acceptor.accept(tcp),
+                        )
+                        .await
+                        {
+                            Ok(Ok(tls)) => tls,
+                            Ok(Err(e)) => {
+                                return tracing::debug!(%peer, error = %e, "tls handshake failed");
+                            }
+                            Err(_) => return tracing::debug!(%peer, "tls handshake timed out"),
+                        };
+                        let conn =
+                            builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+                        watcher.watch(conn.into_owned()).await
+                    }
+                };
+                if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+            };
+            tokio::select! {
+                () = serving => {}
+                () = evicted => tracing::debug!(%peer, "evicted: no request yet, and the listener is full"),
+                () = silent => tracing::debug!(%peer, "closed: no request head in time"),
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
