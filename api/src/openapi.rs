@@ -164,13 +164,21 @@ fn operation<O>(
                 Content::new(Some(ObjectBuilder::new().schema_type(Type::String))),
             ),
         ),
-        Gives::Events => (
-            200,
-            ResponseBuilder::new().description(route.summary).content(
-                "text/event-stream",
-                Content::new(Some(ObjectBuilder::new().schema_type(Type::String))),
-            ),
-        ),
+        Gives::Events(kinds) => {
+            let mut about = format!("{}; each event's data is JSON:", route.summary);
+            for (kind, t) in kinds {
+                t.collect(schemas);
+                about.push_str(&format!(" `{kind}` → `{}`;", (t.name)()));
+            }
+            about.pop();
+            (
+                200,
+                ResponseBuilder::new().description(about).content(
+                    "text/event-stream",
+                    Content::new(Some(ObjectBuilder::new().schema_type(Type::String))),
+                ),
+            )
+        }
         Gives::Document => (
             200,
             ResponseBuilder::new().description(route.summary).content(

@@ -123,8 +123,8 @@ pub enum Gives {
     Json(u16, Typed),
     /// `text/plain` bytes.
     Text,
-    /// `text/event-stream`.
-    Events,
+    /// `text/event-stream`, each event's data one of these (its `event:` line names it).
+    Events(&'static [(&'static str, Typed)]),
     /// The OpenAPI document itself.
     Document,
 }

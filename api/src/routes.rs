@@ -432,7 +432,10 @@ pub const ROUTES: &[Route<Op>] = &[
         Get,
         "/api/events",
         "Server-sent events from the log (resume with `Last-Event-ID`)",
-        Gives::Events,
+        Gives::Events(&[
+            ("run", typed::<RunEvent>()),
+            ("schedule", typed::<ScheduleEvent>()),
+        ]),
     ),
     route(
         Op::ListAllowlist,

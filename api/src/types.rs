@@ -2,6 +2,7 @@
 
 mod allowlist;
 mod declarations;
+mod events;
 mod identity;
 mod runs;
 mod schedules;
@@ -9,6 +10,7 @@ mod summary;
 
 pub use allowlist::*;
 pub use declarations::*;
+pub use events::*;
 pub use identity::*;
 pub use runs::*;
 pub use schedules::*;

@@ -9,8 +9,7 @@ use std::{
 };
 
 use reqwest::Method;
-use serde_json::Value;
-use studio_api::{Run, RunCore, RunDetail, RunPage, Schedule, Transition};
+use studio_api::{Run, RunCore, RunDetail, RunEvent, RunPage, Schedule, Transition};
 use studio_contract::home::Home;
 
 use crate::{
@@ -181,9 +180,7 @@ async fn follow(
     }
 }
 
-/// One followed run change, when it passes the filter. Not a `studio_api::Run`: a run
-/// event carries only the run's id, schedule_id, kind, status and reason, and studio-api
-/// has no type for that, so it is read as JSON.
+/// One followed run change (an event's `RunEvent`), when it passes the filter.
 async fn print_event(
     data: &str,
     filter: &Filter<'_>,
@@ -191,29 +188,28 @@ async fn print_event(
     names: &mut Names<'_>,
     style: Style,
 ) -> Result<(), Error> {
-    let Ok(run) = serde_json::from_str::<Value>(data) else {
+    let Ok(run) = serde_json::from_str::<RunEvent>(data) else {
         return Ok(());
     };
-    let field = |key: &str| run.get(key).and_then(Value::as_str);
     let wanted = filter
         .schedule_id
-        .is_none_or(|id| field("schedule_id") == Some(id))
-        && filter.status.is_none_or(|s| field("status") == Some(s));
+        .is_none_or(|id| run.schedule_id.as_deref() == Some(id))
+        && filter.status.is_none_or(|s| run.status.as_str() == s);
     if !wanted {
         return Ok(());
     }
     if json {
-        return outln!("{run}");
+        return outln!("{}", json_line(&run)?);
     }
-    let status = text(&field("status"));
+    let status = text(&run.status);
     outln!(
         "{}  {}  {}  {}  {}  {}",
         jiff::Zoned::now().strftime("%H:%M:%S"),
-        text(&field("id")),
-        names.of(field("schedule_id")).await?,
-        text(&field("kind")),
+        text(&run.id),
+        names.of(run.schedule_id.as_deref()).await?,
+        text(&run.kind),
         style.paint(&status, tone_of(&status)),
-        text(&field("reason")),
+        text(&run.reason),
     )
 }
 

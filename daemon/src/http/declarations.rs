@@ -3,10 +3,7 @@
 //! `scheduling::export`; this module reads the rows, answers, and after an apply re-arms
 //! the scheduler and publishes the events.
 
-use axum::{
-    Json,
-    extract::{Query, State},
-};
+use axum::{Json, extract::State};
 use serde::Deserialize;
 use studio_api::ChangeKind;
 use studio_contract::{
@@ -17,7 +14,7 @@ use studio_schedule::FieldError;
 
 use super::{
     ApiState,
-    routes::TextBody,
+    routes::{QueryParams, TextBody},
     schedules::{invalid, store_error},
 };
 use crate::scheduling::{
@@ -139,7 +136,7 @@ pub(crate) struct ExportQuery {
 #[tracing::instrument(skip_all)]
 pub(crate) async fn export(
     State(state): State<ApiState>,
-    Query(query): Query<ExportQuery>,
+    QueryParams(query): QueryParams<ExportQuery>,
 ) -> Result<Json<studio_api::Export>, ApiError> {
     let rows = state
         .scheduler

@@ -40,6 +40,24 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// `axum::extract::Query` whose refusals are the shared error body (`400 bad_request`
+/// naming the parameter), never axum's plain text.
+pub(crate) struct QueryParams<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(value)| Self(value))
+            .map_err(|rejection| ApiError::new(Code::BadRequest, rejection.body_text()))
+    }
+}
+
 /// A body as UTF-8 text, for handlers that parse it themselves (to name the path of a bad
 /// field); its refusals are the shared error body, never axum's plain text.
 pub(crate) struct TextBody(pub String);

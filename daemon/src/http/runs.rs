@@ -5,7 +5,7 @@ use std::io::SeekFrom;
 
 use axum::{
     Json,
-    extract::{Path, Query, State},
+    extract::{Path, State},
     http::{HeaderValue, header},
     response::{IntoResponse, Response},
 };
@@ -16,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::{
     ApiState, cursor,
+    routes::QueryParams,
     schedules::{engine_error, store_error},
 };
 use crate::scheduling::{model::RunStatus, store::RunFilter};
@@ -55,7 +56,7 @@ fn instant(name: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
 
 pub(crate) async fn list(
     State(state): State<ApiState>,
-    Query(q): Query<ListQuery>,
+    QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<RunPage>, ApiError> {
     list_filtered(&state, q, None).await
 }
@@ -63,7 +64,7 @@ pub(crate) async fn list(
 pub(crate) async fn list_for_schedule(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-    Query(q): Query<ListQuery>,
+    QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<RunPage>, ApiError> {
     if state
         .scheduler
@@ -210,7 +211,7 @@ pub(crate) struct LogQuery {
 pub(crate) async fn log(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-    Query(q): Query<LogQuery>,
+    QueryParams(q): QueryParams<LogQuery>,
 ) -> Result<Response, ApiError> {
     let stream = match q.stream.as_deref().unwrap_or("stdout") {
         s @ ("stdout" | "stderr") => s,

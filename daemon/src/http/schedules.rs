@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::{
     Json,
-    extract::{Path, Query, State},
+    extract::{Path, State},
     http::StatusCode,
     response::{IntoResponse, Response},
 };
@@ -18,7 +18,10 @@ use studio_contract::{
 };
 use studio_schedule::{Action, Context, FieldError, ScheduleSpec, Validated, validate};
 
-use super::{ApiState, cursor, routes::TextBody};
+use super::{
+    ApiState, cursor,
+    routes::{QueryParams, TextBody},
+};
 use crate::scheduling::{
     Scheduler,
     define::{new_row, revised_row, toggled_row},
@@ -180,7 +183,7 @@ fn healths(text: Option<&str>) -> Result<Vec<&str>, ApiError> {
 /// One page of schedules by name, optionally filtered by health.
 pub(crate) async fn list(
     State(state): State<ApiState>,
-    Query(query): Query<ListQuery>,
+    QueryParams(query): QueryParams<ListQuery>,
 ) -> Result<Json<SchedulePage>, ApiError> {
     let limit = query.limit.unwrap_or(100).clamp(1, 500);
     let wanted = healths(query.health.as_deref())?;

@@ -6,6 +6,7 @@ mod browser;
 mod cockpit;
 mod cockpit_attention;
 mod cockpit_form;
+mod contract;
 mod declarations;
 mod frontdoor;
 mod lifecycle;

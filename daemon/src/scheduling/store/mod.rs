@@ -4,8 +4,9 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::{Row, Sqlite, SqlitePool, Transaction, sqlite::SqliteRow};
+use studio_api::{RunEvent, ScheduleEvent, ScheduleOp};
 use studio_runner::ProcessIdentity;
 
 use super::health::health_sql;
@@ -258,13 +259,19 @@ async fn append_event(
 }
 
 fn run_event(run: &RunRow) -> Value {
-    json!({
-        "id": run.id,
-        "schedule_id": run.schedule_id,
-        "kind": run.kind,
-        "status": run.status,
-        "reason": run.reason,
+    let core = run.core();
+    event_data(&RunEvent {
+        id: core.id,
+        schedule_id: core.schedule_id,
+        kind: core.kind,
+        status: core.status,
+        reason: core.reason,
     })
+}
+
+/// An event's payload as stored (and streamed): one of the API's event types.
+fn event_data(payload: &impl serde::Serialize) -> Value {
+    serde_json::to_value(payload).unwrap_or(Value::Null)
 }
 
 async fn record_transition(
@@ -433,7 +440,7 @@ impl SchedStore {
         let event = append_event(
             &mut tx,
             "schedule",
-            &schedule_event(row, "created"),
+            &schedule_event(row, ScheduleOp::Created),
             row.updated_at_ms,
         )
         .await?;
@@ -461,7 +468,7 @@ impl SchedStore {
         let event = append_event(
             &mut tx,
             "schedule",
-            &schedule_event(row, "updated"),
+            &schedule_event(row, ScheduleOp::Updated),
             row.updated_at_ms,
         )
         .await?;
@@ -493,7 +500,7 @@ impl SchedStore {
         let event = append_event(
             &mut tx,
             "schedule",
-            &schedule_event(&row, "deleted"),
+            &schedule_event(&row, ScheduleOp::Deleted),
             now_ms,
         )
         .await?;
@@ -1006,12 +1013,12 @@ impl SchedStore {
     }
 }
 
-fn schedule_event(row: &ScheduleRow, op: &str) -> Value {
-    json!({
-        "id": row.id,
-        "name": row.name,
-        "op": op,
-        "enabled": row.enabled,
-        "next_fire_at": row.next_fire_at_ms.map(studio_contract::time::rfc3339),
+fn schedule_event(row: &ScheduleRow, op: ScheduleOp) -> Value {
+    event_data(&ScheduleEvent {
+        id: row.id.clone(),
+        name: row.name.clone(),
+        op,
+        enabled: row.enabled,
+        next_fire_at: row.next_fire_at_ms.map(studio_contract::time::rfc3339),
     })
 }

@@ -1,6 +1,8 @@
 //! The declaration plan's one transaction: inserts, compare-and-set updates and deletes,
 //! each with its event; the first row found moved rolls the whole plan back.
 
+use studio_api::ScheduleOp;
+
 use super::{
     SchedStore, append_event, insert_row, is_unique_violation, schedule_event, update_row,
 };
@@ -69,7 +71,10 @@ impl SchedStore {
         let mut events = Vec::new();
         for write in writes {
             let (done, event) = match write {
-                PlanWrite::Insert(row) => (insert_row(&mut tx, row).await?, Some((row, "created"))),
+                PlanWrite::Insert(row) => (
+                    insert_row(&mut tx, row).await?,
+                    Some((row, ScheduleOp::Created)),
+                ),
                 PlanWrite::Update {
                     row,
                     expected_revision,
@@ -79,7 +84,7 @@ impl SchedStore {
                         Err(e) if is_unique_violation(&e) => false,
                         other => other?,
                     };
-                    (done, Some((row, "updated")))
+                    (done, Some((row, ScheduleOp::Updated)))
                 }
                 PlanWrite::Delete {
                     row,
@@ -91,7 +96,10 @@ impl SchedStore {
                             .bind(expected_revision)
                             .execute(&mut *tx)
                             .await?;
-                    (deleted.rows_affected() == 1, Some((row, "deleted")))
+                    (
+                        deleted.rows_affected() == 1,
+                        Some((row, ScheduleOp::Deleted)),
+                    )
                 }
                 PlanWrite::Check {
                     id,
