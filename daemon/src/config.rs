@@ -169,7 +169,10 @@ fn lock_wait(env: &impl Fn(&str) -> Option<String>) -> Result<Duration, ConfigEr
 
 /// The scheduler's settings from the environment.
 fn scheduler_config(env: &impl Fn(&str) -> Option<String>) -> Result<SchedulerConfig, ConfigError> {
-    let mut c = SchedulerConfig::default();
+    let mut c = SchedulerConfig {
+        host_env: studio_runner::env::inheritable(std::env::vars()),
+        ..SchedulerConfig::default()
+    };
     let bad = |name: &str, why: &str| ConfigError::Invalid(format!("{name}: {why}"));
     if let Some(list) = env("STUDIO_COMMAND_ALLOWLIST") {
         c.allowlist_seed = list

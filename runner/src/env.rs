@@ -13,6 +13,13 @@ pub const INHERITED: &[&str] = &["PATH", "HOME", "LANG", "TZ", "USER"];
 /// When the host has no `PATH`.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
+/// The variables of `host` a job may inherit.
+pub fn inheritable(host: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
+    host.into_iter()
+        .filter(|(k, _)| INHERITED.contains(&k.as_str()) || k.starts_with("LC_"))
+        .collect()
+}
+
 /// Builds a job's whole environment from the host's, the schedule's own `extra`
 /// variables (less any that `jobenv` refuses), and the runner's `STUDIO_*` ones.
 pub fn job_env(
@@ -20,10 +27,7 @@ pub fn job_env(
     extra: &BTreeMap<String, String>,
     studio: &[(&str, String)],
 ) -> Vec<(String, String)> {
-    let mut env: BTreeMap<String, String> = host
-        .into_iter()
-        .filter(|(k, _)| INHERITED.contains(&k.as_str()) || k.starts_with("LC_"))
-        .collect();
+    let mut env: BTreeMap<String, String> = inheritable(host).into_iter().collect();
     env.entry("PATH".into())
         .or_insert_with(|| DEFAULT_PATH.into());
     for (k, v) in extra {

@@ -250,11 +250,7 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// `STUDIO_TOKEN`, else `<home>/run/token`.
 fn token(home: &Home) -> Result<(String, TokenSource), Error> {
-    if let Some(t) = std::env::var("STUDIO_TOKEN")
-        .ok()
-        .map(|t| t.trim().to_owned())
-        .filter(|t| !t.is_empty())
-    {
+    if let Some(t) = crate::config::token() {
         return Ok((t, TokenSource::Env));
     }
     let path = home.token_file();
@@ -492,7 +488,7 @@ mod tests {
         let dir = crate::testdir::TestDir::new("tok");
         let home = Home::new(dir.path());
         // A token in the test runner's environment would win over the file.
-        if std::env::var_os("STUDIO_TOKEN").is_some() {
+        if crate::config::token_is_set() {
             return;
         }
         let err = token(&home).expect_err("no file");

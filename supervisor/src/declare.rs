@@ -30,7 +30,7 @@ use crate::{
 /// Reads and checks the files; diagnostics (warnings too) go to stderr, one per line.
 /// `None` when any is an error.
 fn load(files: &[PathBuf]) -> Result<Option<Vec<Loaded>>, Error> {
-    let configured = std::env::var("STUDIO_SCHEDULER_TZ").ok();
+    let configured = crate::config::scheduler_zone();
     let zone = Zone::default_for(configured.as_deref()).map_err(Error::Usage)?;
     // The allow-list is studiod's (`studio allow list`); `plan` checks against it.
     let opts = LoadOptions {

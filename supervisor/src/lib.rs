@@ -15,6 +15,7 @@ mod child;
 pub mod cli;
 mod client;
 mod commands;
+mod config;
 mod control;
 mod declare;
 mod discover;
@@ -114,14 +115,11 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
     let done = |r: Result<(), Error>| r.map(|()| 0);
     match command {
         Command::Up(args) => {
-            let token_from_env = std::env::var_os("STUDIO_TOKEN").is_some();
+            let token_from_env = config::token_is_set();
             let mut config = args.into_config(home, token_from_env)?;
             // studiod reads it from the environment it inherits; a bad value makes it
             // exit 64, so the default is as good as any here.
-            if let Some(wait) = std::env::var(studio_contract::home::DAEMON_LOCK_WAIT_ENV)
-                .ok()
-                .and_then(|v| studio_contract::home::parse_lock_wait(&v))
-            {
+            if let Some(wait) = config::daemon_lock_wait() {
                 config.daemon_lock_wait = wait;
             }
             done(up(config, shutdown).await)

@@ -131,7 +131,7 @@ fn show(ms: i64, tz: &TimeZone) -> Result<String, Error> {
 
 /// Prints the preview, one instant a line.
 pub(crate) fn run(req: &PreviewRequest) -> Result<(), Error> {
-    let configured = std::env::var("STUDIO_SCHEDULER_TZ").ok();
+    let configured = crate::config::scheduler_zone();
     let now_ms = Timestamp::now().as_millisecond();
     let lines = fires(req, configured.as_deref(), now_ms)?;
     let mut out = String::with_capacity(lines.len() * 26);

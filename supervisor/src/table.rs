@@ -15,7 +15,7 @@ pub(crate) struct Style {
 impl Style {
     /// Colour on a terminal, never with `NO_COLOR` (any non-empty value, per no-color.org).
     pub(crate) fn detect() -> Self {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let no_color = crate::config::no_color();
         Self {
             color: !no_color && std::io::stdout().is_terminal(),
         }

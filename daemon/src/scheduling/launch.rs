@@ -351,7 +351,7 @@ impl Scheduler {
             program,
             args,
             cwd: spec.cwd.as_ref().map(Into::into),
-            env: job_env(std::env::vars(), &spec.env, &studio),
+            env: job_env(self.config.host_env.iter().cloned(), &spec.env, &studio),
             run_dir,
             log_cap: self.config.log_cap,
             deadline: Some(

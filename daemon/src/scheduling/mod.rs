@@ -47,6 +47,9 @@ pub struct SchedulerConfig {
     pub missed_fire_grace_ms: i64,
     /// `STUDIO_TEST_CRASH_AT` (debug builds only).
     pub crash_at: Option<CrashPoint>,
+    /// The variables of studiod's own environment a job may inherit (read once at start:
+    /// `studio_runner::env::inheritable`).
+    pub host_env: Vec<(String, String)>,
     /// How to start the job launcher (studiod's own executable, see `entry`); `None`
     /// for a daemon embedded where no launcher can run (unit tests): its launches fail.
     pub launcher: Option<studio_runner::client::LauncherCommand>,
@@ -64,6 +67,7 @@ impl Default for SchedulerConfig {
             job_grace: Duration::from_secs(5),
             missed_fire_grace_ms: 60_000,
             crash_at: None,
+            host_env: Vec::new(),
             launcher: None,
         }
     }

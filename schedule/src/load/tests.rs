@@ -1,3 +1,5 @@
+//! The loader on documents in text: every problem reported at the key or value it is about, and a good document with none.
+
 use std::path::{Path, PathBuf};
 
 use super::*;
