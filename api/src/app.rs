@@ -202,19 +202,7 @@ const fn route(
     summary: &'static str,
     gives: Gives,
 ) -> Route<AppOp> {
-    Route {
-        op,
-        id,
-        method,
-        path,
-        summary,
-        access: Access::Bearer,
-        via_app: ViaApp::AppServes,
-        query: &[],
-        takes: Takes::Nothing,
-        gives,
-        errors: &[],
-    }
+    Route::new(op, id, (method, path), summary, gives, ViaApp::AppServes)
 }
 
 /// Every route studio-app answers itself under `/api` (and its liveness).

@@ -172,6 +172,31 @@ pub struct Route<O: 'static> {
 }
 
 impl<O> Route<O> {
+    /// A route that takes a bearer, no query and no body, treated `via_app`; the rest is
+    /// set with struct update syntax.
+    pub const fn new(
+        op: O,
+        id: &'static str,
+        (method, path): (Method, &'static str),
+        summary: &'static str,
+        gives: Gives,
+        via_app: ViaApp,
+    ) -> Self {
+        Self {
+            op,
+            id,
+            method,
+            path,
+            summary,
+            access: Access::Bearer,
+            via_app,
+            query: &[],
+            takes: Takes::Nothing,
+            gives,
+            errors: &[],
+        }
+    }
+
     /// Every error code a caller can get from this route: the handler's, and the front
     /// door's for its access and body.
     pub fn codes(&self) -> Vec<Code> {

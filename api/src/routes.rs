@@ -42,16 +42,6 @@ pub enum Op {
     ExportDeclarations,
 }
 
-const STATUSES: &[&str] = &[
-    "queued",
-    "running",
-    "completed",
-    "failed",
-    "timed_out",
-    "cancelled",
-    "skipped",
-];
-
 const LIMIT: Param = Param {
     name: "limit",
     kind: Kind::Integer,
@@ -76,7 +66,7 @@ const RUN_FILTERS: &[Param] = &[
     },
     Param {
         name: "status",
-        kind: Kind::OneOf(STATUSES),
+        kind: Kind::OneOf(&RunStatus::WORDS),
         about: "runs with this status",
     },
     Param {
@@ -146,19 +136,7 @@ const fn route(
     summary: &'static str,
     gives: Gives,
 ) -> Route<Op> {
-    Route {
-        op,
-        id,
-        method,
-        path,
-        summary,
-        access: Access::Bearer,
-        via_app: ViaApp::Proxied,
-        query: &[],
-        takes: Takes::Nothing,
-        gives,
-        errors: &[],
-    }
+    Route::new(op, id, (method, path), summary, gives, ViaApp::Proxied)
 }
 
 use crate::route::Method::{Delete, Get, Patch, Post};

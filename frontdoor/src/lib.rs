@@ -19,7 +19,10 @@ mod slots;
 
 use std::{future::Future, io, time::Duration};
 
-use axum::Router;
+use axum::{
+    Router, http,
+    routing::{MethodFilter, MethodRouter},
+};
 use hyper_util::{
     rt::{TokioExecutor, TokioIo, TokioTimer},
     server::{conn::auto, graceful::GracefulShutdown},
@@ -71,6 +74,30 @@ pub fn raise_open_files() -> (u64, u64) {
         return (before, before);
     }
     (before, limit.maximum.unwrap_or(u64::MAX))
+}
+
+/// The filter axum routes `method` by (the methods of our inventories all have one).
+pub fn method_filter(method: http::Method) -> MethodFilter {
+    MethodFilter::try_from(method).expect("a method axum routes by")
+}
+
+/// A router with one route per path, the methods of entries that share a path merged
+/// (two entries with the same path and method panic: a wiring mistake).
+pub fn router_of<S: Clone + Send + Sync + 'static>(
+    entries: impl IntoIterator<Item = (&'static str, MethodRouter<S>)>,
+) -> Router<S> {
+    let mut by_path: Vec<(&'static str, MethodRouter<S>)> = Vec::new();
+    for (path, served) in entries {
+        match by_path.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, methods)) => *methods = std::mem::take(methods).merge(served),
+            None => by_path.push((path, served)),
+        }
+    }
+    by_path
+        .into_iter()
+        .fold(Router::new(), |router, (path, methods)| {
+            router.route(path, methods)
+        })
 }
 
 /// This process's soft open-file limit.

@@ -80,6 +80,13 @@ impl TestApp {
         FakeVerifier::start(&self.home, &self.key, epoch)
     }
 
+    /// A verifier of epoch `e1` that admits `token` as principal `p1`.
+    fn admitting(&self, token: &str) -> FakeVerifier {
+        let fake = self.fake("e1");
+        fake.state.script().tokens.insert(token.into(), "p1".into());
+        fake
+    }
+
     async fn send(
         &self,
         method: Method,
@@ -590,11 +597,7 @@ async fn serves_https_with_the_configured_certificate() {
 #[tokio::test]
 async fn the_apps_document_is_served_as_checked_in_and_admitted_like_any_api_route() {
     let app = TestApp::start(|_| {}).await;
-    let fake = app.fake("e1");
-    fake.state
-        .script()
-        .tokens
-        .insert("sta_t".into(), "p1".into());
+    let fake = app.admitting("sta_t");
     let r = app.get("/api/app/openapi.json", &[]).await;
     assert_eq!(
         (r.status, code(&r)),
@@ -618,11 +621,7 @@ async fn the_apps_document_is_served_as_checked_in_and_admitted_like_any_api_rou
 async fn unknown_paths_wrong_methods_and_trailing_slashes_answer_as_studiod_does() {
     let upstream = crate::proxy::tests::upstream().await;
     let app = TestApp::start(|c| c.daemon_addr = upstream).await;
-    let fake = app.fake("e1");
-    fake.state
-        .script()
-        .tokens
-        .insert("sta_t".into(), "p1".into());
+    let fake = app.admitting("sta_t");
     let cookie = [("cookie", "studio_admission=sta_t")];
     for path in [
         "/api/tasks",

@@ -11,10 +11,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{MethodFilter, MethodRouter, get, on},
 };
-use studio_api::{
-    app::{APP_ROUTES, AppOp},
-    route::Method,
-};
+use studio_api::app::{APP_ROUTES, AppOp};
 use studio_contract::error::ApiError;
 use tokio::sync::watch;
 use tracing::Instrument;
@@ -63,21 +60,15 @@ pub(crate) fn router(state: AppState) -> Router {
         ("/app.css", get(page::style)),
     ];
     own.extend(crate::pages::routes());
-    for route in APP_ROUTES {
-        let served = handler(route.op, filter(route.method));
-        match own.iter_mut().find(|(path, _)| *path == route.path) {
-            Some((_, methods)) => *methods = std::mem::take(methods).merge(served),
-            None => own.push((route.path, served)),
-        }
-    }
+    own.extend(APP_ROUTES.iter().map(|route| {
+        let filter = studio_frontdoor::method_filter(route.method.http());
+        (route.path, handler(route.op, filter))
+    }));
     let paths: Vec<&str> = own.iter().map(|(path, _)| *path).collect();
     if let Some(collision) = studio_api::app::shadowed(&paths) {
         panic!("studio-app's routes collide with studiod's: {collision}");
     }
-    own.into_iter()
-        .fold(Router::new(), |router, (path, methods)| {
-            router.route(path, methods)
-        })
+    studio_frontdoor::router_of(own)
         .fallback(proxy::route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(state.clone(), frontdoor::admission))
@@ -86,16 +77,6 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(from_fn_with_state(state.clone(), frontdoor::host))
         .layer(from_fn(trace))
         .with_state(state)
-}
-
-fn filter(method: Method) -> MethodFilter {
-    match method {
-        Method::Get => MethodFilter::GET,
-        Method::Post => MethodFilter::POST,
-        Method::Put => MethodFilter::PUT,
-        Method::Patch => MethodFilter::PATCH,
-        Method::Delete => MethodFilter::DELETE,
-    }
 }
 
 /// The handler of each operation of the app's inventory.

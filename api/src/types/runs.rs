@@ -18,6 +18,17 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Every status's word, in `ALL`'s order (filters offer these).
+    pub const WORDS: [&'static str; 7] = [
+        "queued",
+        "running",
+        "completed",
+        "failed",
+        "timed_out",
+        "cancelled",
+        "skipped",
+    ];
+
     pub const ALL: [RunStatus; 7] = [
         Self::Queued,
         Self::Running,
@@ -29,15 +40,7 @@ impl RunStatus {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Queued => "queued",
-            Self::Running => "running",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::TimedOut => "timed_out",
-            Self::Cancelled => "cancelled",
-            Self::Skipped => "skipped",
-        }
+        Self::WORDS[self as usize]
     }
 
     pub fn parse(s: &str) -> Option<Self> {

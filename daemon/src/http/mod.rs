@@ -22,10 +22,7 @@ use axum::{
     middleware::{from_fn, from_fn_with_state},
     routing::{MethodFilter, MethodRouter, on},
 };
-use studio_api::{
-    route::Method,
-    routes::{Op, ROUTES},
-};
+use studio_api::routes::{Op, ROUTES};
 use tokio::net::TcpListener;
 
 pub(crate) use front::FrontDoor;
@@ -47,40 +44,21 @@ pub(crate) struct ApiState {
 /// studiod's router: one route per line of the shared inventory
 /// ([`studio_api::routes::ROUTES`]), each served by the handler of its operation.
 pub(crate) fn router(state: ApiState) -> Router {
-    let mut by_path: Vec<(&str, MethodRouter<ApiState>)> = Vec::new();
-    for route in ROUTES {
-        let served = handler(route.op, filter(route.method));
-        match by_path.iter_mut().find(|(path, _)| *path == route.path) {
-            Some((_, methods)) => *methods = std::mem::take(methods).merge(served),
-            None => by_path.push((route.path, served)),
-        }
-    }
-    let mut router = Router::new();
-    for (path, methods) in by_path {
-        router = router.route(path, methods);
-    }
-    router
-        .fallback(routes::not_found)
-        .method_not_allowed_fallback(routes::method_not_allowed)
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        // Layers listed innermost first: the last one added sees the request first.
-        .layer(from_fn_with_state(state.clone(), front::bearer))
-        .layer(from_fn(front::json_content_type))
-        .layer(from_fn_with_state(state.clone(), front::cors))
-        .layer(from_fn_with_state(state.clone(), front::forwarded_origin))
-        .layer(from_fn_with_state(state.clone(), front::host))
-        .layer(from_fn(front::trace))
-        .with_state(state)
-}
-
-fn filter(method: Method) -> MethodFilter {
-    match method {
-        Method::Get => MethodFilter::GET,
-        Method::Post => MethodFilter::POST,
-        Method::Put => MethodFilter::PUT,
-        Method::Patch => MethodFilter::PATCH,
-        Method::Delete => MethodFilter::DELETE,
-    }
+    studio_frontdoor::router_of(ROUTES.iter().map(|route| {
+        let filter = studio_frontdoor::method_filter(route.method.http());
+        (route.path, handler(route.op, filter))
+    }))
+    .fallback(routes::not_found)
+    .method_not_allowed_fallback(routes::method_not_allowed)
+    .layer(DefaultBodyLimit::max(BODY_LIMIT))
+    // Layers listed innermost first: the last one added sees the request first.
+    .layer(from_fn_with_state(state.clone(), front::bearer))
+    .layer(from_fn(front::json_content_type))
+    .layer(from_fn_with_state(state.clone(), front::cors))
+    .layer(from_fn_with_state(state.clone(), front::forwarded_origin))
+    .layer(from_fn_with_state(state.clone(), front::host))
+    .layer(from_fn(front::trace))
+    .with_state(state)
 }
 
 /// The handler of each operation (a `GET` handler answers `HEAD` too).

@@ -21,15 +21,7 @@ use crate::{
 const PAGE: &str = "50";
 
 /// The statuses a run can have, for the filter.
-pub(crate) const STATUSES: &[&str] = &[
-    "queued",
-    "running",
-    "completed",
-    "failed",
-    "timed_out",
-    "cancelled",
-    "skipped",
-];
+pub(crate) const STATUSES: &[&str] = &RunStatus::WORDS;
 
 #[derive(Debug, Clone)]
 pub(crate) struct TransitionRow {

@@ -249,42 +249,33 @@ fn cases(doc: &Value) -> Vec<(String, String, Case)> {
             let seed = op
                 .pointer("/requestBody/content/application~1json/schema")
                 .map(|s| instance(doc, s, 0));
-            for target in &targets {
-                let unsafe_method = method != "get";
-                let default_body = seed
+            // A body for unsafe methods (the seed, or `{}`), none for GET.
+            let plain = |target: String, why: String| {
+                let body = seed
                     .as_ref()
                     .map_or_else(|| b"{}".to_vec(), |s| s.to_string().into_bytes());
-                out.push((
-                    id.clone(),
-                    method.clone(),
-                    Case {
-                        method: method.to_uppercase(),
-                        target: target.clone(),
-                        content_type: unsafe_method.then_some("application/json"),
-                        body: if unsafe_method {
-                            default_body
-                        } else {
-                            Vec::new()
-                        },
-                        why: target.clone(),
-                    },
-                ));
+                let unsafe_method = method != "get";
+                Case {
+                    method: method.to_uppercase(),
+                    content_type: unsafe_method.then_some("application/json"),
+                    body: if unsafe_method { body } else { Vec::new() },
+                    target,
+                    why,
+                }
+            };
+            let mut push = |case: Case| out.push((id.clone(), method.clone(), case));
+            for target in &targets {
+                push(plain(target.clone(), target.clone()));
             }
             let target = &targets[0];
-            if let Some(seed) = &seed {
-                for (why, body, content_type) in bodies(seed) {
-                    out.push((
-                        id.clone(),
-                        method.clone(),
-                        Case {
-                            method: method.to_uppercase(),
-                            target: target.clone(),
-                            content_type,
-                            body,
-                            why,
-                        },
-                    ));
-                }
+            for (why, body, content_type) in seed.as_ref().map(bodies).unwrap_or_default() {
+                push(Case {
+                    method: method.to_uppercase(),
+                    target: target.clone(),
+                    content_type,
+                    body,
+                    why,
+                });
             }
             for param in op["parameters"].as_array().into_iter().flatten() {
                 if param["in"] != "query" {
@@ -299,20 +290,9 @@ fn cases(doc: &Value) -> Vec<(String, String, Case)> {
                     "2026-13-45T99:99:99Z",
                     &"z".repeat(10_000),
                 ] {
-                    out.push((
-                        id.clone(),
-                        method.clone(),
-                        Case {
-                            method: method.to_uppercase(),
-                            target: format!("{target}?{name}={value}"),
-                            content_type: (method != "get").then_some("application/json"),
-                            body: if method == "get" {
-                                Vec::new()
-                            } else {
-                                b"{}".to_vec()
-                            },
-                            why: format!("{name}={}", &value[..value.len().min(24)]),
-                        },
+                    push(plain(
+                        format!("{target}?{name}={value}"),
+                        format!("{name}={}", &value[..value.len().min(24)]),
                     ));
                 }
             }
