@@ -10,10 +10,10 @@
 //! - a connection must send its first complete request head within
 //!   [`Limits::header_timeout`] of being accepted, and each later one within as long of
 //!   the previous answer (hyper's HTTP/1 header timeout), or it is closed;
-//! - each listener holds at most [`Limits::max_connections`]; at the cap, accepting one
-//!   more evicts the oldest connection that has not sent a request yet (a completed
-//!   request head is never cut off), and only when every held connection is serving one
-//!   does accept wait for a slot.
+//! - each listener holds at most [`Limits::max_connections`]; at the cap, a newly
+//!   accepted connection evicts the oldest one that has not sent a request yet (a
+//!   completed request head is never cut off), and only when every held connection is
+//!   serving does accept wait for a slot.
 
 mod slots;
 

@@ -68,20 +68,25 @@ impl Slots {
         self.len() == 0
     }
 
-    /// Resolves once one more connection may be held: at once below the cap, else after
-    /// evicting the oldest fresh connection, else when a connection ends.
+    /// Resolves once one more connection may be held: below the cap, or at it while some
+    /// held connection has not sent a request yet (taking the new one evicts it).
     pub async fn room(&self) {
         loop {
             let freed = self.0.freed.notified();
-            if self.len() < self.0.max || self.evict_oldest_fresh() {
+            if self.len() < self.0.max || self.has_fresh() {
                 return;
             }
             freed.await;
         }
     }
 
-    /// Takes a slot for an accepted connection.
+    /// Takes a slot for an accepted connection; at the cap, the oldest connection that has
+    /// not sent a request is evicted to make room (if one became serving meanwhile, the
+    /// listener holds one over the cap until a connection ends).
     pub fn take(&self) -> Slot {
+        if self.len() >= self.0.max {
+            self.evict_oldest_fresh();
+        }
         let conn = Arc::new(Conn {
             state: AtomicU8::new(FRESH),
             evict: Notify::new(),
@@ -91,6 +96,12 @@ impl Slots {
             conn,
             slots: self.clone(),
         }
+    }
+
+    fn has_fresh(&self) -> bool {
+        self.held()
+            .iter()
+            .any(|c| c.state.load(Ordering::Acquire) == FRESH)
     }
 
     /// Evicts the oldest connection that has not sent a request; false when none is fresh.
@@ -120,6 +131,11 @@ impl Slots {
 }
 
 impl Marker {
+    /// Whether the connection has neither sent a request nor been evicted.
+    pub fn is_fresh(&self) -> bool {
+        self.0.state.load(Ordering::Acquire) == FRESH
+    }
+
     /// Marks the connection as serving (its first request head is complete); false if it
     /// was evicted first.
     pub fn serving(&self) -> bool {
@@ -186,14 +202,16 @@ mod tests {
         assert!(a.marker().serving(), "a sent a request");
         let b_gone = b.evicted();
         slots.room().await;
+        assert!(b.marker().is_fresh(), "making room alone evicts nobody");
+        let _c = slots.take();
         tokio::time::timeout(Duration::from_secs(1), b_gone)
             .await
-            .expect("b, fresh, is evicted");
+            .expect("b, fresh, is evicted for the newcomer");
         assert!(
             !b.marker().serving(),
             "an evicted connection is never served"
         );
-        assert_eq!(slots.len(), 1);
+        assert_eq!(slots.len(), 2, "a and the newcomer");
     }
 
     #[tokio::test(start_paused = true)]
