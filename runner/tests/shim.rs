@@ -440,3 +440,25 @@ async fn the_client_replaces_a_launcher_that_died() {
         assert_eq!(outcome.stdout.tail, format!("{text}\n"));
     }
 }
+
+/// A daemon that raised its own open-file limit for its listeners hands its jobs the one
+/// it started with: the launcher sets the soft limit back before anything is exec'd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_get_the_open_file_limit_the_daemon_started_with() {
+    let mut c = Cleanup::new("nofile");
+    let ours = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(1024);
+    let wanted = ours.min(1024) - 1;
+    let command = studio_runner::client::LauncherCommand {
+        program: launcher_exe(),
+        leading: Vec::new(),
+        open_files: Some(wanted),
+    };
+    let client = studio_runner::client::Launcher::start(&command, None).expect("launcher");
+    let report = client.launch(&sh(&c, "ulimit -n")).await.expect("a report");
+    c.watch(&report);
+    let outcome = outcome(&c, &report);
+    assert!(outcome.succeeded(), "{outcome:?}");
+    assert_eq!(outcome.stdout.tail, format!("{wanted}\n"));
+}

@@ -16,7 +16,7 @@ use super::{
     ApiState,
     front::{Caller, EffectiveOrigin},
     routes::JsonBody,
-    schedules::{invalid, store_error},
+    schedules::store_error,
 };
 use crate::{
     admission::PrincipalKind,
@@ -101,7 +101,7 @@ fn check(body: &AllowChange) -> Result<(), ApiError> {
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(invalid(errors))
+        Err(ApiError::invalid(errors))
     }
 }
 

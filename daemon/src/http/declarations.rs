@@ -15,7 +15,7 @@ use studio_schedule::FieldError;
 use super::{
     ApiState,
     routes::{QueryParams, TextBody},
-    schedules::{invalid, store_error},
+    schedules::store_error,
 };
 use crate::scheduling::{
     declare::{self, Env, Plan, Request},
@@ -63,7 +63,7 @@ fn parse(body: &str) -> Result<Request, ApiError> {
             .next()
             .unwrap_or(&reason)
             .to_owned();
-        invalid(vec![FieldError::new(path, reason)])
+        ApiError::invalid(vec![FieldError::new(path, reason)])
     })
 }
 

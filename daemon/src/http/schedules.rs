@@ -31,11 +31,6 @@ use crate::scheduling::{
     store::{ScheduleFilter, WriteError},
 };
 
-/// `400 validation_failed` with every problem and its field path.
-pub(crate) fn invalid(errors: Vec<FieldError>) -> ApiError {
-    ApiError::invalid(errors)
-}
-
 pub(crate) fn store_error(e: crate::store::StoreError) -> ApiError {
     tracing::error!(error = %crate::error::chain(&e), "store failure");
     ApiError::new(Code::Internal, "internal error")
@@ -78,11 +73,11 @@ fn check(state: &ApiState, spec: ScheduleSpec, now: i64) -> Result<Validated, Ap
         now_ms: Some(now),
         require_name: true,
     };
-    validate(spec, &ctx).map_err(invalid)
+    validate(spec, &ctx).map_err(ApiError::invalid)
 }
 
 fn parse(text: &str) -> Result<ScheduleSpec, ApiError> {
-    studio_schedule::parse_json(text).map_err(|e| invalid(vec![e]))
+    studio_schedule::parse_json(text).map_err(|e| ApiError::invalid(vec![e]))
 }
 
 /// The API's view of a schedule, with its derived health and its runs' rollups; reads
@@ -378,7 +373,7 @@ pub(crate) async fn preview(
         let de = &mut serde_json::Deserializer::from_str(&body);
         serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            invalid(vec![FieldError::new(path, e.into_inner().to_string())])
+            ApiError::invalid(vec![FieldError::new(path, e.into_inner().to_string())])
         })?
     };
     let from = match &req.from {
@@ -386,7 +381,7 @@ pub(crate) async fn preview(
             .parse::<jiff::Timestamp>()
             .map(|t| t.as_millisecond())
             .map_err(|_| {
-                invalid(vec![FieldError::new(
+                ApiError::invalid(vec![FieldError::new(
                     "from",
                     "must be an RFC 3339 instant with an offset",
                 )])
@@ -416,7 +411,7 @@ pub(crate) async fn preview(
         now_ms: None,
         require_name: false,
     };
-    let v = validate(spec, &ctx).map_err(invalid)?;
+    let v = validate(spec, &ctx).map_err(ApiError::invalid)?;
     let zone = v.armed.zone().map(|z| z.name.clone());
     let tz = v
         .armed
