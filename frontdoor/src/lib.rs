@@ -15,6 +15,7 @@
 //!   completed request head is never cut off), and only when every held connection is
 //!   serving does accept wait for a slot.
 
+pub mod door;
 mod slots;
 
 use std::{future::Future, io, time::Duration};

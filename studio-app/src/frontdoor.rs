@@ -1,34 +1,30 @@
-//! The front door every browser request passes, outermost first: Host → CORS → JSON
-//! Content-Type → admission. Each rule is an axum middleware here, with its decision in a
-//! plain function the tests exercise directly.
+//! studio-app's stage of the shared front door (`studio_frontdoor::door`): who may
+//! address this listener (Host) and call it cross-origin (Origin), and admission through
+//! the verifier. Host, CORS, the JSON rule and the request span are the door's.
 //!
-//! Invariant: a request reaches a route only if its Host is ours, its Origin (when present
-//! on `/api`) is allowed, and — unless exempt — the verifier admitted its bearer.
+//! Invariant: a request reaches a route only if the door let it in and, unless the app's
+//! inventory marks it open (or it reads a page), the verifier admitted its bearer.
 
 use std::{fmt, net::SocketAddr};
 
 use axum::{
-    extract::{Request, State},
-    middleware::Next,
+    extract::Request,
     response::{IntoResponse, Response},
 };
-use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http::{HeaderMap, Method};
 use studio_api::route::Access;
 use studio_contract::{
     error::{ApiError, Code},
     host::{HostPolicy, parse_authority},
     origin::{AllowedOrigins, loopback_origins},
 };
+use studio_frontdoor::door::{self, Door, RequestOrigin, Stage, is_api, is_unsafe};
 
 use crate::{
     config::Config,
     cookie,
-    http::AppState,
-    verifier::{Principal, Verdict},
+    verifier::{Principal, Verdict, Verifier},
 };
-
-/// The request headers a cross-origin caller may send (`DECISION_HEADER` among them).
-const ALLOW_HEADERS: &str = "authorization, content-type, x-studio-decision-token";
 
 /// Who may address this listener (Host) and call it cross-origin (Origin).
 #[derive(Debug, Clone)]
@@ -70,27 +66,16 @@ impl FrontDoor {
         }
     }
 
-    pub(crate) fn origin_allowed(&self, origin: &str) -> bool {
-        self.origins.allows(origin)
+    /// The door in front of the app's router: admission through `verifier`.
+    pub(crate) fn door(&self, verifier: Verifier) -> Door<Admission> {
+        Door::new(
+            self.hosts.clone(),
+            Admission {
+                origins: self.origins.clone(),
+                verifier,
+            },
+        )
     }
-}
-
-/// `/api` itself or anything under `/api/`.
-pub(crate) fn is_api(path: &str) -> bool {
-    path == "/api" || path.starts_with("/api/")
-}
-
-/// Methods that may change state.
-pub(crate) fn is_unsafe(method: &Method) -> bool {
-    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
-}
-
-/// Media type `application/json`, parameters allowed, case-insensitive.
-pub(crate) fn is_json(content_type: Option<&HeaderValue>) -> bool {
-    content_type
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// Requests that pass without a credential: what the app's inventory marks open or paired
@@ -105,16 +90,6 @@ pub(crate) fn admission_exempt(method: &Method, path: &str) -> bool {
         })
 }
 
-/// The Origin header: `Ok(None)` when absent, `Err` when repeated or not text (never allowed).
-pub(crate) fn origin(headers: &HeaderMap) -> Result<Option<&str>, ()> {
-    let mut all = headers.get_all(header::ORIGIN).iter();
-    match (all.next(), all.next()) {
-        (None, _) => Ok(None),
-        (Some(v), None) => v.to_str().map(Some).map_err(|_| ()),
-        (Some(_), Some(_)) => Err(()),
-    }
-}
-
 /// Where a bearer came from: an explicit header, or the ambient cookie.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Source {
@@ -125,15 +100,7 @@ pub(crate) enum Source {
 /// The request's bearer: `Authorization: Bearer` wins over the cookie; a malformed
 /// `Authorization` is refused rather than ignored.
 pub(crate) fn bearer(headers: &HeaderMap) -> Result<Option<(String, Source)>, ApiError> {
-    if let Some(value) = headers.get(header::AUTHORIZATION) {
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, t)| t.trim())
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| ApiError::new(Code::Unauthorized, "malformed authorization header"))?;
+    if let Some(token) = door::bearer(headers)? {
         return Ok(Some((token.to_owned(), Source::Header)));
     }
     Ok(cookie::admission_token(headers).map(|t| (t, Source::Cookie)))
@@ -155,156 +122,85 @@ impl fmt::Debug for Admitted {
     }
 }
 
-/// Host validation: the DNS-rebinding defence, before anything else looks at the request.
-pub(crate) async fn host(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if !state.door.hosts.accepts_request(req.headers(), req.uri()) {
-        return ApiError::new(Code::InvalidHost, "host not allowed").into_response();
-    }
-    next.run(req).await
+/// The app's stage: its allowed origins, and admission through the verifier.
+pub(crate) struct Admission {
+    origins: AllowedOrigins,
+    verifier: Verifier,
 }
 
-/// CORS for `/api`: a present Origin must be allowed; allowed preflights are answered here.
-pub(crate) async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if !is_api(req.uri().path()) {
-        return next.run(req).await;
+impl Stage for Admission {
+    fn origin_allowed(&self, origin: &str) -> bool {
+        self.origins.allows(origin)
     }
-    let origin = match origin(req.headers()) {
-        Ok(None) => return next.run(req).await,
-        Ok(Some(o)) if state.door.origin_allowed(o) => o.to_owned(),
-        _ => return ApiError::new(Code::OriginNotAllowed, "origin not allowed").into_response(),
-    };
-    let Ok(allow_origin) = HeaderValue::from_str(&origin) else {
-        return ApiError::new(Code::OriginNotAllowed, "origin not allowed").into_response();
-    };
-    let mut response = if req.method() == Method::OPTIONS {
-        let mut r = StatusCode::NO_CONTENT.into_response();
-        let h = r.headers_mut();
-        h.insert(
-            header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static("GET, POST, PUT, PATCH, DELETE"),
-        );
-        h.insert(
-            header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static(ALLOW_HEADERS),
-        );
-        h.insert(
-            header::ACCESS_CONTROL_MAX_AGE,
-            HeaderValue::from_static("600"),
-        );
-        r
-    } else {
-        next.run(req).await
-    };
-    let h = response.headers_mut();
-    // Insert, not append: a proxied daemon response may carry its own CORS headers.
-    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allow_origin);
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
-        HeaderValue::from_static("true"),
-    );
-    if !h.get_all(header::VARY).iter().any(|v| v == "Origin") {
-        h.append(header::VARY, HeaderValue::from_static("Origin"));
-    }
-    response
-}
 
-/// Every unsafe `/api` method carries JSON, bodyless or not (no simple-request CSRF).
-pub(crate) async fn json(req: Request, next: Next) -> Response {
-    if is_api(req.uri().path())
-        && is_unsafe(req.method())
-        && !is_json(req.headers().get(header::CONTENT_TYPE))
-    {
-        return ApiError::new(
-            Code::UnsupportedMediaType,
-            "content-type must be application/json",
-        )
-        .into_response();
-    }
-    next.run(req).await
-}
-
-/// Admission through the verifier; the admitted caller rides on in the request extensions.
-pub(crate) async fn admission(
-    State(state): State<AppState>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    if admission_exempt(req.method(), req.uri().path()) {
-        return next.run(req).await;
-    }
-    match admit(&state, req.method(), req.uri().path(), req.headers()).await {
-        Ok(admitted) => {
-            req.extensions_mut().insert(admitted);
-            next.run(req).await
+    /// The admitted caller rides on in the request extensions.
+    async fn admit(&self, mut req: Request) -> Result<Request, Response> {
+        if admission_exempt(req.method(), req.uri().path()) {
+            return Ok(req);
         }
-        Err(e) => e.into_response(),
+        let origin = req
+            .extensions()
+            .get::<RequestOrigin>()
+            .and_then(|o| o.0.as_deref());
+        let checked = self
+            .check(req.method(), req.uri().path(), req.headers(), origin)
+            .await;
+        match checked {
+            Ok(admitted) => {
+                tracing::Span::current().record("principal", admitted.principal.id.as_str());
+                req.extensions_mut().insert(admitted);
+                Ok(req)
+            }
+            Err(refusal) => Err(refusal.into_response()),
+        }
     }
 }
 
-async fn admit(
-    state: &AppState,
-    method: &Method,
-    path: &str,
-    headers: &HeaderMap,
-) -> Result<Admitted, ApiError> {
-    let not_allowed = || ApiError::new(Code::OriginNotAllowed, "origin not allowed");
-    let origin = origin(headers).map_err(|()| not_allowed())?;
-    let Some((bearer, source)) = bearer(headers)? else {
-        // Without a daemon nothing can be admitted; say so rather than "unauthorized".
-        return Err(if state.verifier.reachable().await {
-            ApiError::new(
-                Code::Unauthorized,
-                "not paired: run `studio pair` to get a link",
-            )
-        } else {
-            ApiError::new(Code::DaemonUnavailable, "the daemon is unavailable")
-        });
-    };
-    // The cookie is ambient: a state change it authorises must come from one of our origins.
-    if source == Source::Cookie
-        && is_unsafe(method)
-        && !origin.is_some_and(|o| state.door.origin_allowed(o))
-    {
-        return Err(not_allowed());
-    }
-    if origin.is_some_and(|o| !state.door.origin_allowed(o)) {
-        return Err(not_allowed());
-    }
-    let verdict = state
-        .verifier
-        .admit(&bearer, origin.unwrap_or(""), method.as_str(), path)
-        .await?;
-    match verdict {
-        Verdict::Admitted(principal) => Ok(Admitted { bearer, principal }),
-        Verdict::Refused(e) => Err(e),
+impl Admission {
+    async fn check(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &HeaderMap,
+        origin: Option<&str>,
+    ) -> Result<Admitted, ApiError> {
+        let not_allowed = || ApiError::new(Code::OriginNotAllowed, "origin not allowed");
+        let Some((bearer, source)) = bearer(headers)? else {
+            // Without a daemon nothing can be admitted; say so rather than "unauthorized".
+            return Err(if self.verifier.reachable().await {
+                ApiError::new(
+                    Code::Unauthorized,
+                    "not paired: run `studio pair` to get a link",
+                )
+            } else {
+                ApiError::new(Code::DaemonUnavailable, "the daemon is unavailable")
+            });
+        };
+        let allowed = origin.is_some_and(|o| self.origins.allows(o));
+        // The cookie is ambient: a state change it authorises must come from one of our
+        // origins.
+        if source == Source::Cookie && is_unsafe(method) && !allowed {
+            return Err(not_allowed());
+        }
+        if origin.is_some() && !allowed {
+            return Err(not_allowed());
+        }
+        let verdict = self
+            .verifier
+            .admit(&bearer, origin.unwrap_or(""), method.as_str(), path)
+            .await?;
+        match verdict {
+            Verdict::Admitted(principal) => Ok(Admitted { bearer, principal }),
+            Verdict::Refused(e) => Err(e),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use http::{HeaderValue, header};
+
     use super::*;
-
-    #[test]
-    fn api_and_unsafe_methods() {
-        assert!(is_api("/api"));
-        assert!(is_api("/api/x"));
-        assert!(!is_api("/apix"));
-        assert!(!is_api("/"));
-        assert!(is_unsafe(&Method::POST));
-        assert!(is_unsafe(&Method::DELETE));
-        assert!(!is_unsafe(&Method::HEAD));
-    }
-
-    #[test]
-    fn json_media_type() {
-        let v = |s: &'static str| HeaderValue::from_static(s);
-        assert!(is_json(Some(&v("application/json"))));
-        assert!(is_json(Some(&v("Application/JSON; charset=utf-8"))));
-        assert!(!is_json(Some(&v("text/plain"))));
-        assert!(!is_json(Some(&v("application/jsonx"))));
-        assert!(!is_json(Some(&v("application/x-www-form-urlencoded"))));
-        assert!(!is_json(None));
-    }
 
     #[test]
     fn exemptions() {
@@ -344,22 +240,6 @@ mod tests {
     }
 
     #[test]
-    fn repeated_origins_are_refused() {
-        let mut h = HeaderMap::new();
-        assert_eq!(origin(&h), Ok(None));
-        h.append(
-            header::ORIGIN,
-            HeaderValue::from_static("http://127.0.0.1:1"),
-        );
-        assert_eq!(origin(&h), Ok(Some("http://127.0.0.1:1")));
-        h.append(
-            header::ORIGIN,
-            HeaderValue::from_static("http://evil.example"),
-        );
-        assert_eq!(origin(&h), Err(()));
-    }
-
-    #[test]
     fn policy_covers_own_port_and_public_origin() {
         let mut config = Config::loopback(
             studio_contract::home::Home::new("/tmp/x"),
@@ -374,12 +254,12 @@ mod tests {
         assert!(door.hosts.accepts("studio.example.com:443"));
         assert!(!door.hosts.accepts("127.0.0.1:8765"));
         assert!(!door.hosts.accepts("evil.example.com"));
-        assert!(door.origin_allowed("http://127.0.0.1:4321"));
-        assert!(door.origin_allowed("http://localhost:4321"));
-        assert!(door.origin_allowed("https://studio.example.com"));
-        assert!(door.origin_allowed("http://extra.example"));
-        assert!(!door.origin_allowed("http://127.0.0.1:4322"));
-        assert!(!door.origin_allowed("null"));
-        assert!(!door.origin_allowed("*"));
+        assert!(door.origins.allows("http://127.0.0.1:4321"));
+        assert!(door.origins.allows("http://localhost:4321"));
+        assert!(door.origins.allows("https://studio.example.com"));
+        assert!(door.origins.allows("http://extra.example"));
+        assert!(!door.origins.allows("http://127.0.0.1:4322"));
+        assert!(!door.origins.allows("null"));
+        assert!(!door.origins.allows("*"));
     }
 }

@@ -1,24 +1,18 @@
-//! The app's HTTP side: the shared state, the router (its `/api` routes from the app's
-//! inventory) with the front-door layers in their order, and per-request tracing.
+//! The app's HTTP side: the shared state and the router (its `/api` routes from the app's
+//! inventory) behind the shared front door.
 //! Connections are held and drained by `studio_frontdoor::serve`.
 
 use std::{ops::Deref, sync::Arc};
 
 use axum::{
     Router,
-    extract::Request,
-    middleware::{Next, from_fn, from_fn_with_state},
-    response::{IntoResponse, Response},
     routing::{MethodFilter, MethodRouter, get, on},
 };
 use studio_api::app::{APP_ROUTES, AppOp};
-use studio_contract::error::ApiError;
 use tokio::sync::watch;
-use tracing::Instrument;
 
 use crate::{
-    attention, frontdoor, frontdoor::FrontDoor, page, pairing, proxy, proxy::Proxy, status,
-    verifier::Verifier,
+    attention, frontdoor::FrontDoor, page, pairing, proxy, proxy::Proxy, status, verifier::Verifier,
 };
 
 /// What every handler shares.
@@ -48,8 +42,9 @@ impl Deref for AppState {
     }
 }
 
-/// The whole app. Layers wrap outward, so the last added runs first: trace → Host →
-/// CORS → JSON → admission → route (also for the fallback, which proxies or 404s).
+/// The whole app behind its front door (`studio_frontdoor::door`: span → Host → CORS →
+/// JSON → admission through the verifier → route, also for the fallback, which proxies
+/// or 404s).
 ///
 /// The app's `/api` routes come from its inventory (`studio_api::app::APP_ROUTES`); pages
 /// and assets are added beside them. Construction fails if any of them would shadow a
@@ -68,15 +63,11 @@ pub(crate) fn router(state: AppState) -> Router {
     if let Some(collision) = studio_api::app::shadowed(&paths) {
         panic!("studio-app's routes collide with studiod's: {collision}");
     }
-    studio_frontdoor::router_of(own)
+    let router = studio_frontdoor::router_of(own)
         .fallback(proxy::route)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(from_fn_with_state(state.clone(), frontdoor::admission))
-        .layer(from_fn(frontdoor::json))
-        .layer(from_fn_with_state(state.clone(), frontdoor::cors))
-        .layer(from_fn_with_state(state.clone(), frontdoor::host))
-        .layer(from_fn(trace))
-        .with_state(state)
+        .method_not_allowed_fallback(studio_frontdoor::door::method_not_allowed);
+    let door = Arc::new(state.door.door(state.verifier.clone()));
+    door.guard(router.with_state(state))
 }
 
 /// The handler of each operation of the app's inventory.
@@ -91,29 +82,6 @@ fn handler(op: AppOp, m: MethodFilter) -> MethodRouter<AppState> {
         AppOp::ClearDisposition => on(m, attention::clear),
         AppOp::History => on(m, attention::history),
     }
-}
-
-async fn method_not_allowed() -> Response {
-    ApiError::wrong_method().into_response()
-}
-
-/// One span per request; the query string is left out (it is the caller's business).
-async fn trace(req: Request, next: Next) -> Response {
-    let span = tracing::info_span!(
-        "request",
-        method = %req.method(),
-        path = %req.uri().path(),
-        status = tracing::field::Empty,
-    );
-    async move {
-        let started = std::time::Instant::now();
-        let response = next.run(req).await;
-        tracing::Span::current().record("status", response.status().as_u16());
-        tracing::debug!(elapsed_ms = started.elapsed().as_millis(), "served");
-        response
-    }
-    .instrument(span)
-    .await
 }
 
 /// Resolves once `stop` flips to true (or its sender is gone).

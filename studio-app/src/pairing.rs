@@ -17,7 +17,7 @@ use studio_contract::{
     time::{now_ms, rfc3339},
 };
 
-use crate::{cookie, frontdoor, http::AppState};
+use crate::{cookie, http::AppState};
 
 #[tracing::instrument(skip_all)]
 pub(crate) async fn pair(
@@ -37,7 +37,7 @@ pub(crate) async fn pair(
 async fn redeem(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Response, ApiError> {
     // Only a browser on one of our origins pairs (CORS already refused foreign ones): a
     // request without an Origin is no browser's, and the code is left unspent.
-    let origin = frontdoor::origin(headers)
+    let origin = studio_frontdoor::door::header_origin(headers)
         .ok()
         .flatten()
         .ok_or_else(|| ApiError::new(Code::OriginNotAllowed, "pairing needs an allowed origin"))?;

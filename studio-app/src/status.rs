@@ -40,9 +40,9 @@ pub(crate) async fn session(State(state): State<AppState>, headers: HeaderMap) -
         principal: None,
         reason: Some(code),
     };
-    let origin = match frontdoor::origin(&headers) {
+    let origin = match studio_frontdoor::door::header_origin(&headers) {
         Ok(origin) => origin.unwrap_or(""),
-        Err(()) => return Json(refused(state.verifier.daemon_ok(), Code::OriginNotAllowed)),
+        Err(_) => return Json(refused(state.verifier.daemon_ok(), Code::OriginNotAllowed)),
     };
     let bearer = match frontdoor::bearer(&headers) {
         Ok(Some((bearer, _))) => bearer,

@@ -81,9 +81,10 @@ fn the_crate_graph_runs_one_way() {
         studio_deps(deps("studio-contract")).is_empty(),
         "contract depends on no Studio crate"
     );
-    assert!(
-        studio_deps(deps("studio-frontdoor")).is_empty(),
-        "frontdoor knows no Studio crate"
+    assert_eq!(
+        studio_deps(deps("studio-frontdoor")),
+        ["studio-contract"],
+        "the front door knows the error contract and the Host rule, no route and no store"
     );
     assert_eq!(
         studio_deps(deps("studio-api")),

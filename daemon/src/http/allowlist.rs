@@ -12,12 +12,7 @@ use studio_contract::{
 };
 use studio_schedule::FieldError;
 
-use super::{
-    ApiState,
-    front::{Caller, EffectiveOrigin},
-    routes::JsonBody,
-    schedules::store_error,
-};
+use super::{ApiState, front::Caller, routes::JsonBody, schedules::store_error};
 use crate::{
     admission::PrincipalKind,
     audit::Kind,
@@ -37,7 +32,7 @@ pub(crate) async fn list(State(state): State<ApiState>) -> Result<Json<AllowList
 pub(crate) async fn change(
     State(state): State<ApiState>,
     who: Option<axum::Extension<Caller>>,
-    origin: Option<axum::Extension<EffectiveOrigin>>,
+    origin: Option<axum::Extension<studio_frontdoor::door::RequestOrigin>>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<AllowChange>,
 ) -> Result<Json<AllowChanged>, ApiError> {

@@ -19,7 +19,6 @@ use std::{future::Future, sync::Arc};
 use axum::{
     Router,
     extract::DefaultBodyLimit,
-    middleware::{from_fn, from_fn_with_state},
     routing::{MethodFilter, MethodRouter, on},
 };
 use studio_api::routes::{Op, ROUTES};
@@ -44,21 +43,15 @@ pub(crate) struct ApiState {
 /// studiod's router: one route per line of the shared inventory
 /// ([`studio_api::routes::ROUTES`]), each served by the handler of its operation.
 pub(crate) fn router(state: ApiState) -> Router {
-    studio_frontdoor::router_of(ROUTES.iter().map(|route| {
+    let router = studio_frontdoor::router_of(ROUTES.iter().map(|route| {
         let filter = studio_frontdoor::method_filter(route.method.http());
         (route.path, handler(route.op, filter))
     }))
-    .fallback(routes::not_found)
-    .method_not_allowed_fallback(routes::method_not_allowed)
-    .layer(DefaultBodyLimit::max(BODY_LIMIT))
-    // Layers listed innermost first: the last one added sees the request first.
-    .layer(from_fn_with_state(state.clone(), front::bearer))
-    .layer(from_fn(front::json_content_type))
-    .layer(from_fn_with_state(state.clone(), front::cors))
-    .layer(from_fn_with_state(state.clone(), front::forwarded_origin))
-    .layer(from_fn_with_state(state.clone(), front::host))
-    .layer(from_fn(front::trace))
-    .with_state(state)
+    .fallback(studio_frontdoor::door::not_found)
+    .method_not_allowed_fallback(studio_frontdoor::door::method_not_allowed)
+    .layer(DefaultBodyLimit::max(BODY_LIMIT));
+    let door = Arc::new(state.front.door(state.authority.clone()));
+    door.guard(router.with_state(state))
 }
 
 /// The handler of each operation (a `GET` handler answers `HEAD` too).

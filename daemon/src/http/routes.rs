@@ -17,10 +17,7 @@ use studio_contract::{
     time::{now_ms, rfc3339},
 };
 
-use super::{
-    ApiState,
-    front::{Caller, EffectiveOrigin},
-};
+use super::{ApiState, front::Caller};
 use crate::admission::PrincipalKind;
 
 /// `axum::Json` whose refusals are the shared error body.
@@ -83,14 +80,6 @@ fn too_large() -> ApiError {
     ApiError::new(Code::PayloadTooLarge, "request body too large")
 }
 
-pub(crate) async fn not_found() -> ApiError {
-    ApiError::no_such_path()
-}
-
-pub(crate) async fn method_not_allowed() -> ApiError {
-    ApiError::wrong_method()
-}
-
 pub(crate) async fn health() -> Json<Health> {
     Json(Health::ok())
 }
@@ -116,7 +105,7 @@ pub(crate) async fn openapi() -> Response {
 
 pub(crate) async fn pair(
     State(state): State<ApiState>,
-    origin: Option<axum::Extension<EffectiveOrigin>>,
+    origin: Option<axum::Extension<studio_frontdoor::door::RequestOrigin>>,
     JsonBody(body): JsonBody<PairRequest>,
 ) -> Result<Json<Paired>, ApiError> {
     let origin = origin.and_then(|o| o.0.0);

@@ -8,6 +8,7 @@ mod cockpit_attention;
 mod cockpit_form;
 mod contract;
 mod declarations;
+mod front_table;
 mod frontdoor;
 mod lifecycle;
 mod pairing;

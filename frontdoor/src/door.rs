@@ -1,0 +1,324 @@
+//! The front door every request to either listener passes, in this order: a request span
+//! → Host → the Origin it is judged by → CORS on `/api` → the JSON media type on every
+//! unsafe `/api` method → the process's own [`Stage`] → the route.
+//!
+//! One function runs the whole sequence (one service per request rather than a layer per
+//! rule), and each refusal is the shared error body ([`ApiError`]). What differs between
+//! studiod and studio-app is only their [`Stage`]: which Origin a request is judged by
+//! (studiod trusts the app's signed assertion), which origins are allowed, and how a
+//! request is admitted (studiod: the bearer; studio-app: the verifier).
+//!
+//! Invariant: a route sees a request only if its Host names this listener, any Origin it
+//! carries on `/api` is allowed, an unsafe `/api` method carries JSON, and its stage let
+//! it through.
+
+use std::{future::Future, sync::Arc};
+
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::{
+    Router,
+    extract::{Request, State},
+    middleware::{Next, from_fn_with_state},
+    response::{IntoResponse, Response},
+};
+use studio_contract::{
+    error::{ApiError, Code},
+    host::HostPolicy,
+};
+use tracing::Instrument;
+
+/// The request headers a cross-origin caller may send (the decision token among them).
+pub const ALLOW_HEADERS: &str = "authorization, content-type, x-studio-decision-token";
+const ALLOW_METHODS: &str = "GET, POST, PUT, PATCH, DELETE";
+
+/// The Origin the request was judged by, for the routes (`None`: it carried none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestOrigin(pub Option<String>);
+
+/// What one process adds to the front door.
+pub trait Stage: Send + Sync + 'static {
+    /// The Origin this request is judged by (`Ok(None)`: none). By default its `Origin`
+    /// header, refused when repeated or not text.
+    fn origin(&self, req: &Request) -> Result<Option<String>, ApiError> {
+        header_origin(req.headers()).map(|o| o.map(str::to_owned))
+    }
+
+    /// Whether a browser at `origin` may call this listener's `/api`.
+    fn origin_allowed(&self, origin: &str) -> bool;
+
+    /// Told of a request refused for its origin, before the refusal is sent.
+    fn origin_refused(
+        &self,
+        _method: &Method,
+        _path: &str,
+        _origin: &str,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// The process's own admission: the request to route, or the answer to give instead.
+    fn admit(&self, req: Request) -> impl Future<Output = Result<Request, Response>> + Send;
+}
+
+/// A listener's front door: its Host rule and its process's stage.
+pub struct Door<S> {
+    hosts: HostPolicy,
+    stage: S,
+}
+
+impl<S: Stage> Door<S> {
+    pub fn new(hosts: HostPolicy, stage: S) -> Self {
+        Self { hosts, stage }
+    }
+
+    pub fn stage(&self) -> &S {
+        &self.stage
+    }
+
+    pub fn hosts(&self) -> &HostPolicy {
+        &self.hosts
+    }
+
+    /// `router` behind this door (the door is the outermost layer).
+    pub fn guard<T>(self: Arc<Self>, router: Router<T>) -> Router<T>
+    where
+        T: Clone + Send + Sync + 'static,
+    {
+        router.layer(from_fn_with_state(self, enter::<S>))
+    }
+
+    async fn answer(&self, mut req: Request, next: Next) -> Response {
+        if !self.hosts.accepts_request(req.headers(), req.uri()) {
+            return ApiError::new(Code::InvalidHost, "host not allowed").into_response();
+        }
+        let origin = match self.stage.origin(&req) {
+            Ok(origin) => origin,
+            Err(refusal) => return refusal.into_response(),
+        };
+        let api = is_api(req.uri().path());
+        let cors = match origin.as_deref() {
+            Some(origin) if api => {
+                let allowed = self.stage.origin_allowed(origin);
+                match HeaderValue::from_str(origin) {
+                    Ok(value) if allowed => Some(value),
+                    _ => {
+                        self.stage
+                            .origin_refused(req.method(), req.uri().path(), origin)
+                            .await;
+                        return origin_not_allowed().into_response();
+                    }
+                }
+            }
+            _ => None,
+        };
+        if let Some(allow) = cors.clone()
+            && req.method() == Method::OPTIONS
+        {
+            return with_cors(preflight(), allow);
+        }
+        if api && is_unsafe(req.method()) && !is_json(req.headers().get(header::CONTENT_TYPE)) {
+            let refusal = ApiError::new(
+                Code::UnsupportedMediaType,
+                "content-type must be application/json",
+            );
+            return with_cors_maybe(refusal.into_response(), cors);
+        }
+        req.extensions_mut().insert(RequestOrigin(origin));
+        let response = match self.stage.admit(req).await {
+            Ok(req) => next.run(req).await,
+            Err(refusal) => refusal,
+        };
+        with_cors_maybe(response, cors)
+    }
+}
+
+/// One span per request (the path only: a query string could carry anything); the stage
+/// records `principal` once it knows who is calling.
+async fn enter<S: Stage>(State(door): State<Arc<Door<S>>>, req: Request, next: Next) -> Response {
+    let span = tracing::info_span!(
+        "request",
+        method = req.method().as_str(),
+        path = req.uri().path(),
+        status = tracing::field::Empty,
+        principal = tracing::field::Empty,
+    );
+    async move {
+        let response = door.answer(req, next).await;
+        tracing::Span::current().record("status", response.status().as_u16());
+        tracing::debug!("answered");
+        response
+    }
+    .instrument(span)
+    .await
+}
+
+fn origin_not_allowed() -> ApiError {
+    ApiError::new(Code::OriginNotAllowed, "origin not allowed")
+}
+
+fn preflight() -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static(ALLOW_METHODS),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(ALLOW_HEADERS),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    response
+}
+
+fn with_cors_maybe(response: Response, allow: Option<HeaderValue>) -> Response {
+    match allow {
+        Some(allow) => with_cors(response, allow),
+        None => response,
+    }
+}
+
+fn with_cors(mut response: Response, allow: HeaderValue) -> Response {
+    let headers = response.headers_mut();
+    // Insert, not append: a proxied answer may carry the daemon's own CORS headers.
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allow);
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+        HeaderValue::from_static("true"),
+    );
+    if !headers.get_all(header::VARY).iter().any(|v| v == "Origin") {
+        headers.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    response
+}
+
+/// `/api` itself or anything under `/api/`.
+pub fn is_api(path: &str) -> bool {
+    path == "/api" || path.starts_with("/api/")
+}
+
+/// Methods that may change state.
+pub fn is_unsafe(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// Media type `application/json`, parameters allowed, case-insensitive.
+pub fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    content_type
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The Origin header: `Ok(None)` when absent, refused when repeated or not text (such an
+/// origin is never allowed).
+pub fn header_origin(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let mut all = headers.get_all(header::ORIGIN).iter();
+    match (all.next(), all.next()) {
+        (None, _) => Ok(None),
+        (Some(v), None) => v.to_str().map(Some).map_err(|_| origin_not_allowed()),
+        (Some(_), Some(_)) => Err(origin_not_allowed()),
+    }
+}
+
+/// `Authorization: Bearer <token>`: `Ok(None)` without the header, `Err` when it is there
+/// but is not a non-empty bearer.
+pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|token| !token.is_empty())
+        .map(Some)
+        .ok_or_else(|| ApiError::new(Code::Unauthorized, "malformed authorization header"))
+}
+
+/// The answer to a path nobody serves.
+pub async fn not_found() -> Response {
+    ApiError::no_such_path().into_response()
+}
+
+/// The answer to a method a served path does not take.
+pub async fn method_not_allowed() -> Response {
+    ApiError::wrong_method().into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_paths_and_unsafe_methods() {
+        assert!(is_api("/api") && is_api("/api/x"));
+        assert!(!is_api("/apix") && !is_api("/"));
+        assert!(is_unsafe(&Method::POST) && is_unsafe(&Method::DELETE));
+        assert!(!is_unsafe(&Method::HEAD) && !is_unsafe(&Method::OPTIONS));
+    }
+
+    #[test]
+    fn the_json_media_type_rule() {
+        let v = HeaderValue::from_static;
+        for ok in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            " application/json ;x=y",
+        ] {
+            assert!(is_json(Some(&v(ok))), "{ok}");
+        }
+        for bad in [
+            "text/plain",
+            "application/jsonx",
+            "application/json-patch+json",
+            "application/x-www-form-urlencoded",
+            "",
+        ] {
+            assert!(!is_json(Some(&v(bad))), "{bad}");
+        }
+        assert!(!is_json(None));
+    }
+
+    #[test]
+    fn a_repeated_origin_is_never_read() {
+        let mut h = HeaderMap::new();
+        assert_eq!(header_origin(&h).expect("absent"), None);
+        h.append(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:1"),
+        );
+        assert_eq!(header_origin(&h).expect("one"), Some("http://127.0.0.1:1"));
+        h.append(
+            header::ORIGIN,
+            HeaderValue::from_static("http://evil.example"),
+        );
+        let refused = header_origin(&h).expect_err("repeated");
+        assert_eq!(refused.code, Code::OriginNotAllowed);
+    }
+
+    #[test]
+    fn bearer_parsing() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer(&h).expect("absent"), None);
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
+        assert_eq!(bearer(&h).expect("bearer"), Some("abc"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer  abc "),
+        );
+        assert_eq!(bearer(&h).expect("bearer"), Some("abc"));
+        for bad in ["Basic abc", "Bearer ", "Bearer"] {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static(bad));
+            assert_eq!(bearer(&h).expect_err(bad).code, Code::Unauthorized);
+        }
+    }
+}
