@@ -3,7 +3,7 @@
 //! ```text
 //! state.db            studiod's store (SQLite, WAL)
 //! app.db              studio-app's store
-//! run/          0700  token (0600), verifier.sock, daemon.sock, supervisor.sock,
+//! run/          0700  token (0600), verifier.sock, daemon.sock, api.sock, supervisor.sock,
 //!                     studio.lock (the supervisor's), daemon.lock (studiod's, holds its pid)
 //! logs/         0700  daemon.log, app.log (+ rotated .1 … .N)
 //! runs/               job output, one folder per run
@@ -77,6 +77,10 @@ impl Home {
     }
     pub fn daemon_socket(&self) -> PathBuf {
         self.run_dir().join("daemon.sock")
+    }
+    /// studiod's HTTP API on a Unix socket, for studio-app on the same host.
+    pub fn api_socket(&self) -> PathBuf {
+        self.run_dir().join("api.sock")
     }
     pub fn supervisor_socket(&self) -> PathBuf {
         self.run_dir().join("supervisor.sock")

@@ -68,6 +68,8 @@ pub struct Daemon {
     authority: Arc<Authority>,
     front: Arc<FrontDoor>,
     http: TcpListener,
+    /// The same API on `run/api.sock`, for studio-app on this host.
+    api: Bound,
     verifier: Bound,
     control: Bound,
     addr: SocketAddr,
@@ -127,6 +129,8 @@ impl Daemon {
         let addr = http
             .local_addr()
             .map_err(DaemonError::io("no local address"))?;
+        let api = socket::bind_private(&home.api_socket())
+            .map_err(DaemonError::io("cannot bind run/api.sock"))?;
         let verifier = socket::bind_private(&home.verifier_socket())
             .map_err(DaemonError::io("cannot bind run/verifier.sock"))?;
         let control = socket::bind_private(&home.daemon_socket())
@@ -170,6 +174,7 @@ impl Daemon {
             authority,
             front,
             http,
+            api,
             verifier,
             control,
             addr,
@@ -202,6 +207,7 @@ impl Daemon {
             authority,
             front,
             http,
+            api,
             verifier,
             control,
             addr,
@@ -235,7 +241,7 @@ impl Daemon {
         let mut http_task = tokio::spawn({
             let (stop_tx, done) = (stop_tx.clone(), stopped(&stop_rx));
             async move {
-                if let Err(error) = http::serve(http, state, done).await {
+                if let Err(error) = http::serve(http, api.listener, state, done).await {
                     tracing::error!(error = %error, "http server failed");
                 }
                 stop_tx.send_replace(true);
@@ -289,6 +295,7 @@ impl Daemon {
             scheduler_task.abort();
         }
         // Only the files bound here: a successor may already have bound the paths.
+        socket::remove(&api.file);
         socket::remove(&verifier.file);
         socket::remove(&control.file);
         let recorded = store.stop_epoch(authority.epoch(), now_ms()).await;

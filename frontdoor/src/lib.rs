@@ -29,7 +29,10 @@ use hyper_util::{
     server::{conn::auto, graceful::GracefulShutdown},
     service::TowerToHyperService,
 };
-use tokio::net::TcpListener;
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    net::{TcpListener, TcpStream, UnixListener, UnixStream},
+};
 use tokio_rustls::TlsAcceptor;
 
 pub use slots::Slots;
@@ -108,10 +111,36 @@ pub fn open_files() -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// A listener [`serve`] takes connections from: TCP, or a Unix socket for a peer on the
+/// same host.
+pub trait Accept: Send + Sync {
+    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// The next connection and who it is from (for the log).
+    fn accept_one(&self) -> impl Future<Output = io::Result<(Self::Io, String)>> + Send;
+}
+
+impl Accept for TcpListener {
+    type Io = TcpStream;
+    async fn accept_one(&self) -> io::Result<(TcpStream, String)> {
+        let (stream, peer) = self.accept().await?;
+        // Answers are small and written whole: send them at once.
+        let _ = stream.set_nodelay(true);
+        Ok((stream, peer.to_string()))
+    }
+}
+
+impl Accept for UnixListener {
+    type Io = UnixStream;
+    async fn accept_one(&self) -> io::Result<(UnixStream, String)> {
+        let (stream, _) = self.accept().await?;
+        Ok((stream, "unix".to_owned()))
+    }
+}
+
 /// Serves `router` on `listener` (over TLS when `tls` is set) until `shutdown` resolves,
 /// then stops accepting and lets every connection finish what it is serving.
-pub async fn serve(
-    listener: TcpListener,
+pub async fn serve<L: Accept>(
+    listener: L,
     tls: Option<TlsAcceptor>,
     router: Router,
     limits: Limits,
@@ -130,8 +159,8 @@ pub async fn serve(
             () = slots.room() => {}
             () = &mut shutdown => break,
         }
-        let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
+        let (io, peer) = tokio::select! {
+            accepted = listener.accept_one() => match accepted {
                 Ok(conn) => conn,
                 Err(e) => {
                     // Out of descriptors, say: back off instead of spinning.
@@ -168,15 +197,12 @@ pub async fn serve(
                 let result = match tls {
                     None => {
                         let conn =
-                            builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
+                            builder.serve_connection_with_upgrades(TokioIo::new(io), service);
                         watcher.watch(conn.into_owned()).await
                     }
                     Some(acceptor) => {
-                        let tls = match tokio::time::timeout(
-                            HANDSHAKE_TIMEOUT,
-                            acceptor.accept(tcp),
-                        )
-                        .await
+                        let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io))
+                            .await
                         {
                             Ok(Ok(tls)) => tls,
                             Ok(Err(e)) => {

@@ -29,6 +29,10 @@ pub struct Cli {
     /// studiod's HTTP API address (loopback).
     #[arg(long, env = "STUDIO_DAEMON_ADDR", default_value = "127.0.0.1:8766")]
     pub daemon_addr: SocketAddr,
+    /// Reach studiod's API over this Unix socket (its `run/api.sock`) instead of TCP;
+    /// `studio up` passes it.
+    #[arg(long, env = "STUDIO_DAEMON_SOCKET")]
+    pub daemon_socket: Option<PathBuf>,
     /// The origin browsers use to reach this app (required for a non-loopback bind).
     #[arg(long, env = "STUDIO_PUBLIC_ORIGIN")]
     pub public_origin: Option<String>,
@@ -71,6 +75,9 @@ pub struct Config {
     pub home: Home,
     pub addr: SocketAddr,
     pub daemon_addr: SocketAddr,
+    /// When set, the API is reached over this Unix socket (`daemon_addr` still names it in
+    /// `Host`).
+    pub daemon_socket: Option<PathBuf>,
     /// Normalised (`scheme://host[:port]`).
     pub public_origin: Option<String>,
     /// Normalised extra origins.
@@ -139,6 +146,7 @@ impl Config {
             home: Home::resolve(cli.home),
             addr: cli.addr,
             daemon_addr: cli.daemon_addr,
+            daemon_socket: cli.daemon_socket,
             public_origin,
             allowed_origins,
             tls,
@@ -174,6 +182,7 @@ impl Config {
             home,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             daemon_addr: SocketAddr::from(([127, 0, 0, 1], 8766)),
+            daemon_socket: None,
             public_origin: None,
             allowed_origins: Vec::new(),
             tls: None,

@@ -93,6 +93,7 @@ impl Application {
             verifier,
             proxy: proxy::Proxy::new(
                 config.daemon_addr,
+                config.daemon_socket.clone(),
                 config.app_key.clone(),
                 config.upstream_timeout,
             ),

@@ -1,22 +1,36 @@
 //! The reverse proxy to studiod for daemon-owned `/api` routes: the caller's bearer as
 //! `Authorization`, the browser's Origin asserted with the app key's signature, bodies
-//! streamed both ways (server-sent events pass through unbuffered).
+//! streamed both ways (server-sent events pass through unbuffered). Upstream is studiod's
+//! `run/api.sock` when it runs on this host (`studio up` says so), else its TCP address.
 //!
 //! Invariant: nothing the browser sent can pose as the app's assertion — its cookies and
 //! any `x-studio-forwarded-*` headers are stripped before the signed ones are added.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{
+    future::Future,
+    io,
+    net::SocketAddr,
+    path::PathBuf,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
 
 use axum::{
     body::Body,
     extract::{Request, State},
     response::{IntoResponse, Response},
 };
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri, Version, header, request::Parts};
+use http::{
+    HeaderMap, HeaderName, HeaderValue, Method, Uri, Version, header,
+    request::Parts,
+    uri::{Authority, PathAndQuery, Scheme},
+};
 use http_body_util::{LengthLimitError, Limited};
 use hyper_util::{
-    client::legacy::{Client, connect::HttpConnector},
-    rt::TokioExecutor,
+    client::legacy::{Client, ResponseFuture, connect::HttpConnector},
+    rt::{TokioExecutor, TokioIo},
 };
 use studio_contract::{
     API_BODY_LIMIT,
@@ -25,6 +39,7 @@ use studio_contract::{
     secret::AppKey,
     time::now_ms,
 };
+use tokio::net::UnixStream;
 
 use crate::{cookie, frontdoor::Admitted, http::AppState};
 
@@ -57,23 +72,76 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// Connects to studiod's API socket (every request's URI names the same daemon).
+#[derive(Clone)]
+struct UnixConnector(Arc<PathBuf>);
+
+impl tower::Service<Uri> for UnixConnector {
+    type Response = TokioIo<UnixStream>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Uri) -> Self::Future {
+        let path = self.0.clone();
+        Box::pin(async move { UnixStream::connect(&*path).await.map(TokioIo::new) })
+    }
+}
+
+/// How requests reach studiod: a pool of connections over TCP or its Unix socket.
+#[derive(Clone)]
+enum Upstream {
+    Tcp(Client<HttpConnector, Body>),
+    Unix(Client<UnixConnector, Body>),
+}
+
+impl Upstream {
+    fn request(&self, req: Request) -> ResponseFuture {
+        match self {
+            Self::Tcp(client) => client.request(req),
+            Self::Unix(client) => client.request(req),
+        }
+    }
+}
+
 /// The HTTP client to studiod and what it needs to assert an origin.
 #[derive(Clone)]
 pub(crate) struct Proxy {
-    client: Client<HttpConnector, Body>,
-    daemon: SocketAddr,
+    upstream: Upstream,
+    /// studiod's address as every upstream URI and `Host` name it.
+    authority: Authority,
+    host: HeaderValue,
     key: AppKey,
     timeout: Duration,
 }
 
 impl Proxy {
-    pub(crate) fn new(daemon: SocketAddr, key: AppKey, timeout: Duration) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(timeout));
-        connector.set_nodelay(true);
+    /// Over `socket` when given, else TCP to `daemon`.
+    pub(crate) fn new(
+        daemon: SocketAddr,
+        socket: Option<PathBuf>,
+        key: AppKey,
+        timeout: Duration,
+    ) -> Self {
+        let builder = Client::builder(TokioExecutor::new());
+        let upstream = match socket {
+            Some(path) => Upstream::Unix(builder.build(UnixConnector(Arc::new(path)))),
+            None => {
+                let mut connector = HttpConnector::new();
+                connector.set_connect_timeout(Some(timeout));
+                connector.set_nodelay(true);
+                Upstream::Tcp(builder.build(connector))
+            }
+        };
+        let name = daemon.to_string();
         Self {
-            client: Client::builder(TokioExecutor::new()).build(connector),
-            daemon,
+            upstream,
+            authority: Authority::try_from(name.as_str())
+                .expect("a socket address is an authority"),
+            host: HeaderValue::try_from(name).expect("a socket address is a header value"),
             key,
             timeout,
         }
@@ -97,8 +165,13 @@ impl Proxy {
         let path_and_query = parts
             .uri
             .path_and_query()
-            .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
-        parts.uri = Uri::try_from(format!("http://{}{path_and_query}", self.daemon))
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        parts.uri = Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(self.authority.clone())
+            .path_and_query(path_and_query.clone())
+            .build()
             .map_err(|_| ApiError::new(Code::BadRequest, "invalid request target"))?;
         // The upstream connection is HTTP/1.1 whatever the browser spoke.
         parts.version = Version::HTTP_11;
@@ -118,13 +191,13 @@ impl Proxy {
             HeaderValue::try_from(s)
                 .map_err(|_| ApiError::new(Code::BadRequest, "header not representable"))
         };
-        headers.insert(header::HOST, value(self.daemon.to_string())?);
+        headers.insert(header::HOST, self.host.clone());
         headers.insert(header::AUTHORIZATION, value(format!("Bearer {bearer}"))?);
         let signature = forward::sign(
             &self.key,
             now_ms,
             parts.method.as_str(),
-            &path_and_query,
+            path_and_query.as_str(),
             &origin,
         );
         headers.insert(forward::ORIGIN_HEADER, value(origin)?);
@@ -136,7 +209,7 @@ impl Proxy {
     /// the body then streams for as long as the daemon keeps it open.
     pub(crate) async fn send(&self, req: Request) -> Result<Response, ApiError> {
         let unavailable = || ApiError::new(Code::DaemonUnavailable, "the daemon is unavailable");
-        match tokio::time::timeout(self.timeout, self.client.request(req)).await {
+        match tokio::time::timeout(self.timeout, self.upstream.request(req)).await {
             Ok(Ok(response)) => {
                 let mut response = response.map(Body::new);
                 strip_hop_by_hop(response.headers_mut());

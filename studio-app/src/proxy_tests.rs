@@ -86,7 +86,7 @@ fn browser_request() -> Request {
 async fn rewrites_headers_and_signs_the_origin() {
     let key = AppKey::generate();
     let addr = upstream().await;
-    let proxy = Proxy::new(addr, key.clone(), Duration::from_secs(5));
+    let proxy = Proxy::new(addr, None, key.clone(), Duration::from_secs(5));
     let upstream_req = proxy
         .rewrite(browser_request(), "sta_cookie", now_ms())
         .expect("rewrite");
@@ -134,7 +134,7 @@ async fn rewrites_headers_and_signs_the_origin() {
 async fn no_origin_is_forwarded_as_empty_and_signed() {
     let key = AppKey::generate();
     let addr = upstream().await;
-    let proxy = Proxy::new(addr, key.clone(), Duration::from_secs(5));
+    let proxy = Proxy::new(addr, None, key.clone(), Duration::from_secs(5));
     let req = Request::builder()
         .uri("/api/identity")
         .header(header::AUTHORIZATION, "Bearer client-token")
@@ -172,7 +172,7 @@ async fn no_origin_is_forwarded_as_empty_and_signed() {
 #[tokio::test]
 async fn event_streams_pass_through_unbuffered() {
     let addr = upstream().await;
-    let proxy = Proxy::new(addr, AppKey::generate(), Duration::from_secs(5));
+    let proxy = Proxy::new(addr, None, AppKey::generate(), Duration::from_secs(5));
     let req = Request::builder()
         .uri("/api/events")
         .body(Body::empty())
@@ -193,7 +193,7 @@ async fn event_streams_pass_through_unbuffered() {
 #[tokio::test]
 async fn a_silent_or_absent_daemon_is_unavailable() {
     let addr = upstream().await;
-    let proxy = Proxy::new(addr, AppKey::generate(), Duration::from_millis(300));
+    let proxy = Proxy::new(addr, None, AppKey::generate(), Duration::from_millis(300));
     let started = Instant::now();
     let req = Request::builder()
         .uri("/api/slow")
@@ -211,7 +211,7 @@ async fn a_silent_or_absent_daemon_is_unavailable() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr")
     };
-    let proxy = Proxy::new(closed, AppKey::generate(), Duration::from_millis(300));
+    let proxy = Proxy::new(closed, None, AppKey::generate(), Duration::from_millis(300));
     let req = Request::builder()
         .uri("/api/identity")
         .body(Body::empty())
@@ -255,4 +255,58 @@ fn only_what_studiod_serves_is_forwarded() {
     ] {
         assert!(!proxied(not), "{not}");
     }
+}
+
+#[tokio::test]
+async fn over_the_daemons_socket_the_same_request_arrives() {
+    let dir = std::env::temp_dir().join(format!("studio-app-proxy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("api.sock");
+    let _ = std::fs::remove_file(&path);
+    let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+    tokio::spawn(async move { axum::serve(listener, Router::new().fallback(echo)).await });
+    // The TCP address still names studiod in the URI and `Host`; nothing listens there.
+    let named: SocketAddr = "127.0.0.1:9".parse().expect("addr");
+    let key = AppKey::generate();
+    let proxy = Proxy::new(
+        named,
+        Some(path.clone()),
+        key.clone(),
+        Duration::from_secs(5),
+    );
+    for _ in 0..2 {
+        let upstream_req = proxy
+            .rewrite(browser_request(), "sta_cookie", now_ms())
+            .expect("rewrite");
+        let response = proxy.send(upstream_req).await.expect("response");
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let seen: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(seen["target"], "/api/runs?limit=5");
+        assert_eq!(seen["headers"]["host"], json!(["127.0.0.1:9"]));
+        assert_eq!(
+            seen["headers"]["authorization"],
+            json!(["Bearer sta_cookie"])
+        );
+        assert_eq!(seen["body"], r#"{"a":1}"#);
+    }
+
+    // A daemon that is gone (no socket file) is unavailable, not an error of the caller.
+    std::fs::remove_file(&path).expect("remove");
+    let proxy = Proxy::new(named, Some(path), key, Duration::from_millis(300));
+    let req = Request::builder()
+        .uri("/api/identity")
+        .body(Body::empty())
+        .expect("request");
+    let err = proxy
+        .send(proxy.rewrite(req, "t", now_ms()).expect("rewrite"))
+        .await
+        .expect_err("refused");
+    assert_eq!(err.code, Code::DaemonUnavailable);
+    let _ = std::fs::remove_dir_all(&dir);
 }

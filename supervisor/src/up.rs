@@ -337,6 +337,9 @@ impl Launch<'_> {
         args.extend(["--home".into(), home]);
         args.extend(["--addr".into(), cfg.app_addr.to_string().into()]);
         args.extend(["--daemon-addr".into(), daemon_addr.into()]);
+        // Same host: the API over studiod's own socket, not a loopback TCP hop.
+        let socket = cfg.home.api_socket().into_os_string();
+        args.extend(["--daemon-socket".into(), socket]);
         args.extend([
             "--app-key-stdin".into(),
             "--supervisor-pid".into(),

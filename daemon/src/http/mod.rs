@@ -22,7 +22,7 @@ use axum::{
     routing::{MethodFilter, MethodRouter, on},
 };
 use studio_api::routes::{Op, ROUTES};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 
 pub(crate) use front::FrontDoor;
 
@@ -88,12 +88,26 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
     }
 }
 
-/// Serves until `shutdown` resolves, then lets in-flight requests finish.
+/// Serves the API on `tcp` and on `unix` (the same router behind the same door) until
+/// `shutdown` resolves, then lets in-flight requests on both finish.
 pub(crate) async fn serve(
-    listener: TcpListener,
+    tcp: TcpListener,
+    unix: UnixListener,
     state: ApiState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = studio_frontdoor::Limits::for_open_files(studio_frontdoor::open_files());
-    studio_frontdoor::serve(listener, None, router(state), limits, shutdown).await
+    let router = router(state);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let on_tcp = studio_frontdoor::serve(tcp, None, router.clone(), limits, until(stop_rx.clone()));
+    let on_unix = studio_frontdoor::serve(unix, None, router, limits, until(stop_rx));
+    let stop_both = async move {
+        shutdown.await;
+        stop.send_replace(true);
+        Ok(())
+    };
+    tokio::try_join!(on_tcp, on_unix, stop_both).map(|_| ())
 }

@@ -1,10 +1,14 @@
 //! One table of front-door cases (the Host grammar, origins, media types, methods and
 //! the bearer) sent byte for byte to both listeners: studiod and studio-app share one
-//! front door (`studio_frontdoor::door`), so each case must be answered alike by both.
+//! front door (`studio_frontdoor::door`), so each case must be answered alike by both,
+//! and by studiod's `run/api.sock` (the app's way in), where Host must still name
+//! studiod's TCP address.
 
 use std::{
     io::{Read, Write},
     net::{SocketAddr, TcpStream},
+    os::unix::net::UnixStream,
+    path::PathBuf,
     time::Duration,
 };
 
@@ -461,14 +465,37 @@ impl Answer {
     }
 }
 
+/// Where a request is sent: a TCP listener, or studiod's API socket.
+#[derive(Clone)]
+enum Dial {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl Dial {
+    fn send(&self, request: &[u8]) -> Vec<u8> {
+        let timeout = Some(Duration::from_secs(10));
+        let mut raw = Vec::new();
+        match self {
+            Self::Tcp(addr) => {
+                let mut stream = TcpStream::connect(addr).expect("connect");
+                stream.set_read_timeout(timeout).expect("timeout");
+                stream.write_all(request).expect("write");
+                let _ = stream.read_to_end(&mut raw);
+            }
+            Self::Unix(path) => {
+                let mut stream = UnixStream::connect(path).expect("connect");
+                stream.set_read_timeout(timeout).expect("timeout");
+                stream.write_all(request).expect("write");
+                let _ = stream.read_to_end(&mut raw);
+            }
+        }
+        raw
+    }
+}
+
 /// Sends one request byte for byte and reads the whole answer (the connection closes).
-fn exchange(
-    addr: SocketAddr,
-    method: &str,
-    target: &str,
-    headers: &[String],
-    body: &str,
-) -> Answer {
+fn exchange(dial: &Dial, method: &str, target: &str, headers: &[String], body: &str) -> Answer {
     let mut request = format!("{method} {target} HTTP/1.1\r\n");
     for line in headers {
         request.push_str(line);
@@ -478,13 +505,7 @@ fn exchange(
         "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     ));
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    stream.write_all(request.as_bytes()).expect("write");
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
+    let raw = dial.send(request.as_bytes());
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let mut lines = head.split("\r\n");
@@ -506,13 +527,15 @@ fn exchange(
 
 struct Listener {
     name: &'static str,
+    dial: Dial,
+    /// The authority Host must name.
     addr: SocketAddr,
     other: u16,
 }
 
 fn check(listener: &Listener, fill: &dyn Fn(&str) -> String, c: &Case) {
     let headers: Vec<String> = c.headers.iter().map(|h| fill(h)).collect();
-    let answer = exchange(listener.addr, c.method, &fill(c.target), &headers, c.body);
+    let answer = exchange(&listener.dial, c.method, &fill(c.target), &headers, c.body);
     let at = format!(
         "{} on {} ({} {})",
         c.what, listener.name, c.method, c.target
@@ -559,11 +582,19 @@ fn both_listeners_answer_the_front_door_table_alike() {
     let listeners = [
         Listener {
             name: "studio-app",
+            dial: Dial::Tcp(studio.app_addr),
             addr: studio.app_addr,
             other: studio.daemon_addr.port(),
         },
         Listener {
             name: "studiod",
+            dial: Dial::Tcp(studio.daemon_addr),
+            addr: studio.daemon_addr,
+            other: studio.app_addr.port(),
+        },
+        Listener {
+            name: "studiod's run/api.sock",
+            dial: Dial::Unix(studio.home.path().join("run/api.sock")),
             addr: studio.daemon_addr,
             other: studio.app_addr.port(),
         },
@@ -579,12 +610,12 @@ fn both_listeners_answer_the_front_door_table_alike() {
         };
         for host in ACCEPTED_HOSTS {
             let head = [format!("Host: {}", fill(host))];
-            let answer = exchange(listener.addr, "GET", "/health", &head, "");
+            let answer = exchange(&listener.dial, "GET", "/health", &head, "");
             assert_eq!(answer.status, 200, "Host {host:?} on {}", listener.name);
         }
         for host in REFUSED_HOSTS {
             let head = [format!("Host: {}", fill(host))];
-            let answer = exchange(listener.addr, "GET", "/health", &head, "");
+            let answer = exchange(&listener.dial, "GET", "/health", &head, "");
             assert_eq!(answer.status, 400, "Host {host:?} on {}", listener.name);
             let body: ErrorBody = serde_json::from_str(&answer.body).expect("error body");
             assert_eq!(body.code.to_string(), "invalid_host");
