@@ -1,6 +1,9 @@
 //! Every SQL statement of the scheduler: schedules, runs, their transitions and the
 //! event log. Each change of a run or schedule writes its event in the same transaction,
 //! so the event stream never shows what did not happen, nor misses what did.
+//!
+//! Reads are the crate's; every write is visible only inside `scheduling`, whose
+//! scheduler is the one write path (`commands`).
 
 use std::collections::HashMap;
 
@@ -432,7 +435,10 @@ impl SchedStore {
     // ---- schedules ----
 
     #[tracing::instrument(skip_all, fields(name = %row.name))]
-    pub(crate) async fn insert_schedule(&self, row: &ScheduleRow) -> Result<EventRow, WriteError> {
+    pub(in crate::scheduling) async fn insert_schedule(
+        &self,
+        row: &ScheduleRow,
+    ) -> Result<EventRow, WriteError> {
         let mut tx = self.writer.begin().await?;
         if !insert_row(&mut tx, row).await? {
             return Err(WriteError::NameTaken(row.name.clone()));
@@ -450,7 +456,7 @@ impl SchedStore {
 
     /// Replaces a schedule's row if its revision is still `expected_revision`.
     #[tracing::instrument(skip_all, fields(id = %row.id))]
-    pub(crate) async fn update_schedule(
+    pub(in crate::scheduling) async fn update_schedule(
         &self,
         row: &ScheduleRow,
         expected_revision: i64,
@@ -477,7 +483,7 @@ impl SchedStore {
     }
 
     #[tracing::instrument(skip_all, fields(id))]
-    pub(crate) async fn delete_schedule(
+    pub(in crate::scheduling) async fn delete_schedule(
         &self,
         id: &str,
         now_ms: i64,
@@ -570,7 +576,7 @@ impl SchedStore {
     }
 
     /// Moves a cursor from `expected` to `next` without a run (a disarm, a re-arm).
-    pub(crate) async fn move_cursor(
+    pub(in crate::scheduling) async fn move_cursor(
         &self,
         id: &str,
         expected: i64,
@@ -592,7 +598,7 @@ impl SchedStore {
     /// The fire transaction: the cursor advance (compare-and-set), the `max_runs` count
     /// and the run row with its transition and event commit together, or nothing does.
     #[tracing::instrument(skip_all, fields(schedule = ?run.schedule_id, kind = run.kind.as_str()))]
-    pub(crate) async fn claim(
+    pub(in crate::scheduling) async fn claim(
         &self,
         run: &NewRun,
         cursor: Cursor,
@@ -662,7 +668,7 @@ impl SchedStore {
 
     /// Compare-and-set of a run's status, with its transition and event.
     #[tracing::instrument(skip_all, fields(run = id, to = to.as_str()))]
-    pub(crate) async fn transition(
+    pub(in crate::scheduling) async fn transition(
         &self,
         id: &str,
         from: RunStatus,
@@ -709,7 +715,7 @@ impl SchedStore {
     }
 
     /// Stamps the confirmed launch; from here on the run is never fired again.
-    pub(crate) async fn mark_dispatched(
+    pub(in crate::scheduling) async fn mark_dispatched(
         &self,
         id: &str,
         pid: u32,
@@ -735,7 +741,7 @@ impl SchedStore {
     /// A run that was never launched is tombstoned and replaced by a fresh one that takes
     /// over its occurrence key, in one transaction. The replacement is not counted again.
     #[tracing::instrument(skip_all, fields(run = old.id))]
-    pub(crate) async fn tombstone_and_replace(
+    pub(in crate::scheduling) async fn tombstone_and_replace(
         &self,
         old: &RunRow,
         new_id: &str,
@@ -873,7 +879,10 @@ impl SchedStore {
     }
 
     /// Drops the hourly counts of hours that began before `before_ms`.
-    pub(crate) async fn prune_run_counts(&self, before_ms: i64) -> Result<u64, StoreError> {
+    pub(in crate::scheduling) async fn prune_run_counts(
+        &self,
+        before_ms: i64,
+    ) -> Result<u64, StoreError> {
         let done = sqlx::query("DELETE FROM run_counts_hourly WHERE hour_ms < ?")
             .bind(before_ms)
             .execute(&self.writer)
@@ -946,7 +955,11 @@ impl SchedStore {
     }
 
     /// Records a schedule's derived cadence (not a revision: the spec is unchanged).
-    pub(crate) async fn set_cadence(&self, id: &str, cadence_ms: i64) -> Result<(), StoreError> {
+    pub(in crate::scheduling) async fn set_cadence(
+        &self,
+        id: &str,
+        cadence_ms: i64,
+    ) -> Result<(), StoreError> {
         sqlx::query("UPDATE schedules SET cadence_ms = ? WHERE id = ? AND cadence_ms IS NULL")
             .bind(cadence_ms)
             .bind(id)
@@ -1004,7 +1017,7 @@ impl SchedStore {
     }
 
     /// Keeps the newest `keep` events.
-    pub(crate) async fn prune_events(&self, keep: i64) -> Result<u64, StoreError> {
+    pub(in crate::scheduling) async fn prune_events(&self, keep: i64) -> Result<u64, StoreError> {
         let done = sqlx::query("DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - ?")
             .bind(keep)
             .execute(&self.writer)

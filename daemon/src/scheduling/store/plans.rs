@@ -62,7 +62,7 @@ impl SchedStore {
     /// delete with its event, each update and delete a compare-and-set on the revision.
     /// The first write that finds its row moved (or its name taken) rolls everything back.
     #[tracing::instrument(skip_all, fields(writes = writes.len()))]
-    pub(crate) async fn apply_plan(
+    pub(in crate::scheduling) async fn apply_plan(
         &self,
         writes: &[PlanWrite],
         now_ms: i64,
