@@ -4,7 +4,10 @@
 use studio_api::ScheduleOp;
 
 use super::{
-    SchedStore, append_event, insert_row, is_unique_violation, schedule_event, update_row,
+    SchedStore,
+    events::{append_event, schedule_event},
+    is_unique_violation,
+    schedules::{insert_row, update_row},
 };
 use crate::{
     scheduling::model::{EventRow, ScheduleRow},
