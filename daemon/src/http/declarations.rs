@@ -1,7 +1,7 @@
 //! `/api/declarations`: plan, apply and export of ScheduleSet documents
 //! (docs/DECLARATIONS.md). The rules live in `scheduling::declare` and
-//! `scheduling::export`; this module reads the rows, answers, and after an apply re-arms
-//! the scheduler and publishes the events.
+//! `scheduling::export`; this module reads the rows and answers, and an apply is the
+//! scheduler's command (`Scheduler::apply_plan`).
 
 use axum::{Json, extract::State};
 use serde::Deserialize;
@@ -21,7 +21,7 @@ use crate::scheduling::{
     declare::{self, Env, Plan, Request},
     export,
     model::ScheduleRow,
-    store::{PlanError, PlanWrite},
+    store::PlanError,
 };
 
 /// `409 plan_has_errors`: the error body with the plan beside it, so the caller can
@@ -70,10 +70,10 @@ fn parse(body: &str) -> Result<Request, ApiError> {
 /// The current rows and the plan of `req` against them.
 async fn planned(state: &ApiState, req: &Request) -> Result<(Vec<ScheduleRow>, Plan), ApiError> {
     let s = &state.scheduler;
-    let rows = s.store.all_schedules().await.map_err(store_error)?;
-    let allowlist = s.allowlist.snapshot();
+    let rows = s.reads().all_schedules().await.map_err(store_error)?;
+    let allowlist = s.allowlist_snapshot();
     let env = Env {
-        default_zone: &s.default_zone,
+        default_zone: s.default_zone(),
         allowlist: &allowlist,
         now_ms: now_ms(),
     };
@@ -104,26 +104,13 @@ pub(crate) async fn apply(
     if plan.has_errors() {
         return Err(plan_refused(&plan));
     }
-    let writes = plan.writes();
-    let s = &state.scheduler;
-    match s.store.apply_plan(&writes, now_ms()).await {
-        Ok(events) => {
-            for event in events {
-                s.publish(event);
-            }
-        }
+    match state.scheduler.apply_plan(&plan.writes()).await {
+        Ok(()) => {}
         Err(PlanError::Conflict(name)) => {
             let message = format!("{name} changed meanwhile; nothing was written, plan again");
             return Err(moved(name, message));
         }
         Err(PlanError::Store(e)) => return Err(store_error(e)),
-    }
-    for write in &writes {
-        match write {
-            PlanWrite::Insert(row) | PlanWrite::Update { row, .. } => s.rearm(row),
-            PlanWrite::Delete { row, .. } => s.forget(&row.id),
-            PlanWrite::Check { .. } => {}
-        }
     }
     Ok(Json(plan.view()))
 }
@@ -140,7 +127,7 @@ pub(crate) async fn export(
 ) -> Result<Json<studio_api::Export>, ApiError> {
     let rows = state
         .scheduler
-        .store
+        .reads()
         .all_schedules()
         .await
         .map_err(store_error)?;

@@ -34,7 +34,7 @@ pub(crate) async fn stream(
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(-1);
     let scheduler = state.scheduler.clone();
-    let mut stop = scheduler.stop.clone();
+    let mut stop = scheduler.stopping();
     // Subscribed before the backlog is read, so nothing falls between the two.
     let mut live = scheduler.subscribe();
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(64);
@@ -46,7 +46,7 @@ pub(crate) async fn stream(
         loop {
             // Catch up from the log (at start, and whenever the live channel lagged).
             loop {
-                let Ok(page) = scheduler.store.events_after(last, PAGE).await else {
+                let Ok(page) = scheduler.reads().events_after(last, PAGE).await else {
                     return;
                 };
                 for e in &page {
@@ -85,5 +85,5 @@ pub(crate) async fn stream(
 }
 
 async fn latest_seq(scheduler: &crate::scheduling::Scheduler) -> i64 {
-    scheduler.store.latest_event_seq().await.unwrap_or(0)
+    scheduler.reads().latest_event_seq().await.unwrap_or(0)
 }

@@ -68,7 +68,7 @@ pub(crate) async fn list_for_schedule(
 ) -> Result<Json<RunPage>, ApiError> {
     if state
         .scheduler
-        .store
+        .reads()
         .schedule(&id)
         .await
         .map_err(store_error)?
@@ -90,7 +90,7 @@ async fn list_filtered(
         })?),
         None => None,
     };
-    let store = &state.scheduler.store;
+    let store = state.scheduler.reads();
     let named = match q.schedule_name.as_deref().filter(|n| !n.is_empty()) {
         Some(name) => Some(
             store
@@ -182,7 +182,7 @@ pub(crate) async fn get_one(
     State(state): State<ApiState>,
     Path(id): Path<String>,
 ) -> Result<Json<RunDetail>, ApiError> {
-    let store = &state.scheduler.store;
+    let store = state.scheduler.reads();
     let run = store
         .run(&id)
         .await
@@ -224,7 +224,7 @@ pub(crate) async fn log(
     };
     if state
         .scheduler
-        .store
+        .reads()
         .run(&id)
         .await
         .map_err(store_error)?
@@ -233,11 +233,7 @@ pub(crate) async fn log(
         return Err(run_not_found());
     }
     // The id came from the store, so it names a folder of ours, not a path of the caller's.
-    let path = state
-        .scheduler
-        .runs_dir
-        .join(&id)
-        .join(format!("{stream}.log"));
+    let path = state.scheduler.run_log(&id, stream);
     let offset = q.offset.unwrap_or(0);
     let limit = q.limit.unwrap_or(64 * 1024).clamp(1, LOG_READ_MAX);
     let (size, bytes) = match tokio::fs::File::open(&path).await {
@@ -279,7 +275,7 @@ pub(crate) async fn cancel(
 ) -> Result<Json<Run>, ApiError> {
     let row = state
         .scheduler
-        .cancel(&id, "cancelled_by_user")
+        .cancel_run(&id)
         .await
         .map_err(engine_error)?;
     Ok(Json(row.view()))

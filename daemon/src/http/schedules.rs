@@ -1,5 +1,6 @@
 //! `/api/schedules`: create, read, patch (a JSON merge patch), delete, enable, disable,
-//! trigger and preview. Every write re-arms the scheduler's queue.
+//! trigger and preview. Every write is a scheduler command (`scheduling::commands`),
+//! which publishes its event and re-arms the queue.
 
 use std::sync::Arc;
 
@@ -24,11 +25,11 @@ use super::{
 };
 use crate::scheduling::{
     Scheduler,
-    define::{new_row, revised_row, toggled_row},
+    define::{new_row, revised_row},
     engine::EngineError,
     health::{HEALTHS, health},
     model::ScheduleRow,
-    store::{ScheduleFilter, WriteError},
+    store::ScheduleFilter,
 };
 
 pub(crate) fn store_error(e: crate::store::StoreError) -> ApiError {
@@ -39,6 +40,13 @@ pub(crate) fn store_error(e: crate::store::StoreError) -> ApiError {
 pub(crate) fn engine_error(e: EngineError) -> ApiError {
     match e {
         EngineError::ScheduleNotFound => not_found(),
+        EngineError::NameTaken(name) => {
+            ApiError::new(Code::NameTaken, format!("a schedule named {name:?} exists"))
+        }
+        EngineError::Moved => ApiError::new(
+            Code::Conflict,
+            "the schedule changed meanwhile; read it and retry",
+        ),
         EngineError::RunNotFound => ApiError::new(Code::RunNotFound, "no such run"),
         EngineError::RunNotActive => ApiError::new(Code::RunNotActive, "the run has already ended"),
         EngineError::MaxRunsReached => ApiError::new(
@@ -66,9 +74,9 @@ fn scheduler(state: &ApiState) -> &Arc<Scheduler> {
 
 fn check(state: &ApiState, spec: ScheduleSpec, now: i64) -> Result<Validated, ApiError> {
     let s = scheduler(state);
-    let allowlist = s.allowlist.snapshot();
+    let allowlist = s.allowlist_snapshot();
     let ctx = Context {
-        default_zone: &s.default_zone,
+        default_zone: s.default_zone(),
         allowlist: Some(&allowlist),
         now_ms: Some(now),
         require_name: true,
@@ -119,7 +127,7 @@ pub(crate) fn view(row: &ScheduleRow, now: i64) -> Result<Schedule, ApiError> {
 
 async fn load(state: &ApiState, id: &str) -> Result<ScheduleRow, ApiError> {
     scheduler(state)
-        .store
+        .reads()
         .schedule(id)
         .await
         .map_err(store_error)?
@@ -133,18 +141,10 @@ pub(crate) async fn create(
     let now = now_ms();
     let validated = check(&state, parse(&body)?, now)?;
     let row = new_row(&validated, uuid::Uuid::now_v7().to_string(), now);
-    let s = scheduler(&state);
-    match s.store.insert_schedule(&row).await {
-        Ok(event) => s.publish(event),
-        Err(WriteError::NameTaken(name)) => {
-            return Err(ApiError::new(
-                Code::NameTaken,
-                format!("a schedule named {name:?} exists"),
-            ));
-        }
-        Err(WriteError::Store(e)) => return Err(store_error(e)),
-    }
-    s.rearm(&row);
+    scheduler(&state)
+        .create_schedule(&row)
+        .await
+        .map_err(engine_error)?;
     Ok((StatusCode::CREATED, Json(view(&row, now_ms())?)).into_response())
 }
 
@@ -202,7 +202,7 @@ pub(crate) async fn list(
         limit: limit + 1,
     };
     let rows = scheduler(&state)
-        .store
+        .reads()
         .list_schedules(&filter, now)
         .await
         .map_err(store_error)?;
@@ -276,24 +276,10 @@ pub(crate) async fn patch(
         // Nothing to change: no write, no revision, no event (as declarations behave).
         return Ok(Json(view(&current, now)?));
     }
-    let s = scheduler(&state);
-    match s.store.update_schedule(&row, current.revision).await {
-        Ok(Some(event)) => s.publish(event),
-        Ok(None) => {
-            return Err(ApiError::new(
-                Code::Conflict,
-                "the schedule changed meanwhile; read it and retry",
-            ));
-        }
-        Err(WriteError::NameTaken(name)) => {
-            return Err(ApiError::new(
-                Code::NameTaken,
-                format!("a schedule named {name:?} exists"),
-            ));
-        }
-        Err(WriteError::Store(e)) => return Err(store_error(e)),
-    }
-    s.rearm(&row);
+    scheduler(&state)
+        .update_schedule(&row, current.revision)
+        .await
+        .map_err(engine_error)?;
     Ok(Json(view(&row, now_ms())?))
 }
 
@@ -302,24 +288,16 @@ async fn set_enabled(
     id: &str,
     enabled: bool,
 ) -> Result<Json<Schedule>, ApiError> {
-    let current = load(state, id).await?;
-    let row = toggled_row(&current, enabled, &scheduler(state).default_zone, now_ms())
-        .map_err(engine_error)?;
-    let s = scheduler(state);
-    match s.store.update_schedule(&row, current.revision).await {
-        Ok(Some(event)) => s.publish(event),
-        Ok(None) => {
-            return Err(ApiError::new(
-                Code::Conflict,
-                "the schedule changed meanwhile; retry",
-            ));
-        }
-        Err(WriteError::NameTaken(_)) => {
-            return Err(ApiError::new(Code::Conflict, "name collision"));
-        }
-        Err(WriteError::Store(e)) => return Err(store_error(e)),
-    }
-    s.rearm(&row);
+    let row = scheduler(state)
+        .set_enabled(id, enabled)
+        .await
+        .map_err(|e| match e {
+            EngineError::Moved => {
+                ApiError::new(Code::Conflict, "the schedule changed meanwhile; retry")
+            }
+            EngineError::NameTaken(_) => ApiError::new(Code::Conflict, "name collision"),
+            other => engine_error(other),
+        })?;
     Ok(Json(view(&row, now_ms())?))
 }
 
@@ -341,15 +319,10 @@ pub(crate) async fn delete(
     State(state): State<ApiState>,
     Path(id): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
-    let s = scheduler(&state);
-    let event = s
-        .store
-        .delete_schedule(&id, now_ms())
+    scheduler(&state)
+        .delete_schedule(&id)
         .await
-        .map_err(store_error)?
-        .ok_or_else(not_found)?;
-    s.publish(event);
-    s.forget(&id);
+        .map_err(engine_error)?;
     Ok(Json(Deleted { deleted: true, id }))
 }
 
@@ -406,7 +379,7 @@ pub(crate) async fn preview(
     };
     let s = scheduler(&state);
     let ctx = Context {
-        default_zone: &s.default_zone,
+        default_zone: s.default_zone(),
         allowlist: None,
         now_ms: None,
         require_name: false,

@@ -20,7 +20,7 @@ const HOUR_MS: i64 = 3_600_000;
 const HOURS: i64 = 24;
 
 pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Summary>, ApiError> {
-    let store = &state.scheduler.store;
+    let store = state.scheduler.reads();
     let now = now_ms();
     let first_hour = now - now.rem_euclid(HOUR_MS) - (HOURS - 1) * HOUR_MS;
     let (census, counts, active) = tokio::join!(

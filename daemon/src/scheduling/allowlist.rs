@@ -74,7 +74,7 @@ pub(crate) struct Change {
 
 impl Scheduler {
     /// Seeds the stored list at the first start of `state.db`, then loads it.
-    pub(crate) async fn load_allowlist(&self) -> Result<(), StoreError> {
+    pub(super) async fn load_allowlist(&self) -> Result<(), StoreError> {
         let seed = &self.config.allowlist_seed;
         if self.store.seed_allowlist(seed, now_ms()).await? {
             tracing::info!(entries = seed.len(), "command allow-list seeded");

@@ -26,7 +26,7 @@ use super::{
     SchedulerConfig,
     allowlist::AllowList,
     model::{EventRow, RunKind, RunRow, RunStatus, ScheduleRow},
-    store::{Claim, Cursor, NewRun, SchedStore},
+    store::{Claim, Cursor, NewRun, SchedStore, WriteError},
 };
 use crate::{DaemonError, error::chain, store::StoreError};
 
@@ -47,11 +47,16 @@ const _: () = assert!(
 /// stop long after it (no restart followed) cancels jobs as any stop does.
 const DETACH_WINDOW_MS: i64 = 30_000;
 
-/// Why a manual trigger or cancel was refused.
+/// Why a scheduler command (a schedule write, a manual trigger, a cancel) was refused.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum EngineError {
     #[error("no such schedule")]
     ScheduleNotFound,
+    #[error("a schedule named {0:?} exists")]
+    NameTaken(String),
+    /// The row moved past the revision the write expected: nothing was written.
+    #[error("the schedule changed meanwhile")]
+    Moved,
     #[error("no such run")]
     RunNotFound,
     #[error("the run has already ended")]
@@ -64,6 +69,15 @@ pub(crate) enum EngineError {
     BadSpec(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl From<WriteError> for EngineError {
+    fn from(e: WriteError) -> Self {
+        match e {
+            WriteError::NameTaken(name) => Self::NameTaken(name),
+            WriteError::Store(e) => Self::Store(e),
+        }
+    }
 }
 
 /// A run the daemon is responsible for right now.
@@ -109,28 +123,28 @@ impl DueQueue {
 }
 
 pub(crate) struct Scheduler {
-    pub(crate) store: SchedStore,
-    pub(crate) config: SchedulerConfig,
-    pub(crate) default_zone: Zone,
-    pub(crate) runs_dir: PathBuf,
-    pub(crate) run_dir: PathBuf,
+    pub(super) store: SchedStore,
+    pub(super) config: SchedulerConfig,
+    pub(super) default_zone: Zone,
+    pub(super) runs_dir: PathBuf,
+    pub(super) run_dir: PathBuf,
     queue: Mutex<DueQueue>,
     wake: Notify,
-    pub(crate) active: Mutex<HashMap<String, Active>>,
-    pub(crate) slots: Arc<Semaphore>,
+    pub(super) active: Mutex<HashMap<String, Active>>,
+    pub(super) slots: Arc<Semaphore>,
     /// Fires being decided at once.
     firing: Arc<Semaphore>,
     /// Forks a shim per job (`docs/SHIMS.md`); `None` when none is configured.
-    pub(crate) launcher: Option<studio_runner::client::Launcher>,
+    pub(super) launcher: Option<studio_runner::client::Launcher>,
     /// The home lock's descriptor as the launcher inherits it, for shims to close.
-    pub(crate) lock_fd: Option<std::os::fd::RawFd>,
+    pub(super) lock_fd: Option<std::os::fd::RawFd>,
     events: broadcast::Sender<EventRow>,
-    pub(crate) stop: watch::Receiver<bool>,
+    pub(super) stop: watch::Receiver<bool>,
     /// What `command` actions may run (see `allowlist`).
-    pub(crate) allowlist: AllowList,
-    pub(crate) allowlist_writes: tokio::sync::Mutex<()>,
+    pub(super) allowlist: AllowList,
+    pub(super) allowlist_writes: tokio::sync::Mutex<()>,
     /// This boot's id: recorded with every job leader, checked before signalling one.
-    pub(crate) boot_id: String,
+    pub(super) boot_id: String,
     /// Until when (ms) a stop leaves running jobs to their shims for the next studiod to
     /// adopt instead of cancelling them: set by a `detach` request on the control socket
     /// for the stop that follows it (`studio restart daemon`), never for a later one.
@@ -219,11 +233,36 @@ impl Scheduler {
         self.events.subscribe()
     }
 
-    pub(crate) fn publish(&self, event: EventRow) {
+    /// The store, to read: its write methods are visible only inside `scheduling`.
+    pub(crate) fn reads(&self) -> &SchedStore {
+        &self.store
+    }
+
+    /// The zone of cron schedules that name none.
+    pub(crate) fn default_zone(&self) -> &Zone {
+        &self.default_zone
+    }
+
+    /// The command allow-list as it stands now.
+    pub(crate) fn allowlist_snapshot(&self) -> Arc<[String]> {
+        self.allowlist.snapshot()
+    }
+
+    /// The log file of one stream of a run (`runs/<id>/<stream>.log`).
+    pub(crate) fn run_log(&self, run_id: &str, stream: &str) -> PathBuf {
+        self.runs_dir.join(run_id).join(format!("{stream}.log"))
+    }
+
+    /// Turns `true` when studiod stops.
+    pub(crate) fn stopping(&self) -> watch::Receiver<bool> {
+        self.stop.clone()
+    }
+
+    pub(super) fn publish(&self, event: EventRow) {
         let _ = self.events.send(event);
     }
 
-    pub(crate) fn active(&self) -> std::sync::MutexGuard<'_, HashMap<String, Active>> {
+    pub(super) fn active(&self) -> std::sync::MutexGuard<'_, HashMap<String, Active>> {
         self.active.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -232,13 +271,14 @@ impl Scheduler {
     }
 
     /// Puts a schedule's current cursor in the queue (or takes it out) and wakes the loop.
-    pub(crate) fn rearm(&self, row: &ScheduleRow) {
+    pub(super) fn rearm(&self, row: &ScheduleRow) {
         let at = row.enabled.then_some(row.next_fire_at_ms).flatten();
         self.queue().set(&row.id, at);
         self.wake.notify_one();
     }
 
-    pub(crate) fn forget(&self, id: &str) {
+    /// Takes a schedule out of the queue and wakes the loop.
+    pub(super) fn forget(&self, id: &str) {
         self.queue().set(id, None);
         self.wake.notify_one();
     }
@@ -394,7 +434,7 @@ impl Scheduler {
         Ok(None)
     }
 
-    pub(crate) fn new_run(
+    pub(super) fn new_run(
         &self,
         row: &ScheduleRow,
         spec: &ScheduleSpec,
@@ -427,7 +467,7 @@ impl Scheduler {
     }
 
     /// Claims (one transaction), publishes, and launches what was claimed to run.
-    pub(crate) async fn claim_and_launch(
+    pub(super) async fn claim_and_launch(
         self: &Arc<Self>,
         mut run: NewRun,
         row: &ScheduleRow,
@@ -476,37 +516,8 @@ impl Scheduler {
         Ok(claim)
     }
 
-    /// `POST /api/schedules/{id}/trigger`: a counted run now; the cursor (and so an `at`
-    /// trigger) is left alone. Overlap and rate limits are for the clock, not for a person
-    /// asking; budget and `max_runs` hold for both.
-    pub(crate) async fn trigger(self: &Arc<Self>, id: &str) -> Result<RunRow, EngineError> {
-        let row = self
-            .store
-            .schedule(id)
-            .await?
-            .ok_or(EngineError::ScheduleNotFound)?;
-        let (spec, _) = arm(&row, &self.default_zone)?;
-        if let Some(budget) = spec.policies.budget_usd
-            && self.store.spend(id).await? >= budget
-        {
-            return Err(EngineError::BudgetExhausted);
-        }
-        let run = self.new_run(&row, &spec, RunKind::Manual, None, None);
-        match self.claim_and_launch(run, &row, Cursor::Keep).await? {
-            Claim::Claimed(run, _, after) => {
-                // The last allowed run disarms the schedule.
-                if after.is_none() {
-                    self.forget(id);
-                }
-                Ok(*run)
-            }
-            Claim::MaxRunsReached => Err(EngineError::MaxRunsReached),
-            Claim::Lost => Err(EngineError::ScheduleNotFound),
-        }
-    }
-
     /// Cancels an active run: a queued one at once, a running one through its group.
-    pub(crate) async fn cancel(&self, run_id: &str, reason: &str) -> Result<RunRow, EngineError> {
+    pub(super) async fn cancel(&self, run_id: &str, reason: &str) -> Result<RunRow, EngineError> {
         let row = self
             .store
             .run(run_id)

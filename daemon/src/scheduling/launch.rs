@@ -46,7 +46,7 @@ enum Refusal {
 impl Scheduler {
     /// Runs `run` to its end in its own task. `permit` is its concurrency slot when the
     /// claim already took one (the run is then `running`); otherwise it waits `queued`.
-    pub(crate) fn launch(
+    pub(super) fn launch(
         self: &Arc<Self>,
         run: RunRow,
         schedule: ScheduleRow,

@@ -4,8 +4,12 @@
 //! startup recovery, the stale-run reaper and the event log. See `docs/SCHEDULER.md`.
 //! Invariant: every status change is a compare-and-set in [`store`], committed with its
 //! transition and its event.
+//! Invariant: the scheduler is the only write path. A handler calls a command
+//! (`commands`), which writes, publishes and re-arms; the store's writes, `publish` and
+//! `rearm` are visible only inside this module.
 
 pub(crate) mod allowlist;
+mod commands;
 pub(crate) mod compare;
 pub(crate) mod declare;
 pub(crate) mod define;

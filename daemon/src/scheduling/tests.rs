@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::{
+    engine::EngineError,
     health::health,
     model::{Outcome, RunKind, RunRow, RunStatus, ScheduleRow, ScheduleStats},
     store::{Claim, Cursor, Finish, NewRun, RunFilter, SchedStore, ScheduleFilter},
@@ -1142,4 +1143,58 @@ async fn a_detach_spares_running_jobs_at_the_next_stop_only() {
         .store(0, std::sync::atomic::Ordering::SeqCst);
     s.drain().await;
     assert!(*cancelled.borrow(), "a later stop cancels");
+}
+
+/// Each schedule command publishes the event its write committed, and a refused write
+/// publishes nothing.
+#[tokio::test]
+async fn schedule_commands_publish_what_they_write_and_nothing_when_refused() {
+    let dir = TempDir::new("commands");
+    let s = scheduler(&dir).await;
+    let mut events = s.subscribe();
+    let op = |e: super::model::EventRow| {
+        let data: studio_api::ScheduleEvent = serde_json::from_str(&e.data).expect("event");
+        (e.kind, data.id, data.op)
+    };
+    let row = schedule("a", None, None);
+    s.create_schedule(&row).await.expect("create");
+    assert_eq!(
+        op(events.try_recv().expect("created")),
+        (
+            "schedule".into(),
+            "a".into(),
+            studio_api::ScheduleOp::Created
+        )
+    );
+    let mut twin = schedule("b", None, None);
+    twin.name.clone_from(&row.name);
+    assert!(matches!(
+        s.create_schedule(&twin).await,
+        Err(EngineError::NameTaken(name)) if name == row.name
+    ));
+    let mut revised = row.clone();
+    revised.revision = 2;
+    assert!(matches!(
+        s.update_schedule(&revised, 7).await,
+        Err(EngineError::Moved)
+    ));
+    assert!(
+        events.try_recv().is_err(),
+        "a refused write publishes nothing"
+    );
+    s.update_schedule(&revised, 1).await.expect("update");
+    assert_eq!(
+        op(events.try_recv().expect("updated")).2,
+        studio_api::ScheduleOp::Updated
+    );
+    s.delete_schedule("a").await.expect("delete");
+    assert_eq!(
+        op(events.try_recv().expect("deleted")).2,
+        studio_api::ScheduleOp::Deleted
+    );
+    assert!(matches!(
+        s.delete_schedule("a").await,
+        Err(EngineError::ScheduleNotFound)
+    ));
+    assert!(events.try_recv().is_err());
 }

@@ -39,7 +39,7 @@ impl SchedStore {
 
     /// Stores `entries` if this database was never seeded; afterwards the stored list is
     /// the owner's and the environment no longer matters. Whether it seeded now.
-    pub(crate) async fn seed_allowlist(
+    pub(in crate::scheduling) async fn seed_allowlist(
         &self,
         entries: &[String],
         now_ms: i64,
@@ -64,7 +64,7 @@ impl SchedStore {
     }
 
     /// Adds and removes in one transaction; the names that actually changed.
-    pub(crate) async fn change_allowlist(
+    pub(in crate::scheduling) async fn change_allowlist(
         &self,
         add: &[String],
         remove: &[String],

@@ -4,7 +4,10 @@
 use studio_api::ScheduleOp;
 
 use super::{
-    SchedStore, append_event, insert_row, is_unique_violation, schedule_event, update_row,
+    SchedStore,
+    events::{append_event, schedule_event},
+    is_unique_violation,
+    schedules::{insert_row, update_row},
 };
 use crate::{
     scheduling::model::{EventRow, ScheduleRow},
@@ -62,7 +65,7 @@ impl SchedStore {
     /// delete with its event, each update and delete a compare-and-set on the revision.
     /// The first write that finds its row moved (or its name taken) rolls everything back.
     #[tracing::instrument(skip_all, fields(writes = writes.len()))]
-    pub(crate) async fn apply_plan(
+    pub(in crate::scheduling) async fn apply_plan(
         &self,
         writes: &[PlanWrite],
         now_ms: i64,

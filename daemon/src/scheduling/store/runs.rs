@@ -1,0 +1,540 @@
+//! The runs table and `run_transitions`: the fire transaction (claim), each status change
+//! as a compare-and-set with its transition and event, the launch stamp, the tombstone
+//! and replacement of a run never launched, the run reads and lists, and the hourly run
+//! counts.
+
+use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
+use studio_runner::ProcessIdentity;
+
+use super::{
+    SchedStore,
+    events::{append_event, run_event},
+    is_unique_violation,
+};
+use crate::{
+    scheduling::model::{EventRow, RunKind, RunRow, RunStatus, TransitionRow},
+    store::StoreError,
+};
+
+const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
+    scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
+    stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
+    chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
+    pid_start_ticks, boot_id";
+
+/// A run as lists read it: its log tails (up to 64 KiB each) are left in the table.
+const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
+    scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
+    NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
+    counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
+    pid_start_ticks, boot_id";
+
+fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
+    Ok(RunRow {
+        id: r.try_get("id")?,
+        schedule_id: r.try_get("schedule_id")?,
+        occurrence_key: r.try_get("occurrence_key")?,
+        kind: r.try_get("kind")?,
+        status: r.try_get("status")?,
+        reason: r.try_get("reason")?,
+        action: r.try_get("action")?,
+        scheduled_at_ms: r.try_get("scheduled_at_ms")?,
+        created_at_ms: r.try_get("created_at_ms")?,
+        dispatched_at_ms: r.try_get("dispatched_at_ms")?,
+        finished_at_ms: r.try_get("finished_at_ms")?,
+        pid: r.try_get("pid")?,
+        program: r.try_get("program")?,
+        attempt: r.try_get("attempt")?,
+        leader: match (
+            r.try_get::<Option<i64>, _>("pid")?,
+            r.try_get::<Option<i64>, _>("pid_start_ticks")?,
+            r.try_get::<Option<String>, _>("boot_id")?,
+        ) {
+            (Some(pid), Some(ticks), Some(boot_id)) => {
+                match (u32::try_from(pid), u64::try_from(ticks)) {
+                    (Ok(pid), Ok(start_ticks)) => Some(ProcessIdentity {
+                        pid,
+                        start_ticks,
+                        boot_id,
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        },
+        exit_code: r.try_get("exit_code")?,
+        signal: r.try_get("signal")?,
+        stdout_tail: r.try_get("stdout_tail")?,
+        stderr_tail: r.try_get("stderr_tail")?,
+        stdout_bytes: r.try_get("stdout_bytes")?,
+        stderr_bytes: r.try_get("stderr_bytes")?,
+        cost_usd: r.try_get("cost_usd")?,
+        tokens: r.try_get("tokens")?,
+        counted: r.try_get::<i64, _>("counted")? != 0,
+        chain_parent_id: r.try_get("chain_parent_id")?,
+        chain_depth: r.try_get("chain_depth")?,
+        replaces_run_id: r.try_get("replaces_run_id")?,
+        follow_ups: r.try_get("follow_ups")?,
+    })
+}
+
+/// A run about to be written by a claim.
+#[derive(Debug, Clone)]
+pub(crate) struct NewRun {
+    pub id: String,
+    pub schedule_id: Option<String>,
+    pub occurrence_key: Option<String>,
+    pub kind: RunKind,
+    pub status: RunStatus,
+    pub reason: Option<String>,
+    pub action: String,
+    pub scheduled_at_ms: Option<i64>,
+    pub counted: bool,
+    pub chain_parent_id: Option<String>,
+    pub chain_depth: i64,
+    pub replaces_run_id: Option<String>,
+    pub follow_ups: Option<String>,
+    /// 1, or one more than the run this one replaces.
+    pub attempt: i64,
+}
+
+/// How the schedule's cursor moves with a claim.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cursor {
+    /// A scheduled occurrence: compare-and-set `next_fire_at_ms` from `expected` to `next`.
+    Advance { expected: i64, next: Option<i64> },
+    /// A manual trigger or a chain step: the cursor is not touched.
+    Keep,
+}
+
+/// What a claim did.
+#[derive(Debug)]
+pub(crate) enum Claim {
+    /// The run, its event, and the schedule's cursor after the claim (NULL once `max_runs`
+    /// is reached: the claim that uses the last run disarms the schedule).
+    Claimed(Box<RunRow>, EventRow, Option<i64>),
+    /// Someone else moved the cursor (or disabled the schedule) first: nothing written.
+    Lost,
+    /// `max_runs` is reached: nothing written (a scheduled claim also disarms).
+    MaxRunsReached,
+}
+
+/// The outcome fields a finish writes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Finish {
+    pub exit_code: Option<i64>,
+    pub signal: Option<i64>,
+    pub stdout_tail: Option<String>,
+    pub stderr_tail: Option<String>,
+    pub stdout_bytes: Option<i64>,
+    pub stderr_bytes: Option<i64>,
+    pub cost_usd: Option<f64>,
+    pub tokens: Option<i64>,
+}
+
+/// Filters of the runs list; the cursor is `(created_at_ms, id)` of the last row seen.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunFilter {
+    pub schedule_id: Option<String>,
+    pub status: Option<RunStatus>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    pub before: Option<(i64, String)>,
+    pub limit: i64,
+}
+
+/// The run list's statement. It names only the filters given (fixed fragments; values
+/// are bound as `?1`…`?7`), so SQLite walks the index that matches them: written as
+/// `(?1 IS NULL OR schedule_id = ?1)` the plan could use no index for either filter.
+fn runs_query(f: &RunFilter) -> String {
+    let mut clauses = vec!["1"];
+    if f.schedule_id.is_some() {
+        clauses.push("schedule_id = ?1");
+    }
+    if f.status.is_some() {
+        clauses.push("status = ?2");
+    }
+    if f.since_ms.is_some() {
+        clauses.push("created_at_ms >= ?3");
+    }
+    if f.until_ms.is_some() {
+        clauses.push("created_at_ms < ?4");
+    }
+    if f.before.is_some() {
+        clauses.push("(created_at_ms < ?5 OR (created_at_ms = ?5 AND id < ?6))");
+    }
+    format!(
+        "SELECT {RUN_LIST_COLUMNS} FROM runs WHERE {} ORDER BY created_at_ms DESC, id DESC LIMIT ?7",
+        clauses.join(" AND ")
+    )
+}
+
+async fn record_transition(
+    tx: &mut Transaction<'_, Sqlite>,
+    run_id: &str,
+    from: Option<RunStatus>,
+    to: RunStatus,
+    reason: Option<&str>,
+    now_ms: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO run_transitions (run_id, from_status, to_status, reason, at_ms) \
+         VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(run_id)
+    .bind(from.map(RunStatus::as_str))
+    .bind(to.as_str())
+    .bind(reason)
+    .bind(now_ms)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn insert_run(
+    tx: &mut Transaction<'_, Sqlite>,
+    run: &NewRun,
+    now_ms: i64,
+) -> Result<RunRow, sqlx::Error> {
+    let finished = run.status.is_terminal().then_some(now_ms);
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO runs (id, schedule_id, occurrence_key, kind, status, reason, action, \
+         scheduled_at_ms, created_at_ms, finished_at_ms, counted, chain_parent_id, chain_depth, \
+         replaces_run_id, follow_ups, attempt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+         RETURNING {RUN_COLUMNS}"
+    )))
+    .bind(&run.id)
+    .bind(&run.schedule_id)
+    .bind(&run.occurrence_key)
+    .bind(run.kind.as_str())
+    .bind(run.status.as_str())
+    .bind(&run.reason)
+    .bind(&run.action)
+    .bind(run.scheduled_at_ms)
+    .bind(now_ms)
+    .bind(finished)
+    .bind(i64::from(run.counted))
+    .bind(&run.chain_parent_id)
+    .bind(run.chain_depth)
+    .bind(&run.replaces_run_id)
+    .bind(&run.follow_ups)
+    .bind(run.attempt)
+    .fetch_one(&mut **tx)
+    .await?;
+    let row = run_from(&row)?;
+    record_transition(tx, &row.id, None, run.status, run.reason.as_deref(), now_ms).await?;
+    Ok(row)
+}
+
+impl SchedStore {
+    /// The fire transaction: the cursor advance (compare-and-set), the `max_runs` count
+    /// and the run row with its transition and event commit together, or nothing does.
+    #[tracing::instrument(skip_all, fields(schedule = ?run.schedule_id, kind = run.kind.as_str()))]
+    pub(in crate::scheduling) async fn claim(
+        &self,
+        run: &NewRun,
+        cursor: Cursor,
+        now_ms: i64,
+    ) -> Result<Claim, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let mut cursor_after = None;
+        if let Some(schedule_id) = &run.schedule_id {
+            let counted = i64::from(run.counted);
+            // Column references in SET read the old row: `runs_counted + counted` is the
+            // count after this claim.
+            let moved: Option<Option<i64>> = match cursor {
+                Cursor::Advance { expected, next } => sqlx::query_scalar(
+                    "UPDATE schedules SET last_fired_at_ms = ?1, runs_counted = runs_counted + ?2, \
+                     next_fire_at_ms = CASE WHEN max_runs IS NOT NULL AND runs_counted + ?2 >= max_runs \
+                     THEN NULL ELSE ?3 END \
+                     WHERE id = ?4 AND enabled = 1 AND next_fire_at_ms = ?1 \
+                     AND (?2 = 0 OR max_runs IS NULL OR runs_counted < max_runs) RETURNING next_fire_at_ms",
+                )
+                .bind(expected)
+                .bind(counted)
+                .bind(next)
+                .bind(schedule_id),
+                Cursor::Keep => sqlx::query_scalar(
+                    "UPDATE schedules SET runs_counted = runs_counted + ?1, \
+                     next_fire_at_ms = CASE WHEN max_runs IS NOT NULL AND runs_counted + ?1 >= max_runs \
+                     THEN NULL ELSE next_fire_at_ms END \
+                     WHERE id = ?2 AND (?1 = 0 OR max_runs IS NULL OR runs_counted < max_runs) \
+                     RETURNING next_fire_at_ms",
+                )
+                .bind(counted)
+                .bind(schedule_id),
+            }
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(after) = moved else {
+                let exhausted: Option<i64> = sqlx::query_scalar(
+                    "SELECT 1 FROM schedules WHERE id = ? AND max_runs IS NOT NULL AND runs_counted >= max_runs",
+                )
+                .bind(schedule_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if exhausted.is_none() || !run.counted {
+                    return Ok(Claim::Lost);
+                }
+                if let Cursor::Advance { expected, .. } = cursor {
+                    sqlx::query("UPDATE schedules SET next_fire_at_ms = NULL WHERE id = ? AND next_fire_at_ms = ?")
+                        .bind(schedule_id)
+                        .bind(expected)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                }
+                return Ok(Claim::MaxRunsReached);
+            };
+            cursor_after = after;
+        }
+        let row = match insert_run(&mut tx, run, now_ms).await {
+            // The occurrence exists already: it cannot be written twice.
+            Err(e) if is_unique_violation(&e) => return Ok(Claim::Lost),
+            other => other?,
+        };
+        let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
+        tx.commit().await?;
+        Ok(Claim::Claimed(Box::new(row), event, cursor_after))
+    }
+
+    /// Compare-and-set of a run's status, with its transition and event.
+    #[tracing::instrument(skip_all, fields(run = id, to = to.as_str()))]
+    pub(in crate::scheduling) async fn transition(
+        &self,
+        id: &str,
+        from: RunStatus,
+        to: RunStatus,
+        reason: Option<&str>,
+        finish: Option<&Finish>,
+        now_ms: i64,
+    ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let f = finish.cloned().unwrap_or_default();
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE runs SET status = ?, reason = COALESCE(?, reason), \
+             finished_at_ms = CASE WHEN ? THEN ? ELSE finished_at_ms END, \
+             exit_code = COALESCE(?, exit_code), signal = COALESCE(?, signal), \
+             stdout_tail = COALESCE(?, stdout_tail), stderr_tail = COALESCE(?, stderr_tail), \
+             stdout_bytes = COALESCE(?, stdout_bytes), stderr_bytes = COALESCE(?, stderr_bytes), \
+             cost_usd = COALESCE(?, cost_usd), tokens = COALESCE(?, tokens) \
+             WHERE id = ? AND status = ? RETURNING {RUN_COLUMNS}"
+        )))
+        .bind(to.as_str())
+        .bind(reason)
+        .bind(to.is_terminal())
+        .bind(now_ms)
+        .bind(f.exit_code)
+        .bind(f.signal)
+        .bind(f.stdout_tail)
+        .bind(f.stderr_tail)
+        .bind(f.stdout_bytes)
+        .bind(f.stderr_bytes)
+        .bind(f.cost_usd)
+        .bind(f.tokens)
+        .bind(id)
+        .bind(from.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let row = run_from(&row)?;
+        record_transition(&mut tx, id, Some(from), to, reason, now_ms).await?;
+        let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
+        tx.commit().await?;
+        Ok(Some((row, event)))
+    }
+
+    /// Stamps the confirmed launch; from here on the run is never fired again.
+    pub(in crate::scheduling) async fn mark_dispatched(
+        &self,
+        id: &str,
+        pid: u32,
+        leader: Option<&ProcessIdentity>,
+        program: Option<&str>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE runs SET dispatched_at_ms = ?, pid = ?, pid_start_ticks = ?, boot_id = ?, \
+             program = COALESCE(?, program) WHERE id = ? AND dispatched_at_ms IS NULL",
+        )
+        .bind(now_ms)
+        .bind(i64::from(pid))
+        .bind(leader.and_then(|l| i64::try_from(l.start_ticks).ok()))
+        .bind(leader.map(|l| l.boot_id.as_str()))
+        .bind(program)
+        .bind(id)
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// A run that was never launched is tombstoned and replaced by a fresh one that takes
+    /// over its occurrence key, in one transaction. The replacement is not counted again.
+    #[tracing::instrument(skip_all, fields(run = old.id))]
+    pub(in crate::scheduling) async fn tombstone_and_replace(
+        &self,
+        old: &RunRow,
+        new_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<(RunRow, Vec<EventRow>)>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'failed', reason = 'never_dispatched', finished_at_ms = ?, \
+             occurrence_key = NULL WHERE id = ? AND status = 'running' AND dispatched_at_ms IS NULL",
+        )
+        .bind(now_ms)
+        .bind(&old.id)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        record_transition(
+            &mut tx,
+            &old.id,
+            Some(RunStatus::Running),
+            RunStatus::Failed,
+            Some("never_dispatched"),
+            now_ms,
+        )
+        .await?;
+        let mut tomb = old.clone();
+        tomb.status = RunStatus::Failed.as_str().into();
+        tomb.reason = Some("never_dispatched".into());
+        let tomb_event = append_event(&mut tx, "run", &run_event(&tomb), now_ms).await?;
+        let replacement = NewRun {
+            id: new_id.to_owned(),
+            schedule_id: old.schedule_id.clone(),
+            occurrence_key: old.occurrence_key.clone(),
+            kind: RunKind::Recovery,
+            status: RunStatus::Queued,
+            reason: Some("replaces_never_dispatched".into()),
+            action: old.action.clone(),
+            scheduled_at_ms: old.scheduled_at_ms,
+            counted: old.counted,
+            chain_parent_id: old.chain_parent_id.clone(),
+            chain_depth: old.chain_depth,
+            replaces_run_id: Some(old.id.clone()),
+            follow_ups: old.follow_ups.clone(),
+            attempt: old.attempt + 1,
+        };
+        let row = insert_run(&mut tx, &replacement, now_ms).await?;
+        let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
+        tx.commit().await?;
+        Ok(Some((row, vec![tomb_event, event])))
+    }
+
+    pub(crate) async fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(run_from).transpose()?)
+    }
+
+    /// Runs not yet terminal, oldest first.
+    pub(crate) async fn active_runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('queued', 'running') ORDER BY created_at_ms, id"
+        )))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)
+    }
+
+    pub(crate) async fn transitions(&self, run_id: &str) -> Result<Vec<TransitionRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT from_status, to_status, reason, at_ms FROM run_transitions WHERE run_id = ? ORDER BY id",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                Ok(TransitionRow {
+                    from_status: r.try_get("from_status")?,
+                    to_status: r.try_get("to_status")?,
+                    reason: r.try_get("reason")?,
+                    at_ms: r.try_get("at_ms")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    /// Runs newest first, filtered, after the cursor, without their log tails.
+    pub(crate) async fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        let (before_at, before_id) = f
+            .before
+            .clone()
+            .map_or((None, None), |(a, i)| (Some(a), Some(i)));
+        let rows = sqlx::query(sqlx::AssertSqlSafe(runs_query(f)))
+            .bind(&f.schedule_id)
+            .bind(f.status.map(RunStatus::as_str))
+            .bind(f.since_ms)
+            .bind(f.until_ms)
+            .bind(before_at)
+            .bind(before_id)
+            .bind(f.limit)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)
+    }
+
+    /// Top-level fires (not skipped, not chain steps) since `since_ms`.
+    pub(crate) async fn fires_since(
+        &self,
+        schedule_id: &str,
+        since_ms: i64,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM runs WHERE schedule_id = ? AND created_at_ms >= ? \
+             AND status <> 'skipped' AND kind <> 'chain' AND replaces_run_id IS NULL",
+        )
+        .bind(schedule_id)
+        .bind(since_ms)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Queued and running runs.
+    pub(crate) async fn active_count(&self) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running')")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Runs created per UTC hour from `since_ms`'s hour on, by current status (the
+    /// rollup; hours and statuses with no runs are left out), oldest first.
+    pub(crate) async fn run_counts_since(
+        &self,
+        since_ms: i64,
+    ) -> Result<Vec<(i64, String, i64)>, StoreError> {
+        let rows = sqlx::query_as(
+            "SELECT hour_ms, status, runs FROM run_counts_hourly \
+             WHERE hour_ms >= ?1 - ?1 % 3600000 AND runs > 0 ORDER BY hour_ms, status",
+        )
+        .bind(since_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// Drops the hourly counts of hours that began before `before_ms`.
+    pub(in crate::scheduling) async fn prune_run_counts(
+        &self,
+        before_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM run_counts_hourly WHERE hour_ms < ?")
+            .bind(before_ms)
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}

@@ -1,0 +1,401 @@
+//! The schedules table: rows written with their events (insert, compare-and-set update,
+//! delete), the queue's cursors, the derived cadence, and the reads the API and the
+//! engine make of schedules and their rollups (spend, health counts).
+
+use std::collections::HashMap;
+
+use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
+use studio_api::ScheduleOp;
+
+use super::{
+    SchedStore,
+    events::{append_event, schedule_event},
+    is_unique_violation,
+};
+use crate::{
+    scheduling::{
+        health::health_sql,
+        model::{EventRow, Outcome, ScheduleRow, ScheduleStats},
+    },
+    store::StoreError,
+};
+
+const SCHEDULE_COLUMNS: &str = "id, name, spec, enabled, trigger_kind, timezone, \
+    timezone_source, anchor_ms, next_fire_at_ms, last_fired_at_ms, cadence_ms, max_runs, \
+    runs_counted, created_at_ms, updated_at_ms, revision, managed_by, owner_key, source";
+
+/// The rollup columns the database keeps on each schedule (read, never written from Rust).
+const STATS_COLUMNS: &str = "has_runs, last_outcome, last_outcome_at_ms, spend_usd";
+
+fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
+    Ok(ScheduleRow {
+        id: r.try_get("id")?,
+        name: r.try_get("name")?,
+        spec: r.try_get("spec")?,
+        enabled: r.try_get::<i64, _>("enabled")? != 0,
+        trigger_kind: r.try_get("trigger_kind")?,
+        timezone: r.try_get("timezone")?,
+        timezone_source: r.try_get("timezone_source")?,
+        anchor_ms: r.try_get("anchor_ms")?,
+        next_fire_at_ms: r.try_get("next_fire_at_ms")?,
+        last_fired_at_ms: r.try_get("last_fired_at_ms")?,
+        cadence_ms: r.try_get("cadence_ms")?,
+        max_runs: r.try_get("max_runs")?,
+        runs_counted: r.try_get("runs_counted")?,
+        created_at_ms: r.try_get("created_at_ms")?,
+        updated_at_ms: r.try_get("updated_at_ms")?,
+        revision: r.try_get("revision")?,
+        managed_by: r.try_get("managed_by")?,
+        owner_key: r.try_get("owner_key")?,
+        source: r.try_get("source")?,
+        stats: stats_from(r)?,
+    })
+}
+
+fn stats_from(r: &SqliteRow) -> Result<ScheduleStats, sqlx::Error> {
+    let status: Option<String> = r.try_get("last_outcome")?;
+    let at: Option<i64> = r.try_get("last_outcome_at_ms")?;
+    Ok(ScheduleStats {
+        has_runs: r.try_get::<i64, _>("has_runs")? != 0,
+        last_outcome: status
+            .zip(at)
+            .map(|(status, at_ms)| Outcome { status, at_ms }),
+        spend_usd: r.try_get("spend_usd")?,
+    })
+}
+
+/// What `GET /api/schedules` filters on.
+#[derive(Debug, Default)]
+pub(crate) struct ScheduleFilter<'a> {
+    pub enabled: Option<bool>,
+    pub query: Option<&'a str>,
+    pub after_name: Option<&'a str>,
+    /// Health names (see [`super::health::HEALTHS`]); empty for any.
+    pub health: &'a [&'a str],
+    pub limit: i64,
+}
+
+/// Inserts a schedule row; `false` when its name is taken (nothing written).
+pub(super) async fn insert_row(
+    tx: &mut Transaction<'_, Sqlite>,
+    row: &ScheduleRow,
+) -> Result<bool, sqlx::Error> {
+    let inserted = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO schedules ({SCHEDULE_COLUMNS}) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )))
+    .bind(&row.id)
+    .bind(&row.name)
+    .bind(&row.spec)
+    .bind(i64::from(row.enabled))
+    .bind(&row.trigger_kind)
+    .bind(&row.timezone)
+    .bind(&row.timezone_source)
+    .bind(row.anchor_ms)
+    .bind(row.next_fire_at_ms)
+    .bind(row.last_fired_at_ms)
+    .bind(row.cadence_ms)
+    .bind(row.max_runs)
+    .bind(row.runs_counted)
+    .bind(row.created_at_ms)
+    .bind(row.updated_at_ms)
+    .bind(row.revision)
+    .bind(&row.managed_by)
+    .bind(&row.owner_key)
+    .bind(&row.source)
+    .execute(&mut **tx)
+    .await;
+    match inserted {
+        Err(e) if is_unique_violation(&e) => Ok(false),
+        other => other.map(|_| true),
+    }
+}
+
+/// Replaces a schedule's authored fields if its revision is still `expected_revision`
+/// (the counters the engine owns, `runs_counted` and `last_fired_at_ms`, are left alone).
+pub(super) async fn update_row(
+    tx: &mut Transaction<'_, Sqlite>,
+    row: &ScheduleRow,
+    expected_revision: i64,
+) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query(
+        "UPDATE schedules SET name = ?, spec = ?, enabled = ?, trigger_kind = ?, timezone = ?, \
+         timezone_source = ?, anchor_ms = ?, next_fire_at_ms = ?, cadence_ms = ?, max_runs = ?, \
+         updated_at_ms = ?, revision = ?, managed_by = ?, owner_key = ?, source = ? \
+         WHERE id = ? AND revision = ?",
+    )
+    .bind(&row.name)
+    .bind(&row.spec)
+    .bind(i64::from(row.enabled))
+    .bind(&row.trigger_kind)
+    .bind(&row.timezone)
+    .bind(&row.timezone_source)
+    .bind(row.anchor_ms)
+    .bind(row.next_fire_at_ms)
+    .bind(row.cadence_ms)
+    .bind(row.max_runs)
+    .bind(row.updated_at_ms)
+    .bind(row.revision)
+    .bind(&row.managed_by)
+    .bind(&row.owner_key)
+    .bind(&row.source)
+    .bind(&row.id)
+    .bind(expected_revision)
+    .execute(&mut **tx)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
+/// A schedule write that can collide on the name.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriteError {
+    #[error("a schedule named {0:?} exists")]
+    NameTaken(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<sqlx::Error> for WriteError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Store(StoreError::from(e))
+    }
+}
+
+impl SchedStore {
+    #[tracing::instrument(skip_all, fields(name = %row.name))]
+    pub(in crate::scheduling) async fn insert_schedule(
+        &self,
+        row: &ScheduleRow,
+    ) -> Result<EventRow, WriteError> {
+        let mut tx = self.writer.begin().await?;
+        if !insert_row(&mut tx, row).await? {
+            return Err(WriteError::NameTaken(row.name.clone()));
+        }
+        let event = append_event(
+            &mut tx,
+            "schedule",
+            &schedule_event(row, ScheduleOp::Created),
+            row.updated_at_ms,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(event)
+    }
+
+    /// Replaces a schedule's row if its revision is still `expected_revision`.
+    #[tracing::instrument(skip_all, fields(id = %row.id))]
+    pub(in crate::scheduling) async fn update_schedule(
+        &self,
+        row: &ScheduleRow,
+        expected_revision: i64,
+    ) -> Result<Option<EventRow>, WriteError> {
+        let mut tx = self.writer.begin().await?;
+        let updated = match update_row(&mut tx, row, expected_revision).await {
+            Err(e) if is_unique_violation(&e) => {
+                return Err(WriteError::NameTaken(row.name.clone()));
+            }
+            other => other?,
+        };
+        if !updated {
+            return Ok(None);
+        }
+        let event = append_event(
+            &mut tx,
+            "schedule",
+            &schedule_event(row, ScheduleOp::Updated),
+            row.updated_at_ms,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(event))
+    }
+
+    #[tracing::instrument(skip_all, fields(id))]
+    pub(in crate::scheduling) async fn delete_schedule(
+        &self,
+        id: &str,
+        now_ms: i64,
+    ) -> Result<Option<EventRow>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let Some(row) = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        else {
+            return Ok(None);
+        };
+        let row = schedule_from(&row)?;
+        sqlx::query("DELETE FROM schedules WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let event = append_event(
+            &mut tx,
+            "schedule",
+            &schedule_event(&row, ScheduleOp::Deleted),
+            now_ms,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(event))
+    }
+
+    /// Every schedule, ordered by name (declarations plan and export against all of them).
+    pub(crate) async fn all_schedules(&self) -> Result<Vec<ScheduleRow>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules ORDER BY name"
+        )))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(schedule_from).collect::<Result<_, _>>()?)
+    }
+
+    pub(crate) async fn schedule(&self, id: &str) -> Result<Option<ScheduleRow>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules WHERE id = ?"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(schedule_from).transpose()?)
+    }
+
+    /// Schedules ordered by name, after `after_name`, optionally filtered (health as of
+    /// `now_ms`).
+    pub(crate) async fn list_schedules(
+        &self,
+        f: &ScheduleFilter<'_>,
+        now_ms: i64,
+    ) -> Result<Vec<ScheduleRow>, StoreError> {
+        let health = if f.health.is_empty() {
+            "1".to_owned()
+        } else {
+            format!("({}) IN (SELECT value FROM json_each(?6))", health_sql(5))
+        };
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules \
+             WHERE (?1 IS NULL OR enabled = ?1) AND (?2 IS NULL OR instr(lower(name), lower(?2)) > 0) \
+             AND (?3 IS NULL OR name > ?3) AND {health} ORDER BY name LIMIT ?4"
+        )))
+        .bind(f.enabled.map(i64::from))
+        .bind(f.query)
+        .bind(f.after_name)
+        .bind(f.limit)
+        .bind(now_ms)
+        .bind(serde_json::to_string(f.health).unwrap_or_else(|_| "[]".into()))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(schedule_from).collect::<Result<_, _>>()?)
+    }
+
+    /// Every enabled schedule with something armed: the engine's queue at start.
+    pub(crate) async fn armed(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, next_fire_at_ms FROM schedules WHERE enabled = 1 AND next_fire_at_ms IS NOT NULL",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Ok((r.try_get("id")?, r.try_get("next_fire_at_ms")?)))
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    /// Moves a cursor from `expected` to `next` without a run (a disarm, a re-arm).
+    pub(in crate::scheduling) async fn move_cursor(
+        &self,
+        id: &str,
+        expected: i64,
+        next: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE schedules SET next_fire_at_ms = ? WHERE id = ? AND next_fire_at_ms = ?",
+        )
+        .bind(next)
+        .bind(id)
+        .bind(expected)
+        .execute(&self.writer)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The reported spend of a schedule's runs (its rollup; 0 for an unknown schedule).
+    pub(crate) async fn spend(&self, schedule_id: &str) -> Result<f64, StoreError> {
+        let spend: Option<f64> = sqlx::query_scalar("SELECT spend_usd FROM schedules WHERE id = ?")
+            .bind(schedule_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(spend.unwrap_or(0.0))
+    }
+
+    /// The names of the given schedules (those that still exist).
+    pub(crate) async fn schedule_names(
+        &self,
+        ids: &[&str],
+    ) -> Result<HashMap<String, String>, StoreError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        // One bound JSON array: no statement text composed from input.
+        let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT id, name FROM schedules WHERE id IN (SELECT value FROM json_each(?))",
+        )
+        .bind(list)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// The id of the schedule named `name`.
+    pub(crate) async fn schedule_id_named(&self, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT id FROM schedules WHERE name = ?")
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    /// How many schedules have each health at `now_ms` (healths with none left out).
+    pub(crate) async fn health_counts(
+        &self,
+        now_ms: i64,
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {} AS health, COUNT(*) FROM schedules GROUP BY 1",
+            health_sql(1)
+        )))
+        .bind(now_ms)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Schedules whose cadence was never derived (stored before it existed), with their
+    /// spec, for the engine to fill in.
+    pub(crate) async fn schedules_without_cadence(&self) -> Result<Vec<ScheduleRow>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules \
+             WHERE cadence_ms IS NULL AND trigger_kind <> 'at'"
+        )))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(schedule_from).collect::<Result<_, _>>()?)
+    }
+
+    /// Records a schedule's derived cadence (not a revision: the spec is unchanged).
+    pub(in crate::scheduling) async fn set_cadence(
+        &self,
+        id: &str,
+        cadence_ms: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE schedules SET cadence_ms = ? WHERE id = ? AND cadence_ms IS NULL")
+            .bind(cadence_ms)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+}
