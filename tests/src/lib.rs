@@ -11,11 +11,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
-use studio_api::{Code, ErrorBody};
 
+pub mod api;
 pub mod browser;
+
+pub use api::Reply;
 
 /// The three binaries under test.
 #[derive(Debug)]
@@ -667,56 +668,4 @@ pub fn admission_cookie(resp: &reqwest::Response) -> Option<String> {
         .find(|v| v.starts_with("studio_admission="))
         .and_then(|v| v.split(';').next())
         .map(str::to_owned)
-}
-
-/// An HTTP answer as received: its status and its body, decoded into the API type the
-/// test expects (`studio_api`'s, or [`ErrorBody`] for a refusal).
-#[derive(Debug, Clone)]
-pub struct Reply {
-    pub status: u16,
-    pub text: String,
-}
-
-impl Reply {
-    /// Reads the whole answer.
-    pub async fn of(resp: reqwest::Response) -> Self {
-        let status = resp.status().as_u16();
-        let text = resp.text().await.expect("answer body");
-        Self { status, text }
-    }
-
-    /// The body as a `T`; fails the test (showing the answer) when it is not one.
-    pub fn json<T: DeserializeOwned>(&self) -> T {
-        serde_json::from_str(&self.text).unwrap_or_else(|e| {
-            panic!(
-                "not a {}: {e}: {self}",
-                std::any::type_name::<T>()
-                    .rsplit("::")
-                    .next()
-                    .unwrap_or("body")
-            )
-        })
-    }
-
-    /// The body as `T` after checking the status is `status`.
-    pub fn expect<T: DeserializeOwned>(&self, status: u16) -> T {
-        assert_eq!(self.status, status, "{self}");
-        self.json()
-    }
-
-    /// The error body of a refusal.
-    pub fn error(&self) -> ErrorBody {
-        self.json()
-    }
-
-    /// The status and the error body's code, for `assert_eq!(reply.code(), (404, Code::…))`.
-    pub fn code(&self) -> (u16, Code) {
-        (self.status, self.error().code)
-    }
-}
-
-impl std::fmt::Display for Reply {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.status, self.text)
-    }
 }

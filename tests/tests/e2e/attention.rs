@@ -10,9 +10,13 @@ use studio_api::{
     app::{
         AttentionList, Decision, DispositionCleared, DispositionPut, DispositionRecord, History,
     },
-    schedule::{Action, ScheduleSpec, Trigger},
+    schedule::ScheduleSpec,
 };
-use studio_tests::{Reply, Studio, http};
+use studio_tests::{
+    Reply, Studio,
+    api::{command_spec, every},
+    http,
+};
 
 use super::paired_cookie;
 
@@ -98,21 +102,7 @@ fn acknowledge(reason: &str, revision: Option<i64>) -> DispositionPut {
 async fn attention_queue_acknowledge_reappear_tombstone_and_history() {
     let studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "false,true")]);
     let cookie = paired_cookie(&studio).await;
-    let spec = ScheduleSpec {
-        name: Some("always-fails".into()),
-        description: String::new(),
-        enabled: true,
-        trigger: Trigger::Every("1d".into()),
-        action: Action::Command {
-            executable: "false".into(),
-            args: Vec::new(),
-        },
-        cwd: None,
-        env: Default::default(),
-        policies: Default::default(),
-        on_success: None,
-        on_fail: None,
-    };
+    let spec = command_spec("always-fails", every("1d"), "false", &[]);
     let reply = daemon_post(&studio, "/api/schedules", Some(&spec)).await;
     let sid = reply.expect::<Schedule>(201).id;
     let first = failing_run(&studio, &sid).await;

@@ -11,10 +11,11 @@ use rustix::process::Signal;
 use serde_json::json;
 use studio_api::{
     Run, RunDetail, RunStatus, Schedule, SchedulePage,
-    schedule::{Action, CronTrigger, ScheduleSpec, Trigger},
+    schedule::{Action, ScheduleSpec, Trigger},
 };
 use studio_tests::{
     Reply, Studio,
+    api::{command_spec, cron, every},
     browser::{Browser, screenshot_dir},
     signal,
 };
@@ -89,34 +90,9 @@ impl Api {
     }
 }
 
-/// A schedule that only runs when triggered (a yearly cron).
-pub(super) fn triggered(name: &str, action: Action) -> ScheduleSpec {
-    ScheduleSpec {
-        name: Some(name.into()),
-        description: String::new(),
-        enabled: true,
-        trigger: Trigger::Cron(CronTrigger {
-            expression: "0 0 1 1 *".into(),
-            timezone: None,
-        }),
-        action,
-        cwd: None,
-        env: Default::default(),
-        policies: Default::default(),
-        on_success: None,
-        on_fail: None,
-    }
-}
-
 /// A `sh -c <script>` schedule that only runs when triggered (a yearly cron).
 pub(super) fn sh(name: &str, script: &str) -> ScheduleSpec {
-    triggered(
-        name,
-        Action::Command {
-            executable: "sh".into(),
-            args: vec!["-c".into(), script.into()],
-        },
-    )
+    command_spec(name, cron("0 0 1 1 *"), "sh", &["-c", script])
 }
 
 /// A browser paired through `studio up`'s link, on the server-rendered paired overview.
@@ -466,16 +442,7 @@ async fn screenshots_of_every_page() {
         ))
         .await;
     let backup = api
-        .create(&ScheduleSpec {
-            trigger: Trigger::Every("6h".into()),
-            ..triggered(
-                "backup-home",
-                Action::Command {
-                    executable: "true".into(),
-                    args: Vec::new(),
-                },
-            )
-        })
+        .create(&command_spec("backup-home", every("6h"), "true", &[]))
         .await;
     let broken = api
         .create(&sh("sync-mirror", "echo 'mirror unreachable' >&2; exit 2"))

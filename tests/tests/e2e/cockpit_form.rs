@@ -12,7 +12,11 @@ use studio_api::{
         Trigger,
     },
 };
-use studio_tests::{Reply, Studio, browser::Browser};
+use studio_tests::{
+    Reply, Studio,
+    api::{command, env},
+    browser::Browser,
+};
 
 use crate::cockpit::{Api, WAIT, open, paired_browser, start};
 
@@ -33,25 +37,12 @@ async fn schedules(studio: &Studio) -> Vec<Schedule> {
         .schedules
 }
 
-fn command(executable: &str, args: &[&str]) -> Action {
-    Action::Command {
-        executable: executable.into(),
-        args: args.iter().map(|a| (*a).to_owned()).collect(),
-    }
-}
-
 fn follow_up(action: Action) -> Option<Box<FollowUp>> {
     Some(Box::new(FollowUp {
         action,
         on_success: None,
         on_fail: None,
     }))
-}
-
-fn env(vars: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
-    vars.iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
 }
 
 /// Whether the element with `data-testid="<error>"` sits in the same field box as the

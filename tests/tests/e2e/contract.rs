@@ -16,12 +16,11 @@ use std::{
 // admits: generated bad input is untyped on purpose.
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
-use studio_api::{
-    AllowList, Code, ErrorBody, RunPage, SchedulePage, Sessions,
-    app::AttentionList,
-    schedule::{Action, ScheduleSpec, Trigger},
+use studio_api::{AllowList, Code, ErrorBody, RunPage, SchedulePage, Sessions, app::AttentionList};
+use studio_tests::{
+    Studio,
+    api::{command_spec, every},
 };
-use studio_tests::Studio;
 
 use crate::paired_cookie;
 
@@ -439,22 +438,7 @@ async fn bad_input_generated_from_the_document_is_refused_by_the_contract() {
         method: "POST".into(),
         target: "/api/schedules".into(),
         content_type: Some("application/json"),
-        body: serde_json::to_vec(&ScheduleSpec {
-            name: Some("kept".into()),
-            description: String::new(),
-            enabled: true,
-            trigger: Trigger::Every("1h".into()),
-            action: Action::Command {
-                executable: "true".into(),
-                args: Vec::new(),
-            },
-            cwd: None,
-            env: Default::default(),
-            policies: Default::default(),
-            on_success: None,
-            on_fail: None,
-        })
-        .expect("a spec"),
+        body: serde_json::to_vec(&command_spec("kept", every("1h"), "true", &[])).expect("a spec"),
         why: String::new(),
     };
     let (status, body) = send(&direct, &seed);

@@ -6,12 +6,12 @@ use std::{
 };
 
 use rustix::process::Signal;
-use studio_api::{
-    Code, Identity, Run, RunDetail, RunStatus, Schedule,
-    app::AppHealth,
-    schedule::{Action, ScheduleSpec, Trigger},
+use studio_api::{Code, Identity, Run, RunDetail, RunStatus, Schedule, app::AppHealth};
+use studio_tests::{
+    Reply, Studio, TempDir, alive,
+    api::{command_spec, every},
+    bins, free_port, http, signal, wait_for,
 };
-use studio_tests::{Reply, Studio, TempDir, alive, bins, free_port, http, signal, wait_for};
 
 use crate::{get_with_cookie, get_with_token, paired_cookie};
 
@@ -509,21 +509,7 @@ async fn start_job(
     script: &str,
     pidfile: &std::path::Path,
 ) -> (String, u32) {
-    let spec = ScheduleSpec {
-        name: Some(name.into()),
-        description: String::new(),
-        enabled: true,
-        trigger: Trigger::Every("1d".into()),
-        action: Action::Command {
-            executable: "sh".into(),
-            args: vec!["-c".into(), script.into()],
-        },
-        cwd: None,
-        env: Default::default(),
-        policies: Default::default(),
-        on_success: None,
-        on_fail: None,
-    };
+    let spec = command_spec(name, every("1d"), "sh", &["-c", script]);
     let api = |path: &str| {
         http()
             .post(studio.daemon_url(path))

@@ -13,11 +13,12 @@ use std::{
 use jiff::Timestamp;
 use reqwest::Method;
 use serde::{Serialize, de::DeserializeOwned};
-use studio_api::{
-    Schedule, SchedulePage,
-    schedule::{Action, ScheduleSpec, Trigger},
+use studio_api::{Schedule, SchedulePage, schedule::ScheduleSpec};
+use studio_tests::{
+    Reply, Studio, TempDir,
+    api::{command_spec, every},
+    free_port, studio_cmd, wait_for,
 };
-use studio_tests::{Reply, Studio, TempDir, free_port, studio_cmd, wait_for};
 
 mod apply;
 mod export;
@@ -170,22 +171,8 @@ impl Api {
 }
 
 /// A hand-made command schedule, as the API takes it.
-fn command(name: &str, every: &str, executable: &str) -> ScheduleSpec {
-    ScheduleSpec {
-        name: Some(name.into()),
-        description: String::new(),
-        enabled: true,
-        trigger: Trigger::Every(every.into()),
-        action: Action::Command {
-            executable: executable.into(),
-            args: Vec::new(),
-        },
-        cwd: None,
-        env: Default::default(),
-        policies: Default::default(),
-        on_success: None,
-        on_fail: None,
-    }
+fn command(name: &str, interval: &str, executable: &str) -> ScheduleSpec {
+    command_spec(name, every(interval), executable, &[])
 }
 
 fn ms(v: &str) -> i64 {

@@ -5,6 +5,8 @@
 
 use std::{collections::BTreeMap, os::unix::fs::PermissionsExt};
 
+use studio_tests::api::env;
+
 use studio_api::{
     AllowChange, AllowList, Code, DeclarationRequest, PairRequest, Paired, Plan, SchedulePage,
     SourcedDocument,
@@ -36,13 +38,6 @@ fn attacker_dir(studio: &Studio, mark: &Path) -> PathBuf {
 
 fn echo(name: &str) -> ScheduleSpec {
     command(name, every("1h"), "echo", &["hello"])
-}
-
-/// A job environment.
-fn env(vars: &[(&str, &str)]) -> BTreeMap<String, String> {
-    vars.iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
 }
 
 /// The field paths of a `400 validation_failed`.

@@ -15,7 +15,11 @@ use studio_api::{
     Run, RunCore, RunDetail, RunKind, RunListItem, RunPage, RunStatus, Schedule,
     schedule::{Action, Policies, ScheduleSpec, Trigger},
 };
-use studio_tests::{Reply, Studio, TempDir, alive, signal};
+use studio_tests::{
+    Reply, Studio, TempDir, alive,
+    api::{command as run_command, command_spec as command, cron, every},
+    signal,
+};
 
 mod allowlist;
 mod api;
@@ -339,47 +343,13 @@ fn is(run: &impl Core, status: RunStatus, reason: &str) -> bool {
     run.status == status && run.reason.as_deref() == Some(reason)
 }
 
-/// A command schedule.
-fn command(name: &str, trigger: Trigger, executable: &str, args: &[&str]) -> ScheduleSpec {
-    ScheduleSpec {
-        name: Some(name.into()),
-        description: String::new(),
-        enabled: true,
-        trigger,
-        action: run_command(executable, args),
-        cwd: None,
-        env: Default::default(),
-        policies: Policies::default(),
-        on_success: None,
-        on_fail: None,
-    }
-}
-
-fn run_command(executable: &str, args: &[&str]) -> Action {
-    Action::Command {
-        executable: executable.into(),
-        args: args.iter().map(|a| (*a).to_owned()).collect(),
-    }
-}
-
 /// A `sh -c <script>` schedule.
 fn sh(name: &str, trigger: Trigger, script: &str) -> ScheduleSpec {
     command(name, trigger, "sh", &["-c", script])
 }
 
-fn every(interval: &str) -> Trigger {
-    Trigger::Every(interval.into())
-}
-
 fn at(instant: &str) -> Trigger {
     Trigger::At(instant.into())
-}
-
-fn cron(expression: &str) -> Trigger {
-    Trigger::Cron(studio_api::schedule::CronTrigger {
-        expression: expression.into(),
-        timezone: None,
-    })
 }
 
 fn with_policies(spec: ScheduleSpec, policies: Policies) -> ScheduleSpec {
