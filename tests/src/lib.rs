@@ -347,7 +347,8 @@ impl Studio {
             .expect("run studio")
     }
 
-    /// `studio status --json`.
+    /// `studio status --json`. JSON: the supervisor's control-socket status, no studiod
+    /// API body, and its type lives in the `studio` binary's crate.
     pub fn status(&self) -> Value {
         let out = self.cli(&["status", "--json"]);
         assert!(
