@@ -13,7 +13,10 @@ use std::{
 
 use serde_json::Value;
 
+pub mod api;
 pub mod browser;
+
+pub use api::Reply;
 
 /// The three binaries under test.
 #[derive(Debug)]
@@ -344,7 +347,8 @@ impl Studio {
             .expect("run studio")
     }
 
-    /// `studio status --json`.
+    /// `studio status --json`. JSON: the supervisor's control-socket status, no studiod
+    /// API body, and its type lives in the `studio` binary's crate.
     pub fn status(&self) -> Value {
         let out = self.cli(&["status", "--json"]);
         assert!(

@@ -18,9 +18,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde_json::{Value, json};
+use studio_api::{
+    Run, RunListItem, RunPage, Schedule,
+    schedule::{CronTrigger, ScheduleSpec, Trigger},
+};
 use studio_contract::ready::Ready;
-use studio_tests::{TempDir, bins, free_port, http};
+use studio_runner::ProcessIdentity;
+use studio_tests::{
+    TempDir,
+    api::{command_spec, every},
+    bins, free_port, http,
+};
 
 struct Daemon {
     child: Child,
@@ -102,7 +110,7 @@ impl Drop for Daemon {
 async fn create_many(
     d: &Daemon,
     count: usize,
-    make: impl Fn(usize) -> Value + Send + Sync + 'static,
+    make: impl Fn(usize) -> ScheduleSpec + Send + Sync + 'static,
 ) {
     let make = Arc::new(make);
     let url = d.url("/api/schedules");
@@ -134,15 +142,14 @@ async fn create_many(
     }
 }
 
-fn ms(v: &Value) -> Option<i64> {
-    v.as_str()?
-        .parse::<jiff::Timestamp>()
+fn ms(v: Option<&str>) -> Option<i64> {
+    v?.parse::<jiff::Timestamp>()
         .ok()
         .map(|t| t.as_millisecond())
 }
 
 /// Every run with a scheduled instant in `[from, to)`.
-async fn runs_between(d: &Daemon, from: i64, to: i64) -> Vec<Value> {
+async fn runs_between(d: &Daemon, from: i64, to: i64) -> Vec<RunListItem> {
     let client = http();
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
@@ -151,7 +158,7 @@ async fn runs_between(d: &Daemon, from: i64, to: i64) -> Vec<Value> {
         if let Some(c) = &cursor {
             url.push_str(&format!("&cursor={c}"));
         }
-        let page: Value = client
+        let page: RunPage = client
             .get(&url)
             .bearer_auth(&d.token)
             .send()
@@ -160,13 +167,13 @@ async fn runs_between(d: &Daemon, from: i64, to: i64) -> Vec<Value> {
             .json()
             .await
             .expect("json");
-        let runs = page["runs"].as_array().cloned().unwrap_or_default();
-        let oldest = runs.last().and_then(|r| ms(&r["created_at"]));
+        let oldest = page.runs.last().and_then(|r| ms(Some(&r.core.created_at)));
         out.extend(
-            runs.into_iter()
-                .filter(|r| ms(&r["scheduled_at"]).is_some_and(|s| s >= from && s < to)),
+            page.runs.into_iter().filter(|r| {
+                ms(r.core.scheduled_at.as_deref()).is_some_and(|s| s >= from && s < to)
+            }),
         );
-        cursor = page["next_cursor"].as_str().map(str::to_owned);
+        cursor = page.next_cursor;
         if cursor.is_none() || oldest.is_some_and(|o| o < from - 5_000) {
             return out;
         }
@@ -226,7 +233,7 @@ async fn timing(n: usize, window: Duration) -> Timing {
         if let Some(wait) = due.checked_sub(t0.elapsed()) {
             tokio::time::sleep(wait).await;
         }
-        let body = json!({"name": format!("bench/{i}"), "trigger": {"every": "1s"}, "action": {"kind": "command", "executable": "true"}});
+        let body = command_spec(&format!("bench/{i}"), every("1s"), "true", &[]);
         let resp = client
             .post(d.url("/api/schedules"))
             .bearer_auth(&d.token)
@@ -247,7 +254,9 @@ async fn timing(n: usize, window: Duration) -> Timing {
     let runs = runs_between(&d, from, to).await;
     let mut late: Vec<i64> = runs
         .iter()
-        .filter_map(|r| Some(ms(&r["dispatched_at"])? - ms(&r["scheduled_at"])?))
+        .filter_map(|r| {
+            Some(ms(r.core.dispatched_at.as_deref())? - ms(r.core.scheduled_at.as_deref())?)
+        })
         .collect();
     let undispatched = runs.len() - late.len();
     late.sort_unstable();
@@ -270,8 +279,8 @@ async fn shim_memory() {
     let home = TempDir::new("shim-mem");
     let d = Daemon::start(home.path(), &[("STUDIO_COMMAND_ALLOWLIST", "sleep")]);
     let client = http();
-    let body = json!({"name": "mem", "trigger": {"every": "1h"}, "action": {"kind": "command", "executable": "sleep", "args": ["5"]}});
-    let created: Value = client
+    let body = command_spec("mem", every("1h"), "sleep", &["5"]);
+    let created: Schedule = client
         .post(d.url("/api/schedules"))
         .bearer_auth(&d.token)
         .json(&body)
@@ -281,12 +290,11 @@ async fn shim_memory() {
         .json()
         .await
         .expect("json");
-    let id = created["id"].as_str().expect("id");
-    let run: Value = client
+    let id = created.id;
+    let run: Run = client
         .post(d.url(&format!("/api/schedules/{id}/trigger")))
         .bearer_auth(&d.token)
         .header("content-type", "application/json")
-        .body("{}")
         .send()
         .await
         .expect("trigger")
@@ -296,16 +304,16 @@ async fn shim_memory() {
     let shim_file = home
         .path()
         .join("runs")
-        .join(run["id"].as_str().expect("run id"))
+        .join(&run.core.id)
         .join("shim.json");
     let t = Instant::now();
     while !shim_file.exists() && t.elapsed() < Duration::from_secs(10) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let shim: Value =
+    let shim: ProcessIdentity =
         serde_json::from_slice(&std::fs::read(&shim_file).expect("shim.json")).expect("json");
-    let shim = shim["pid"].as_u64().expect("pid") as u32;
+    let shim = shim.pid;
     let launcher = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", d.child.id()))
         .ok()
         .and_then(|c| c.split_whitespace().next()?.parse::<u32>().ok());
@@ -385,9 +393,11 @@ async fn many_cron(count: usize) {
     let d = Daemon::start(home.path(), &[("STUDIO_COMMAND_ALLOWLIST", "true")]);
     let t = Instant::now();
     create_many(&d, count, |i| {
-        json!({"name": format!("cron/{i:06}"),
-               "trigger": {"cron": {"expression": format!("{} {} 1 1 *", i % 60, (i / 60) % 24), "timezone": "Europe/Berlin"}},
-               "action": {"kind": "command", "executable": "true"}})
+        let trigger = Trigger::Cron(CronTrigger {
+            expression: format!("{} {} 1 1 *", i % 60, (i / 60) % 24),
+            timezone: Some("Europe/Berlin".into()),
+        });
+        command_spec(&format!("cron/{i:06}"), trigger, "true", &[])
     })
     .await;
     let created = t.elapsed();

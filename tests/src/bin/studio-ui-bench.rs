@@ -18,9 +18,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde_json::{Value, json};
 use sqlx::{Connection, SqliteConnection};
-use studio_tests::{Studio, admission_cookie, http};
+use studio_api::{PairRequest, RunPage, SchedulePage};
+use studio_tests::{
+    Studio, admission_cookie,
+    api::{command_spec, cron},
+    http,
+};
 
 const REQUESTS: usize = 50;
 
@@ -123,11 +127,12 @@ async fn create_schedules(studio: &Studio, count: usize) {
             tokio::spawn(async move {
                 let client = http();
                 for i in (w..count).step_by(8) {
-                    let spec = json!({
-                        "name": format!("bench-{i:05}"),
-                        "trigger": {"cron": {"expression": format!("{} {} 1 1 *", i % 60, i % 24)}},
-                        "action": {"kind": "command", "executable": "true", "args": []},
-                    });
+                    let spec = command_spec(
+                        &format!("bench-{i:05}"),
+                        cron(&format!("{} {} 1 1 *", i % 60, i % 24)),
+                        "true",
+                        &[],
+                    );
                     let resp = client
                         .post(url.as_str())
                         .bearer_auth(token.as_str())
@@ -149,7 +154,7 @@ async fn create_schedules(studio: &Studio, count: usize) {
 async fn real_runs(studio: &Studio, count: usize) {
     let client = http();
     let token = studio.token();
-    let page: Value = client
+    let page: SchedulePage = client
         .get(studio.daemon_url("/api/schedules?limit=100"))
         .bearer_auth(&token)
         .send()
@@ -158,19 +163,13 @@ async fn real_runs(studio: &Studio, count: usize) {
         .json()
         .await
         .expect("schedules JSON");
-    let ids: Vec<String> = page["schedules"]
-        .as_array()
-        .expect("schedules")
-        .iter()
-        .filter_map(|s| s["id"].as_str().map(str::to_owned))
-        .collect();
+    let ids: Vec<String> = page.schedules.into_iter().map(|s| s.id).collect();
     for i in 0..count {
         let url = studio.daemon_url(&format!("/api/schedules/{}/trigger", ids[i % ids.len()]));
         let resp = client
             .post(url)
             .bearer_auth(&token)
             .header("content-type", "application/json")
-            .body("{}")
             .send()
             .await
             .expect("trigger");
@@ -181,7 +180,7 @@ async fn real_runs(studio: &Studio, count: usize) {
         let mut active = false;
         for status in ["queued", "running"] {
             let url = studio.daemon_url(&format!("/api/runs?status={status}&limit=1"));
-            let body: Value = client
+            let body: RunPage = client
                 .get(&url)
                 .bearer_auth(&token)
                 .send()
@@ -190,7 +189,7 @@ async fn real_runs(studio: &Studio, count: usize) {
                 .json()
                 .await
                 .expect("runs JSON");
-            active |= body["runs"].as_array().is_none_or(|r| !r.is_empty());
+            active |= !body.runs.is_empty();
         }
         if !active {
             return;
@@ -258,7 +257,9 @@ async fn pair(studio: &Studio) -> String {
     let resp = http()
         .post(studio.app_url("/api/studio/pair"))
         .header("origin", studio.app_origin())
-        .json(&json!({ "code": studio.first_code() }))
+        .json(&PairRequest {
+            code: studio.first_code(),
+        })
         .send()
         .await
         .expect("pair");

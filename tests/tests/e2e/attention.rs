@@ -5,51 +5,59 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use studio_tests::{Studio, http};
+use studio_api::{
+    Code, Run, RunDetail, RunStatus, Schedule,
+    app::{
+        AttentionList, Decision, DispositionCleared, DispositionPut, DispositionRecord, History,
+    },
+    schedule::ScheduleSpec,
+};
+use studio_tests::{
+    Reply, Studio,
+    api::{command_spec, every},
+    http,
+};
 
-use super::{json_of, paired_cookie};
+use super::paired_cookie;
 
-/// studiod's API with the daemon token (the schedule is set up as the CLI would).
-async fn daemon_post(studio: &Studio, path: &str, body: &Value) -> (u16, Value) {
-    json_of(
+/// A `POST` to studiod with the daemon token (the schedule is set up as the CLI would);
+/// `body` as JSON, or none for a route that takes none.
+async fn daemon_post(studio: &Studio, path: &str, body: Option<&ScheduleSpec>) -> Reply {
+    let mut req = http()
+        .post(studio.daemon_url(path))
+        .bearer_auth(studio.token())
+        .header("content-type", "application/json");
+    if let Some(body) = body {
+        req = req.body(serde_json::to_string(body).expect("a spec"));
+    }
+    Reply::of(req.send().await.expect("daemon request")).await
+}
+
+/// `GET /api/runs/{id}` at studiod.
+async fn daemon_run(studio: &Studio, id: &str) -> RunDetail {
+    Reply::of(
         http()
-            .post(studio.daemon_url(path))
+            .get(studio.daemon_url(&format!("/api/runs/{id}")))
             .bearer_auth(studio.token())
-            .header("content-type", "application/json")
-            .body(body.to_string())
             .send()
             .await
-            .expect("daemon request"),
+            .expect("run"),
     )
     .await
+    .json()
 }
 
 /// Triggers the schedule and waits for the run to fail; returns the run id.
 async fn failing_run(studio: &Studio, schedule: &str) -> String {
-    let (status, run) = daemon_post(
-        studio,
-        &format!("/api/schedules/{schedule}/trigger"),
-        &json!({}),
-    )
-    .await;
-    assert_eq!(status, 202, "{run}");
-    let id = run["id"].as_str().expect("run id").to_owned();
+    let reply = daemon_post(studio, &format!("/api/schedules/{schedule}/trigger"), None).await;
+    let id = reply.expect::<Run>(202).core.id;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (_, run) = json_of(
-            http()
-                .get(studio.daemon_url(&format!("/api/runs/{id}")))
-                .bearer_auth(studio.token())
-                .send()
-                .await
-                .expect("run"),
-        )
-        .await;
-        if run["status"] == "failed" {
+        let run = daemon_run(studio, &id).await;
+        if run.run.core.status == RunStatus::Failed {
             return id;
         }
-        assert!(Instant::now() < deadline, "run never failed: {run}");
+        assert!(Instant::now() < deadline, "run never failed: {run:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -60,8 +68,8 @@ async fn app(
     cookie: &str,
     method: reqwest::Method,
     path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
+    body: Option<&DispositionPut>,
+) -> Reply {
     let mut req = http()
         .request(method.clone(), studio.app_url(path))
         .header("cookie", cookie);
@@ -71,149 +79,131 @@ async fn app(
             .header("content-type", "application/json");
     }
     if let Some(body) = body {
-        req = req.body(body.to_string());
+        req = req.body(serde_json::to_string(body).expect("a disposition"));
     }
-    json_of(req.send().await.expect("app request")).await
+    Reply::of(req.send().await.expect("app request")).await
 }
 
-fn ids(queue: &Value) -> Vec<String> {
-    queue["items"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|i| i["id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+fn ids(queue: &AttentionList) -> Vec<String> {
+    queue.items.iter().map(|i| i.id.clone()).collect()
+}
+
+/// An acknowledgement, after `revision` when given.
+fn acknowledge(reason: &str, revision: Option<i64>) -> DispositionPut {
+    DispositionPut {
+        state: Some("acknowledged".into()),
+        reason: Some(reason.into()),
+        until: None,
+        revision,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attention_queue_acknowledge_reappear_tombstone_and_history() {
     let studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "false,true")]);
     let cookie = paired_cookie(&studio).await;
-    let spec = json!({
-        "name": "always-fails",
-        "trigger": {"every": "1d"},
-        "action": {"kind": "command", "executable": "false"},
-    });
-    let (status, schedule) = daemon_post(&studio, "/api/schedules", &spec).await;
-    assert_eq!(status, 201, "{schedule}");
-    let sid = schedule["id"].as_str().expect("schedule id").to_owned();
+    let spec = command_spec("always-fails", every("1d"), "false", &[]);
+    let reply = daemon_post(&studio, "/api/schedules", Some(&spec)).await;
+    let sid = reply.expect::<Schedule>(201).id;
     let first = failing_run(&studio, &sid).await;
     let (run_item, sched_item) = (format!("run:{first}"), format!("sched:{sid}"));
 
     let get = reqwest::Method::GET;
-    let (status, queue) = app(&studio, &cookie, get.clone(), "/api/app/attention", None).await;
-    assert_eq!(status, 200, "{queue}");
+    let queue: AttentionList = app(&studio, &cookie, get.clone(), "/api/app/attention", None)
+        .await
+        .expect(200);
     let listed = ids(&queue);
-    assert!(listed.contains(&run_item), "{queue}");
-    assert!(listed.contains(&sched_item), "{queue}");
+    assert!(listed.contains(&run_item), "{queue:?}");
+    assert!(listed.contains(&sched_item), "{queue:?}");
 
     // Without an Origin the cookie may not change anything.
     let refused = http()
         .put(studio.app_url(&format!("/api/app/attention/{sched_item}")))
         .header("cookie", &cookie)
         .header("content-type", "application/json")
-        .body(json!({"state": "acknowledged", "reason": "x"}).to_string())
+        .json(&acknowledge("x", None))
         .send()
         .await
         .expect("put");
     assert_eq!(refused.status(), 403);
 
     for item in [&run_item, &sched_item] {
-        let (status, row) = app(
+        let row: DispositionRecord = app(
             &studio,
             &cookie,
             reqwest::Method::PUT,
             &format!("/api/app/attention/{item}"),
-            Some(json!({"state": "acknowledged", "reason": "known: the command is false"})),
+            Some(&acknowledge("known: the command is false", None)),
         )
-        .await;
-        assert_eq!(status, 200, "{row}");
-        assert_eq!(
-            (row["state"].as_str(), row["revision"].as_i64()),
-            (Some("acknowledged"), Some(1))
-        );
+        .await
+        .expect(200);
+        assert_eq!((row.state, row.revision), (Some(Decision::Acknowledged), 1));
     }
-    let (_, queue) = app(&studio, &cookie, get.clone(), "/api/app/attention", None).await;
+    let queue: AttentionList = app(&studio, &cookie, get.clone(), "/api/app/attention", None)
+        .await
+        .json();
     let listed = ids(&queue);
     assert!(
         !listed.contains(&run_item) && !listed.contains(&sched_item),
-        "{queue}"
+        "{queue:?}"
     );
-    assert!(queue["hidden"].as_u64() >= Some(2), "{queue}");
+    assert!(queue.hidden >= 2, "{queue:?}");
 
     // The run keeps its own status: deciding about it changed nothing at the daemon.
-    let (_, run) = json_of(
-        http()
-            .get(studio.daemon_url(&format!("/api/runs/{first}")))
-            .bearer_auth(studio.token())
-            .send()
-            .await
-            .expect("run"),
-    )
-    .await;
-    assert_eq!(run["status"], "failed");
+    let run = daemon_run(&studio, &first).await;
+    assert_eq!(run.run.core.status, RunStatus::Failed);
 
     // A newer failure brings the schedule back, with the new run.
     let second = failing_run(&studio, &sid).await;
-    let (_, queue) = app(&studio, &cookie, get.clone(), "/api/app/attention", None).await;
+    let queue: AttentionList = app(&studio, &cookie, get.clone(), "/api/app/attention", None)
+        .await
+        .json();
     let listed = ids(&queue);
-    assert!(listed.contains(&sched_item), "{queue}");
-    assert!(listed.contains(&format!("run:{second}")), "{queue}");
-    assert!(!listed.contains(&run_item), "{queue}");
+    assert!(listed.contains(&sched_item), "{queue:?}");
+    assert!(listed.contains(&format!("run:{second}")), "{queue:?}");
+    assert!(!listed.contains(&run_item), "{queue:?}");
 
     // Undo, then a delayed retry from before the undo: refused, not resurrected.
-    let (status, deleted) = app(
+    let deleted: DispositionCleared = app(
         &studio,
         &cookie,
         reqwest::Method::DELETE,
         &format!("/api/app/attention/{sched_item}"),
         None,
     )
-    .await;
-    assert_eq!(status, 200, "{deleted}");
-    let tombstone = deleted["revision"].as_i64().expect("revision");
+    .await
+    .expect(200);
+    let tombstone = deleted.revision;
     assert_eq!(tombstone, 2);
-    let (status, body) = app(
+    let reply = app(
         &studio,
         &cookie,
         reqwest::Method::PUT,
         &format!("/api/app/attention/{sched_item}"),
-        Some(json!({"state": "acknowledged", "reason": "late retry", "revision": tombstone - 1})),
+        Some(&acknowledge("late retry", Some(tombstone - 1))),
     )
     .await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (409, Some("conflict")),
-        "{body}"
-    );
+    assert_eq!(reply.code(), (409, Code::Conflict), "{reply}");
 
-    let (status, history) = app(
+    let history: History = app(
         &studio,
         &cookie,
         get,
         &format!("/api/app/attention/{sched_item}/history"),
         None,
     )
-    .await;
-    assert_eq!(status, 200, "{history}");
-    let entries = history["history"].as_array().expect("entries");
+    .await
+    .expect(200);
+    let entries = &history.history;
     let ops: Vec<(&str, i64)> = entries
         .iter()
-        .map(|e| {
-            (
-                e["op"].as_str().unwrap_or("?"),
-                e["revision"].as_i64().unwrap_or(-1),
-            )
-        })
+        .map(|e| (e.op.as_str(), e.revision))
         .collect();
-    assert_eq!(ops, vec![("put", 1), ("delete", 2)], "{history}");
-    let by = entries[0]["by"].as_str().unwrap_or("");
+    assert_eq!(ops, vec![("put", 1), ("delete", 2)], "{history:?}");
+    let by = entries[0].by.as_str();
     assert!(
-        !by.is_empty() && entries.iter().all(|e| e["by"] == by),
-        "{history}"
+        !by.is_empty() && entries.iter().all(|e| e.by == by),
+        "{history:?}"
     );
-    assert_eq!(entries[0]["reason"], "known: the command is false");
+    assert_eq!(entries[0].reason, "known: the command is false");
 }

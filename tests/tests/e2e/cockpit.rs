@@ -8,9 +8,14 @@ use std::time::Duration;
 
 use reqwest::Method;
 use rustix::process::Signal;
-use serde_json::{Value, json};
+use serde_json::json;
+use studio_api::{
+    Run, RunDetail, RunStatus, Schedule, SchedulePage,
+    schedule::{Action, ScheduleSpec, Trigger},
+};
 use studio_tests::{
-    Studio,
+    Reply, Studio,
+    api::{command_spec, cron, every},
     browser::{Browser, screenshot_dir},
     signal,
 };
@@ -43,61 +48,51 @@ impl Api {
         }
     }
 
-    async fn send(&self, method: Method, path: &str, body: Option<&Value>) -> (u16, Value) {
+    /// One request; `body` as JSON (none for a route that takes none).
+    async fn send(&self, method: Method, path: &str, body: Option<&ScheduleSpec>) -> Reply {
         let mut req = self
             .client
             .request(method.clone(), format!("{}{path}", self.base))
             .bearer_auth(&self.token);
         if method != Method::GET {
-            req = req
-                .header("content-type", "application/json")
-                .body(body.unwrap_or(&json!({})).to_string());
+            req = req.header("content-type", "application/json");
+        }
+        if let Some(body) = body {
+            req = req.json(body);
         }
         let resp = req
             .send()
             .await
             .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let status = resp.status().as_u16();
-        let text = resp.text().await.expect("body");
-        let value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        (status, value)
+        Reply::of(resp).await
     }
 
-    pub(super) async fn create(&self, spec: &Value) -> String {
-        let (status, body) = self.send(Method::POST, "/api/schedules", Some(spec)).await;
-        assert_eq!(status, 201, "create schedule: {body}");
-        body["id"].as_str().expect("schedule id").to_owned()
+    pub(super) async fn create(&self, spec: &ScheduleSpec) -> String {
+        let reply = self.send(Method::POST, "/api/schedules", Some(spec)).await;
+        reply.expect::<Schedule>(201).id
     }
 
     pub(super) async fn trigger(&self, schedule: &str) -> String {
         let path = format!("/api/schedules/{schedule}/trigger");
-        let (status, body) = self.send(Method::POST, &path, None).await;
-        assert_eq!(status, 202, "trigger: {body}");
-        body["id"].as_str().expect("run id").to_owned()
+        let reply = self.send(Method::POST, &path, None).await;
+        reply.expect::<Run>(202).core.id
     }
 
-    async fn run(&self, id: &str) -> Value {
-        let (status, body) = self
-            .send(Method::GET, &format!("/api/runs/{id}"), None)
-            .await;
-        assert_eq!(status, 200, "run {id}: {body}");
-        body
+    async fn run(&self, id: &str) -> RunDetail {
+        self.send(Method::GET, &format!("/api/runs/{id}"), None)
+            .await
+            .expect(200)
     }
 
-    async fn schedules(&self) -> Vec<Value> {
-        let (status, body) = self.send(Method::GET, "/api/schedules", None).await;
-        assert_eq!(status, 200, "{body}");
-        body["schedules"].as_array().cloned().unwrap_or_default()
+    async fn schedules(&self) -> Vec<Schedule> {
+        let reply = self.send(Method::GET, "/api/schedules", None).await;
+        reply.expect::<SchedulePage>(200).schedules
     }
 }
 
 /// A `sh -c <script>` schedule that only runs when triggered (a yearly cron).
-pub(super) fn sh(name: &str, script: &str) -> Value {
-    json!({
-        "name": name,
-        "trigger": {"cron": {"expression": "0 0 1 1 *"}},
-        "action": {"kind": "command", "executable": "sh", "args": ["-c", script]},
-    })
+pub(super) fn sh(name: &str, script: &str) -> ScheduleSpec {
+    command_spec(name, cron("0 0 1 1 *"), "sh", &["-c", script])
 }
 
 /// A browser paired through `studio up`'s link, on the server-rendered paired overview.
@@ -197,11 +192,14 @@ async fn a_schedule_is_created_through_the_form() {
         .await;
     let all = api.schedules().await;
     assert_eq!(all.len(), 1, "{all:?}");
-    assert_eq!(
-        all[0]["spec"]["trigger"]["cron"]["expression"],
-        "30 2 * * *"
-    );
-    assert_eq!(all[0]["spec"]["action"]["executable"], "true");
+    let Trigger::Cron(cron) = &all[0].spec.trigger else {
+        panic!("not a cron trigger: {all:?}");
+    };
+    assert_eq!(cron.expression, "30 2 * * *");
+    let Action::Command { executable, .. } = &all[0].spec.action else {
+        panic!("not a command: {all:?}");
+    };
+    assert_eq!(executable, "true");
     browser.close().await;
 }
 
@@ -241,7 +239,7 @@ async fn a_triggered_run_appears_and_its_log_streams_live() {
     std::fs::write(&gate, b"").expect("open the gate");
     browser.wait_for_text("log-text", "second line", WAIT).await;
     browser.wait_for_text("run-status", "completed", WAIT).await;
-    assert_eq!(api.run(&run).await["status"], "completed");
+    assert_eq!(api.run(&run).await.run.core.status, RunStatus::Completed);
 
     // The runs list shows it.
     open(&browser, &studio, "/runs", "runs-table").await;
@@ -269,7 +267,7 @@ async fn a_running_job_is_cancelled_from_its_page() {
     let asked = browser.accept_dialog(WAIT).await;
     assert!(asked.to_lowercase().contains("cancel"), "{asked}");
     browser.wait_for_text("run-status", "cancelled", WAIT).await;
-    assert_eq!(api.run(&run).await["status"], "cancelled");
+    assert_eq!(api.run(&run).await.run.core.status, RunStatus::Cancelled);
     // A finished run offers no cancel button.
     browser.refresh().await;
     browser.wait_for_text("run-status", "cancelled", WAIT).await;
@@ -326,16 +324,16 @@ async fn an_acknowledged_item_leaves_the_queue_and_returns_on_a_new_failure() {
     browser.close().await;
 }
 
-pub(super) async fn wait_terminal(api: &Api, run: &str) -> Value {
+pub(super) async fn wait_terminal(api: &Api, run: &str) -> RunDetail {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let r = api.run(run).await;
-        if !matches!(r["status"].as_str(), Some("queued" | "running")) {
+        if r.run.core.status.is_terminal() {
             return r;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "run {run} still active: {r}"
+            "run {run} still active: {r:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -444,11 +442,7 @@ async fn screenshots_of_every_page() {
         ))
         .await;
     let backup = api
-        .create(&json!({
-            "name": "backup-home",
-            "trigger": {"every": "6h"},
-            "action": {"kind": "command", "executable": "true", "args": []},
-        }))
+        .create(&command_spec("backup-home", every("6h"), "true", &[]))
         .await;
     let broken = api
         .create(&sh("sync-mirror", "echo 'mirror unreachable' >&2; exit 2"))

@@ -6,11 +6,13 @@
 //! tests'.
 
 use jiff::Timestamp;
-use serde_json::{Value, json};
-use studio_tests::browser::Browser;
+// WebDriver script arguments are JSON values: the browser's protocol, not the API.
+use serde_json::json;
+use studio_api::app::{AttentionItem, AttentionList, Decision};
+use studio_tests::{Reply, browser::Browser};
 
 use super::cockpit::{Api, WAIT, open, paired_browser, sh, start, wait_terminal};
-use super::{get_with_cookie, json_of, paired_cookie};
+use super::{get_with_cookie, paired_cookie};
 
 /// `[data-testid=<testid>]` inside the item `item` (a CSS selector).
 fn within(item: &str, testid: &str) -> String {
@@ -63,15 +65,16 @@ async fn wait_loaded(browser: &Browser, all: bool) {
 }
 
 /// The item as the app's API lists it (hidden ones included), read with its own pairing.
-async fn api_item(studio: &studio_tests::Studio, cookie: &str, id: &str) -> Value {
-    let (status, body) =
-        json_of(get_with_cookie(studio, "/api/app/attention?all=true", cookie).await).await;
-    assert_eq!(status, 200, "{body}");
-    body["items"]
-        .as_array()
-        .and_then(|items| items.iter().find(|i| i["id"] == id))
+async fn api_item(studio: &studio_tests::Studio, cookie: &str, id: &str) -> AttentionItem {
+    let body: AttentionList =
+        Reply::of(get_with_cookie(studio, "/api/app/attention?all=true", cookie).await)
+            .await
+            .expect(200);
+    body.items
+        .iter()
+        .find(|i| i.id == id)
         .cloned()
-        .unwrap_or_else(|| panic!("{id} is not listed: {body}"))
+        .unwrap_or_else(|| panic!("{id} is not listed: {body:?}"))
 }
 
 fn instant(text: &str) -> Timestamp {
@@ -162,11 +165,12 @@ async fn a_snoozed_item_is_hidden_shown_on_request_with_its_history_and_cleared_
     // The instant the API holds is the one chosen in the viewer's zone.
     let cookie = paired_cookie(&studio).await;
     let listed = api_item(&studio, &cookie, &id).await;
-    assert_eq!(listed["hidden"], json!(true), "{listed}");
-    assert_eq!(listed["disposition"]["state"], "snoozed", "{listed}");
-    assert_eq!(listed["disposition"]["reason"], reason, "{listed}");
-    let held = instant(listed["disposition"]["until"].as_str().expect("until"));
-    assert_eq!(held, expected, "{listed}");
+    assert!(listed.hidden, "{listed:?}");
+    let disposition = listed.disposition.as_ref().expect("a disposition");
+    assert_eq!(disposition.state, Decision::Snoozed, "{listed:?}");
+    assert_eq!(disposition.reason, reason, "{listed:?}");
+    let held = instant(disposition.until.as_deref().expect("until"));
+    assert_eq!(held, expected, "{listed:?}");
 
     // "Show hidden" lists it, marked, with its disposition and until.
     click_css(&browser, r#"[data-testid="attention-show-hidden"]"#).await;
@@ -199,7 +203,7 @@ async fn a_snoozed_item_is_hidden_shown_on_request_with_its_history_and_cleared_
     );
     let text = text_css(&browser, &entry).await;
     assert!(text.contains(reason) && text.contains("until"), "{text}");
-    let by = listed["disposition"]["by"].as_str().expect("by");
+    let by = disposition.by.as_str();
     assert!(text.contains(by), "{text} names {by}");
 
     // On a narrow window nothing runs off the side.
@@ -234,8 +238,8 @@ async fn a_snoozed_item_is_hidden_shown_on_request_with_its_history_and_cleared_
     wait_loaded(&browser, false).await;
     browser.wait_for_css(&item, WAIT).await;
     let listed = api_item(&studio, &cookie, &id).await;
-    assert_eq!(listed["hidden"], json!(false), "{listed}");
-    assert_eq!(listed["disposition"], Value::Null, "{listed}");
+    assert!(!listed.hidden, "{listed:?}");
+    assert_eq!(listed.disposition, None, "{listed:?}");
 
     // The overview counts what needs attention now (the run and its failing schedule).
     open(&browser, &studio, "/", "attention-summary").await;

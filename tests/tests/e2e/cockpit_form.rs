@@ -3,25 +3,46 @@
 //! and saving an untouched edit leaves the stored spec and its revision as they were.
 //! What is asserted about storage is read back through studiod's API.
 
-use serde_json::{Value, json};
-use studio_tests::{Studio, browser::Browser};
+// WebDriver script arguments and results are JSON values: the browser's protocol.
+use serde_json::json;
+use studio_api::{
+    Schedule, SchedulePage,
+    schedule::{
+        Action, CronTrigger, FollowUp, MissedFire, Overlap, Policies, RateLimit, ScheduleSpec,
+        Trigger,
+    },
+};
+use studio_tests::{
+    Reply, Studio,
+    api::{command, env},
+    browser::Browser,
+};
 
 use crate::cockpit::{Api, WAIT, open, paired_browser, start};
 
 /// A schedule as studiod serves it, by id (the daemon token as bearer).
-async fn schedule(studio: &Studio, id: &str) -> Value {
+async fn schedule(studio: &Studio, id: &str) -> Schedule {
     let url = studio.daemon_url(&format!("/api/schedules/{id}"));
-    let (status, body) = crate::json_of(crate::get_with_token(studio, &url).await).await;
-    assert_eq!(status, 200, "{body}");
-    body
+    Reply::of(crate::get_with_token(studio, &url).await)
+        .await
+        .expect(200)
 }
 
 /// Every schedule studiod holds.
-async fn schedules(studio: &Studio) -> Vec<Value> {
+async fn schedules(studio: &Studio) -> Vec<Schedule> {
     let url = studio.daemon_url("/api/schedules");
-    let (status, body) = crate::json_of(crate::get_with_token(studio, &url).await).await;
-    assert_eq!(status, 200, "{body}");
-    body["schedules"].as_array().cloned().unwrap_or_default()
+    Reply::of(crate::get_with_token(studio, &url).await)
+        .await
+        .expect::<SchedulePage>(200)
+        .schedules
+}
+
+fn follow_up(action: Action) -> Option<Box<FollowUp>> {
+    Some(Box::new(FollowUp {
+        action,
+        on_success: None,
+        on_fail: None,
+    }))
 }
 
 /// Whether the element with `data-testid="<error>"` sits in the same field box as the
@@ -86,21 +107,26 @@ async fn environment_a_policy_and_a_follow_up_are_created_through_the_form() {
 
     let all = schedules(&studio).await;
     assert_eq!(all.len(), 1, "{all:?}");
-    let spec = &all[0]["spec"];
+    let spec = &all[0].spec;
     assert_eq!(
-        spec["env"],
-        json!({"MODE": "full", "GREETING": "hello world"})
+        spec.env,
+        env(&[("MODE", "full"), ("GREETING", "hello world")])
     );
     assert_eq!(
-        spec["policies"],
-        json!({"missed_fire": "skip", "overlap": "replace", "deadline": 600}),
+        spec.policies,
+        Policies {
+            missed_fire: MissedFire::Skip,
+            overlap: Overlap::Replace,
+            deadline: Some(600),
+            ..Policies::default()
+        },
         "untouched policies stay at their defaults"
     );
     assert_eq!(
-        spec["on_fail"],
-        json!({"action": {"kind": "command", "executable": "sh", "args": ["-c", "echo failed"]}})
+        spec.on_fail,
+        follow_up(command("sh", &["-c", "echo failed"]))
     );
-    assert!(spec.get("on_success").is_none(), "{spec}");
+    assert!(spec.on_success.is_none(), "{spec:?}");
     browser.close().await;
 }
 
@@ -163,8 +189,11 @@ async fn a_policy_error_is_shown_next_to_its_control() {
         .await;
     let all = schedules(&studio).await;
     assert_eq!(
-        all[0]["spec"]["policies"]["rate_limit"],
-        json!({"max_fires": 3, "window_seconds": 60})
+        all[0].spec.policies.rate_limit,
+        Some(RateLimit {
+            max_fires: 3,
+            window_seconds: 60
+        })
     );
     browser.close().await;
 }
@@ -176,19 +205,40 @@ async fn saving_an_untouched_edit_keeps_the_spec_and_its_revision() {
     // Every field set, some in ways the form would not write them (padded arguments, a
     // chain below the follow-up): untouched, each must survive as stored.
     let id = api
-        .create(&json!({
-            "name": "everything", "description": "all fields",
-            "trigger": {"cron": {"expression": "0 3 * * *", "timezone": "Europe/Berlin"}},
-            "action": {"kind": "command", "executable": "sh", "args": ["-c", " echo  padded "]},
-            "cwd": "/tmp",
-            "env": {"MODE": "full", "PADDED": " kept ", "QUERY": "a=b"},
-            "policies": {"missed_fire": "run_once", "overlap": "allow", "max_runs": 5,
-                         "deadline": 600, "budget_usd": 2.5,
-                         "rate_limit": {"max_fires": 3, "window_seconds": 60}},
-            "on_success": {"action": {"kind": "agent", "prompt": "summarise", "model": "large", "profile": "ops"},
-                           "on_fail": {"action": {"kind": "command", "executable": "false"}}},
-            "on_fail": {"action": {"kind": "command", "executable": "true", "args": ["failed"]}},
-        }))
+        .create(&ScheduleSpec {
+            name: Some("everything".into()),
+            description: "all fields".into(),
+            enabled: true,
+            trigger: Trigger::Cron(CronTrigger {
+                expression: "0 3 * * *".into(),
+                timezone: Some("Europe/Berlin".into()),
+            }),
+            action: command("sh", &["-c", " echo  padded "]),
+            cwd: Some("/tmp".into()),
+            env: env(&[("MODE", "full"), ("PADDED", " kept "), ("QUERY", "a=b")]),
+            policies: Policies {
+                missed_fire: MissedFire::RunOnce,
+                overlap: Overlap::Allow,
+                max_runs: Some(5),
+                deadline: Some(600),
+                budget_usd: Some(2.5),
+                rate_limit: Some(RateLimit {
+                    max_fires: 3,
+                    window_seconds: 60,
+                }),
+                ..Policies::default()
+            },
+            on_success: Some(Box::new(FollowUp {
+                action: Action::Agent {
+                    prompt: "summarise".into(),
+                    model: Some("large".into()),
+                    profile: Some("ops".into()),
+                },
+                on_success: None,
+                on_fail: follow_up(command("false", &[])),
+            })),
+            on_fail: follow_up(command("true", &["failed"])),
+        })
         .await;
     let before = schedule(&studio, &id).await;
     let browser = paired_browser(&studio).await;
@@ -205,8 +255,8 @@ async fn saving_an_untouched_edit_keeps_the_spec_and_its_revision() {
         .wait_for_text("schedule-name", "everything", WAIT)
         .await;
     let after = schedule(&studio, &id).await;
-    assert_eq!(after["spec"], before["spec"]);
-    assert_eq!(after["revision"], before["revision"], "nothing was written");
+    assert_eq!(after.spec, before.spec);
+    assert_eq!(after.revision, before.revision, "nothing was written");
 
     // One field changed and one cleared: only they move; the rest stays as stored.
     open(&browser, &studio, &edit, "schedule-form").await;
@@ -225,16 +275,10 @@ async fn saving_an_untouched_edit_keeps_the_spec_and_its_revision() {
         .wait_for_text("schedule-name", "everything", WAIT)
         .await;
     let edited = schedule(&studio, &id).await;
-    let mut want = before["spec"].clone();
-    want["description"] = json!("edited");
-    want["policies"]
-        .as_object_mut()
-        .expect("policies")
-        .remove("deadline");
-    assert_eq!(edited["spec"], want);
-    assert_eq!(
-        edited["revision"].as_i64(),
-        before["revision"].as_i64().map(|r| r + 1)
-    );
+    let mut want = before.spec.clone();
+    want.description = "edited".into();
+    want.policies.deadline = None;
+    assert_eq!(edited.spec, want);
+    assert_eq!(edited.revision, before.revision + 1);
     browser.close().await;
 }

@@ -12,9 +12,15 @@ use std::{
     time::Duration,
 };
 
+// The documents are walked as JSON, and the bodies broken from them are JSON no type
+// admits: generated bad input is untyped on purpose.
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
-use studio_api::ErrorBody;
-use studio_tests::Studio;
+use studio_api::{AllowList, Code, ErrorBody, RunPage, SchedulePage, Sessions, app::AttentionList};
+use studio_tests::{
+    Studio,
+    api::{command_spec, every},
+};
 
 use crate::paired_cookie;
 
@@ -326,14 +332,13 @@ fn judge(doc: &Value, method: &str, case: &Case, status: u16, body: &[u8]) -> Op
         Ok(e) => {
             let codes = listed(doc, &template, method, status);
             // A path no route serves (an id that changes the path) is the fallback's.
-            let fallback = ["not_found", "method_not_allowed"];
-            (!codes.iter().any(|c| c == e.code.as_str()) && !fallback.contains(&e.code.as_str()))
-                .then(|| {
-                    format!(
-                        "{status} {} is not a code the document lists ({codes:?})",
-                        e.code
-                    )
-                })
+            let fallback = matches!(e.code, Code::NotFound | Code::MethodNotAllowed);
+            (!codes.iter().any(|c| c == e.code.as_str()) && !fallback).then(|| {
+                format!(
+                    "{status} {} is not a code the document lists ({codes:?})",
+                    e.code
+                )
+            })
         }
     }
 }
@@ -374,33 +379,42 @@ fn collect_enums(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// What is stored, as the API shows it (the answers' own clocks left out).
-fn stored(to: &Listener) -> String {
-    let mut all = String::new();
-    for path in [
-        "/api/schedules?limit=500",
-        "/api/runs?limit=500",
-        "/api/admin/allowlist",
-        "/api/studio/sessions",
-    ] {
-        let case = Case {
-            method: "GET".into(),
-            target: path.into(),
-            content_type: None,
-            body: Vec::new(),
-            why: String::new(),
-        };
-        let (status, body) = send(to, &case);
-        assert_eq!(status, 200, "{path}");
-        let mut value: Value = serde_json::from_slice(&body).expect("JSON");
-        if let Some(sessions) = value.get_mut("sessions").and_then(Value::as_array_mut) {
-            for s in sessions {
-                s.as_object_mut().map(|o| o.remove("last_seen_at"));
-            }
-        }
-        all.push_str(&value.to_string());
+/// `GET path`, which must answer 200 with a `T`.
+fn read<T: DeserializeOwned>(to: &Listener, path: &str) -> T {
+    let case = Case {
+        method: "GET".into(),
+        target: path.into(),
+        content_type: None,
+        body: Vec::new(),
+        why: String::new(),
+    };
+    let (status, body) = send(to, &case);
+    assert_eq!(status, 200, "{path}");
+    serde_json::from_slice(&body)
+        .unwrap_or_else(|e| panic!("{path}: {e}: {}", String::from_utf8_lossy(&body)))
+}
+
+/// What is stored, as the API shows it.
+#[derive(Debug, PartialEq)]
+struct Stored {
+    schedules: SchedulePage,
+    runs: RunPage,
+    allowlist: AllowList,
+    sessions: Sessions,
+}
+
+/// What is stored now (the answers' own clocks left out).
+fn stored(to: &Listener) -> Stored {
+    let mut sessions: Sessions = read(to, "/api/studio/sessions");
+    for s in &mut sessions.sessions {
+        s.last_seen_at.clear();
     }
-    all
+    Stored {
+        schedules: read(to, "/api/schedules?limit=500"),
+        runs: read(to, "/api/runs?limit=500"),
+        allowlist: read(to, "/api/admin/allowlist"),
+        sessions,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,10 +438,7 @@ async fn bad_input_generated_from_the_document_is_refused_by_the_contract() {
         method: "POST".into(),
         target: "/api/schedules".into(),
         content_type: Some("application/json"),
-        body: json!({"name": "kept", "trigger": {"every": "1h"},
-                     "action": {"kind": "command", "executable": "true"}})
-        .to_string()
-        .into_bytes(),
+        body: serde_json::to_vec(&command_spec("kept", every("1h"), "true", &[])).expect("a spec"),
         why: String::new(),
     };
     let (status, body) = send(&direct, &seed);
@@ -464,10 +475,8 @@ async fn bad_input_generated_from_the_document_is_refused_by_the_contract() {
                     )),
                     Ok(e) => {
                         let codes = listed(&doc, &template, method, status);
-                        let generic = ["not_found", "method_not_allowed"];
-                        (!codes.contains(&e.code.as_str().to_owned())
-                            && !generic.contains(&e.code.as_str()))
-                        .then(|| {
+                        let generic = matches!(e.code, Code::NotFound | Code::MethodNotAllowed);
+                        (!codes.contains(&e.code.as_str().to_owned()) && !generic).then(|| {
                             format!(
                                 "{status} {} is not a code the document lists ({codes:?})",
                                 e.code
@@ -491,18 +500,8 @@ async fn bad_input_generated_from_the_document_is_refused_by_the_contract() {
     }
     // studio-app's own routes, from its own document.
     let app_doc: Value = serde_json::from_str(APP_DOCUMENT).expect("docs/openapi-app.json");
-    let attention = |to: &Listener| {
-        let case = Case {
-            method: "GET".into(),
-            target: "/api/app/attention?all=true".into(),
-            content_type: None,
-            body: Vec::new(),
-            why: String::new(),
-        };
-        send(to, &case)
-    };
+    let attention = |to: &Listener| read::<AttentionList>(to, "/api/app/attention?all=true");
     let app_before = attention(&through_app);
-    assert_eq!(app_before.0, 200);
     for (id, method, case) in &cases_of_app(&app_doc) {
         if id == "app_pair" {
             continue;
@@ -527,5 +526,8 @@ async fn bad_input_generated_from_the_document_is_refused_by_the_contract() {
         failures.len(),
         failures.join("\n")
     );
-    assert!(before == after, "a refused request changed what is stored");
+    assert!(
+        before == after,
+        "a refused request changed what is stored: {before:?} {after:?}"
+    );
 }

@@ -2,7 +2,10 @@
 
 use studio_tests::{Studio, http, raw_http, raw_request};
 
-use crate::{json_of, paired_cookie};
+use studio_api::{Code, Health, Identity, PairRequest, Paired, app::AppHealth};
+use studio_tests::Reply;
+
+use crate::paired_cookie;
 
 const REFUSED_HOSTS: &[&str] = &[
     "127.0.0.1:{port}.evil.com",
@@ -49,6 +52,8 @@ fn host_cases(addr: std::net::SocketAddr, other: u16) {
             "Host {host:?} should be accepted on {addr}: {body}"
         );
     }
+    // Raw exchanges, for requests a client would refuse to send: the answer is read as
+    // text, framing and all, so the refusal's code is looked for in it.
     for host in REFUSED_HOSTS.iter().map(|h| fill(h)) {
         let (status, body) = raw_http(addr, &format!("GET /health HTTP/1.1\r\nHost: {host}"), "");
         assert_eq!(status, 400, "Host {host:?} should be refused on {addr}");
@@ -110,15 +115,15 @@ async fn unsafe_methods_need_json_and_unknown_api_paths_are_json_404s() {
             if let Some(ct) = content_type {
                 req = req.header("content-type", ct).body("{}");
             }
-            let (status, body) = json_of(req.send().await.expect("send")).await;
+            let reply = Reply::of(req.send().await.expect("send")).await;
             assert_eq!(
-                (status, body["code"].as_str()),
-                (415, Some("unsupported_media_type")),
+                reply.code(),
+                (415, Code::UnsupportedMediaType),
                 "{method} {base}{path} {content_type:?}"
             );
         }
         for path in ["/api/nope", "/api/", "/api/identity/extra", "/api/app/nope"] {
-            let (status, body) = json_of(
+            let reply = Reply::of(
                 http()
                     .get(format!("{base}{path}"))
                     .bearer_auth(&token)
@@ -127,11 +132,7 @@ async fn unsafe_methods_need_json_and_unknown_api_paths_are_json_404s() {
                     .expect("send"),
             )
             .await;
-            assert_eq!(
-                (status, body["code"].as_str()),
-                (404, Some("not_found")),
-                "{base}{path}"
-            );
+            assert_eq!(reply.code(), (404, Code::NotFound), "{base}{path}");
         }
         // `Application/JSON; charset=utf-8` is JSON.
         let resp = http()
@@ -149,7 +150,7 @@ async fn unsafe_methods_need_json_and_unknown_api_paths_are_json_404s() {
 async fn the_api_needs_a_bearer_but_health_does_not() {
     let studio = Studio::start();
     for base in [studio.app_url(""), studio.daemon_url("")] {
-        let (status, body) = json_of(
+        let reply = Reply::of(
             http()
                 .get(format!("{base}/api/identity"))
                 .send()
@@ -157,12 +158,8 @@ async fn the_api_needs_a_bearer_but_health_does_not() {
                 .expect("send"),
         )
         .await;
-        assert_eq!(
-            (status, body["code"].as_str()),
-            (401, Some("unauthorized")),
-            "{base}"
-        );
-        let (status, body) = json_of(
+        assert_eq!(reply.code(), (401, Code::Unauthorized), "{base}");
+        let reply = Reply::of(
             http()
                 .get(format!("{base}/api/identity"))
                 .bearer_auth("stk_wrong")
@@ -171,12 +168,8 @@ async fn the_api_needs_a_bearer_but_health_does_not() {
                 .expect("send"),
         )
         .await;
-        assert_eq!(
-            (status, body["code"].as_str()),
-            (401, Some("unauthorized")),
-            "{base}"
-        );
-        let (status, body) = json_of(
+        assert_eq!(reply.code(), (401, Code::Unauthorized), "{base}");
+        let reply = Reply::of(
             http()
                 .get(format!("{base}/api/identity"))
                 .bearer_auth(studio.token())
@@ -185,10 +178,9 @@ async fn the_api_needs_a_bearer_but_health_does_not() {
                 .expect("send"),
         )
         .await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(body["identity"], "studio");
-        assert!(body["version"].is_string() && body["epoch"].is_string());
-        let (status, body) = json_of(
+        let body: Identity = reply.expect(200);
+        assert_eq!(body.identity, "studio");
+        let reply = Reply::of(
             http()
                 .get(format!("{base}/health"))
                 .send()
@@ -196,9 +188,9 @@ async fn the_api_needs_a_bearer_but_health_does_not() {
                 .expect("send"),
         )
         .await;
-        assert_eq!((status, body["status"].as_str()), (200, Some("ok")));
+        assert_eq!(reply.expect::<Health>(200).status, "ok");
     }
-    let (_, body) = json_of(
+    let reply = Reply::of(
         http()
             .get(studio.app_url("/health"))
             .send()
@@ -206,7 +198,7 @@ async fn the_api_needs_a_bearer_but_health_does_not() {
             .expect("send"),
     )
     .await;
-    assert_eq!(body["daemon"], "ok");
+    assert_eq!(reply.json::<AppHealth>().daemon, "ok");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,12 +214,8 @@ async fn cors_names_origins_explicitly_and_refuses_others() {
             .await
             .expect("send");
         assert!(resp.headers().get("access-control-allow-origin").is_none());
-        let (status, body) = json_of(resp).await;
-        assert_eq!(
-            (status, body["code"].as_str()),
-            (403, Some("origin_not_allowed")),
-            "{base}"
-        );
+        let reply = Reply::of(resp).await;
+        assert_eq!(reply.code(), (403, Code::OriginNotAllowed), "{base}");
 
         let resp = http()
             .request(reqwest::Method::OPTIONS, format!("{base}/api/identity"))
@@ -277,11 +265,8 @@ async fn cookie_authenticated_unsafe_requests_need_an_allowed_origin() {
         .send()
         .await
         .expect("send");
-    let (status, body) = json_of(resp).await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (403, Some("origin_not_allowed"))
-    );
+    let reply = Reply::of(resp).await;
+    assert_eq!(reply.code(), (403, Code::OriginNotAllowed));
     let resp = crate::get_with_cookie(&studio, "/api/identity", &cookie).await;
     assert_eq!(resp.status(), 200, "the refused request changed nothing");
 }
@@ -293,17 +278,21 @@ async fn the_daemon_refuses_a_forged_forwarded_origin() {
         .post(studio.daemon_url("/api/studio/pair"))
         .header("x-studio-forwarded-origin", studio.app_origin())
         .header("x-studio-forwarded-sig", "1.deadbeef")
-        .json(&serde_json::json!({ "code": studio.first_code() }))
+        .json(&PairRequest {
+            code: studio.first_code(),
+        })
         .send()
         .await
         .expect("send");
-    let (status, body) = json_of(resp).await;
-    assert_eq!((status, body["code"].as_str()), (401, Some("unauthorized")));
+    let reply = Reply::of(resp).await;
+    assert_eq!(reply.code(), (401, Code::Unauthorized));
     // Unsigned, the forwarded header is ignored: no Origin means no pairing.
     let resp = http()
         .post(studio.daemon_url("/api/studio/pair"))
         .header("x-studio-forwarded-origin", studio.app_origin())
-        .json(&serde_json::json!({ "code": studio.first_code() }))
+        .json(&PairRequest {
+            code: studio.first_code(),
+        })
         .send()
         .await
         .expect("send");
@@ -312,13 +301,14 @@ async fn the_daemon_refuses_a_forged_forwarded_origin() {
     let resp = http()
         .post(studio.daemon_url("/api/studio/pair"))
         .header("origin", studio.app_origin())
-        .json(&serde_json::json!({ "code": studio.first_code() }))
+        .json(&PairRequest {
+            code: studio.first_code(),
+        })
         .send()
         .await
         .expect("send");
-    let (status, body) = json_of(resp).await;
-    assert_eq!(status, 200, "{body}");
-    let token = body["token"].as_str().expect("token").to_owned();
+    let reply = Reply::of(resp).await;
+    let token = reply.expect::<Paired>(200).token;
     assert_ne!(token, studio.token());
     let resp = http()
         .get(studio.app_url("/api/identity"))
@@ -345,6 +335,7 @@ async fn an_oversize_body_is_413_on_both_listeners() {
         let head = format!(
             "POST /api/schedules HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json"
         );
+        // Raw, to declare a length a client would not: the answer is read as text.
         let (status, answer) = raw_http(addr, &head, &body);
         assert_eq!(status, 413, "declared length on {addr}: {answer}");
         assert!(answer.contains("payload_too_large"), "{addr}: {answer}");

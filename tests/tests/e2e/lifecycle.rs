@@ -6,9 +6,14 @@ use std::{
 };
 
 use rustix::process::Signal;
-use studio_tests::{Studio, TempDir, alive, bins, free_port, http, signal, wait_for};
+use studio_api::{Code, Identity, Run, RunDetail, RunStatus, Schedule, app::AppHealth};
+use studio_tests::{
+    Reply, Studio, TempDir, alive,
+    api::{command_spec, every},
+    bins, free_port, http, signal, wait_for,
+};
 
-use crate::{get_with_cookie, get_with_token, json_of, paired_cookie};
+use crate::{get_with_cookie, get_with_token, paired_cookie};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_crash_is_restarted_without_touching_the_daemon_or_the_session() {
@@ -23,7 +28,7 @@ async fn an_app_crash_is_restarted_without_touching_the_daemon_or_the_session() 
     assert_ne!(new_app, app_pid);
     let back = wait_for(Duration::from_secs(20), || {
         let resp = block(get_with_cookie(&studio, "/api/identity", &cookie));
-        (resp.status() == 200).then(|| block(resp.json::<serde_json::Value>()).ok())?
+        (resp.status() == 200).then(|| block(resp.json::<Identity>()).ok())?
     })
     .expect("the paired browser works again through the restarted app");
     eprintln!(
@@ -34,7 +39,7 @@ async fn an_app_crash_is_restarted_without_touching_the_daemon_or_the_session() 
     let after = studio.child("daemon");
     assert_eq!(after["pid"], daemon["pid"], "the daemon kept its pid");
     assert_eq!(after["epoch"], daemon["epoch"], "the daemon kept its epoch");
-    assert_eq!(back["epoch"], daemon["epoch"]);
+    assert_eq!(daemon["epoch"], back.epoch);
     assert!(studio.child("app")["restarts"].as_u64() >= Some(1));
 }
 
@@ -51,13 +56,18 @@ async fn a_daemon_crash_answers_503_meanwhile_and_the_app_recovers_by_itself() {
     let new_epoch = loop {
         assert!(Instant::now() < deadline, "the app never recovered");
         let resp = get_with_token(&studio, &studio.app_url("/api/identity")).await;
-        let (status, body) = json_of(resp).await;
-        match status {
+        let reply = Reply::of(resp).await;
+        match reply.status {
             503 => {
-                assert_eq!(body["code"], "daemon_unavailable");
+                assert_eq!(reply.error().code, Code::DaemonUnavailable);
                 saw_unavailable = true;
             }
-            200 if body["epoch"] != old_epoch => break body["epoch"].clone(),
+            200 => {
+                let epoch = reply.json::<Identity>().epoch;
+                if old_epoch != epoch {
+                    break epoch;
+                }
+            }
             _ => {}
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -66,7 +76,7 @@ async fn a_daemon_crash_answers_503_meanwhile_and_the_app_recovers_by_itself() {
         saw_unavailable,
         "requests were refused with 503 while the daemon was down"
     );
-    assert_ne!(new_epoch, old_epoch);
+    assert_ne!(old_epoch, new_epoch);
     assert_eq!(
         studio.child_pid("app"),
         app_pid,
@@ -75,8 +85,8 @@ async fn a_daemon_crash_answers_503_meanwhile_and_the_app_recovers_by_itself() {
     // Health follows the app's Watch stream, which reconnects with a bounded backoff.
     let healthy = wait_for(Duration::from_secs(5), || {
         let resp = block(http().get(studio.app_url("/health")).send()).ok()?;
-        let (_, health) = block(json_of(resp));
-        (health["daemon"] == "ok").then_some(())
+        let health: AppHealth = block(Reply::of(resp)).json();
+        (health.daemon == "ok").then_some(())
     });
     assert!(
         healthy.is_some(),
@@ -102,12 +112,9 @@ async fn a_hung_daemon_is_a_503_within_the_deadline() {
     let started = Instant::now();
     let resp = get_with_cookie(&studio, "/api/identity", &cookie).await;
     let elapsed = started.elapsed();
-    let (status, body) = json_of(resp).await;
+    let reply = Reply::of(resp).await;
     signal(daemon_pid, Signal::CONT);
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (503, Some("daemon_unavailable"))
-    );
+    assert_eq!(reply.code(), (503, Code::DaemonUnavailable));
     assert!(
         elapsed < Duration::from_millis(2_600),
         "answered after {elapsed:?}"
@@ -186,11 +193,12 @@ async fn studio_stop_cancels_running_jobs_and_records_it() {
     // Recorded as cancelled by the daemon that stopped, not found lost by the next one.
     let home = studio.stop_keep_home(Duration::from_secs(5));
     let studio = Studio::start_in(home, &[]);
-    let (status, run) =
-        json_of(get_with_token(&studio, &studio.daemon_url(&format!("/api/runs/{run_id}"))).await)
-            .await;
-    assert_eq!(status, 200, "{run}");
-    assert_eq!(run["status"], "cancelled", "{run}");
+    let run: RunDetail = Reply::of(
+        get_with_token(&studio, &studio.daemon_url(&format!("/api/runs/{run_id}"))).await,
+    )
+    .await
+    .expect(200);
+    assert_eq!(run.run.core.status, RunStatus::Cancelled, "{run:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,8 +255,8 @@ async fn a_second_up_only_prints_a_fresh_link() {
     let code = studio_tests::code_from_link(&text).expect("a link");
     assert_ne!(code, studio.first_code());
     assert_eq!((studio.child_pid("daemon"), studio.child_pid("app")), pids);
-    let (status, _) = json_of(crate::pair(&studio, &code).await).await;
-    assert_eq!(status, 200, "the fresh link pairs");
+    let reply = Reply::of(crate::pair(&studio, &code).await).await;
+    assert_eq!(reply.status, 200, "the fresh link pairs");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -267,9 +275,11 @@ async fn status_describes_both_children_and_secrets_stay_out_of_logs() {
         assert_eq!(c["restarts"], 0);
         assert!(c["started_at"].as_str().is_some_and(|t| t.contains('T')));
     }
-    let (_, identity) =
-        json_of(get_with_token(&studio, &studio.daemon_url("/api/identity")).await).await;
-    assert_eq!(children["daemon"]["epoch"], identity["epoch"]);
+    let identity: Identity =
+        Reply::of(get_with_token(&studio, &studio.daemon_url("/api/identity")).await)
+            .await
+            .json();
+    assert_eq!(children["daemon"]["epoch"], identity.epoch);
 
     let human = studio.cli(&["status"]);
     assert!(human.status.success());
@@ -353,9 +363,8 @@ async fn the_daemon_runs_alone_and_the_app_alone_fails_closed() {
         .send()
         .await
         .expect("identity");
-    let (status, body) = json_of(resp).await;
-    assert_eq!(status, 200);
-    assert_eq!(body["epoch"].as_str(), ready.epoch.as_deref());
+    let identity: Identity = Reply::of(resp).await.expect(200);
+    assert_eq!(Some(identity.epoch.as_str()), ready.epoch.as_deref());
 
     // An app whose key the daemon does not share: everything under /api fails closed.
     let app_addr = format!("127.0.0.1:{}", free_port());
@@ -394,11 +403,8 @@ async fn the_daemon_runs_alone_and_the_app_alone_fails_closed() {
         .send()
         .await
         .expect("identity");
-    let (status, body) = json_of(resp).await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (503, Some("daemon_unavailable"))
-    );
+    let reply = Reply::of(resp).await;
+    assert_eq!(reply.code(), (503, Code::DaemonUnavailable));
     let page = http()
         .get(format!("http://{app_addr}/"))
         .send()
@@ -478,8 +484,8 @@ async fn a_new_up_after_a_killed_supervisor_waits_for_the_draining_daemon() {
     );
     let healthy = wait_for(Duration::from_secs(10), || {
         let resp = block(http().get(second.app_url("/health")).send()).ok()?;
-        let (_, health) = block(json_of(resp));
-        (health["daemon"] == "ok").then_some(())
+        let health: AppHealth = block(Reply::of(resp)).json();
+        (health.daemon == "ok").then_some(())
     });
     assert!(
         healthy.is_some(),
@@ -503,36 +509,30 @@ async fn start_job(
     script: &str,
     pidfile: &std::path::Path,
 ) -> (String, u32) {
-    let spec = serde_json::json!({
-        "name": name,
-        "trigger": {"every": "1d"},
-        "action": {"kind": "command", "executable": "sh", "args": ["-c", script]},
-    });
+    let spec = command_spec(name, every("1d"), "sh", &["-c", script]);
     let api = |path: &str| {
         http()
             .post(studio.daemon_url(path))
             .bearer_auth(studio.token())
             .header("content-type", "application/json")
     };
-    let (status, schedule) = json_of(
+    let reply = Reply::of(
         api("/api/schedules")
-            .body(spec.to_string())
+            .json(&spec)
             .send()
             .await
             .expect("create"),
     )
     .await;
-    assert_eq!(status, 201, "{schedule}");
-    let id = schedule["id"].as_str().expect("schedule id");
-    let (status, run) = json_of(
+    let id = reply.expect::<Schedule>(201).id;
+    let reply = Reply::of(
         api(&format!("/api/schedules/{id}/trigger"))
-            .body("{}")
             .send()
             .await
             .expect("trigger"),
     )
     .await;
-    assert_eq!(status, 202, "{run}");
+    let run: Run = reply.expect(202);
     let pid = wait_for(Duration::from_secs(20), || {
         std::fs::read_to_string(pidfile)
             .ok()?
@@ -542,7 +542,7 @@ async fn start_job(
             .filter(|pid| alive(*pid))
     })
     .expect("the job started");
-    (run["id"].as_str().expect("run id").to_owned(), pid)
+    (run.core.id, pid)
 }
 
 /// A studiod on a home another studiod keeps waits (bounded), then exits 64 with one line

@@ -19,7 +19,7 @@ mod scheduler;
 mod sessions;
 mod verifier;
 
-use serde_json::{Value, json};
+use studio_api::PairRequest;
 use studio_tests::{Studio, admission_cookie, http};
 
 /// Redeems `code` through the app as a browser on the app's origin would.
@@ -27,7 +27,7 @@ pub async fn pair(studio: &Studio, code: &str) -> reqwest::Response {
     http()
         .post(studio.app_url("/api/studio/pair"))
         .header("origin", studio.app_origin())
-        .json(&json!({ "code": code }))
+        .json(&PairRequest { code: code.into() })
         .send()
         .await
         .expect("pair request")
@@ -58,12 +58,4 @@ pub async fn get_with_token(studio: &Studio, url: &str) -> reqwest::Response {
         .send()
         .await
         .expect("request")
-}
-
-/// Status and parsed JSON body.
-pub async fn json_of(resp: reqwest::Response) -> (u16, Value) {
-    let status = resp.status().as_u16();
-    let text = resp.text().await.expect("body");
-    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}"));
-    (status, body)
 }

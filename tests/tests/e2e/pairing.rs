@@ -2,10 +2,13 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-use studio_tests::{Studio, admission_cookie, http, wait_for};
+use serde_json::Value;
+use studio_api::{
+    Code, Disconnected, Identity, PairRequest, SessionRevoked, Sessions, app::BrowserPaired,
+};
+use studio_tests::{Reply, Studio, admission_cookie, http, wait_for};
 
-use crate::{get_with_cookie, get_with_token, json_of, pair, paired_cookie};
+use crate::{get_with_cookie, get_with_token, pair, paired_cookie};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pairing_code_redeems_once() {
@@ -19,23 +22,15 @@ async fn a_pairing_code_redeems_once() {
         .filter_map(|v| v.to_str().ok().map(str::to_owned))
         .collect();
     let cookie = admission_cookie(&resp).expect("admission cookie");
-    let (status, body) = json_of(resp).await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["paired"], true);
+    let reply = Reply::of(resp).await;
+    let body: BrowserPaired = reply.expect(200);
+    assert!(body.paired);
+    assert!(body.decision_token.len() >= 40);
+    assert_eq!(body.epoch.len(), 32);
+    assert!(body.decision_expires_at.ends_with('Z'));
+    // The wire shape on purpose: no `token` field at all.
     assert!(
-        body["decision_token"]
-            .as_str()
-            .is_some_and(|t| t.len() >= 40)
-    );
-    assert!(body["epoch"].as_str().is_some_and(|e| e.len() == 32));
-    assert!(body["principal"].is_string());
-    assert!(
-        body["decision_expires_at"]
-            .as_str()
-            .is_some_and(|t| t.ends_with('Z'))
-    );
-    assert!(
-        body.get("token").is_none(),
+        reply.json::<Value>().get("token").is_none(),
         "the admission token stays out of page script"
     );
     let attrs = set_cookie.join("; ").to_ascii_lowercase();
@@ -48,15 +43,11 @@ async fn a_pairing_code_redeems_once() {
         "the daemon token is never handed out"
     );
 
-    let (status, body) = json_of(pair(&studio, &code).await).await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (401, Some("pairing_code_invalid"))
-    );
+    let reply = Reply::of(pair(&studio, &code).await).await;
+    assert_eq!(reply.code(), (401, Code::PairingCodeInvalid));
 
-    let (status, body) = json_of(get_with_cookie(&studio, "/api/identity", &cookie).await).await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["identity"], "studio");
+    let reply = Reply::of(get_with_cookie(&studio, "/api/identity", &cookie).await).await;
+    assert_eq!(reply.expect::<Identity>(200).identity, "studio");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,11 +55,8 @@ async fn an_expired_code_fails() {
     let studio = Studio::start_with(&[("STUDIO_PAIRING_TTL_SECS", "1")]);
     let code = studio.pair_code();
     tokio::time::sleep(Duration::from_millis(2_500)).await;
-    let (status, body) = json_of(pair(&studio, &code).await).await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (401, Some("pairing_code_invalid"))
-    );
+    let reply = Reply::of(pair(&studio, &code).await).await;
+    assert_eq!(reply.code(), (401, Code::PairingCodeInvalid));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,26 +67,25 @@ async fn a_wrong_origin_is_refused_without_spending_the_code() {
         let resp = http()
             .post(studio.app_url("/api/studio/pair"))
             .header("origin", origin)
-            .json(&json!({ "code": code }))
+            .json(&PairRequest { code: code.clone() })
             .send()
             .await
             .expect("request");
-        let (status, body) = json_of(resp).await;
-        assert_eq!(
-            (status, body["code"].as_str()),
-            (403, Some("origin_not_allowed")),
-            "{origin}"
-        );
+        let reply = Reply::of(resp).await;
+        assert_eq!(reply.code(), (403, Code::OriginNotAllowed), "{origin}");
     }
     let resp = http()
         .post(studio.app_url("/api/studio/pair"))
-        .json(&json!({ "code": code }))
+        .json(&PairRequest { code: code.clone() })
         .send()
         .await
         .expect("request");
     assert_eq!(resp.status(), 403, "pairing without an Origin is refused");
-    let (status, _) = json_of(pair(&studio, &code).await).await;
-    assert_eq!(status, 200, "the refused attempts did not spend the code");
+    let reply = Reply::of(pair(&studio, &code).await).await;
+    assert_eq!(
+        reply.status, 200,
+        "the refused attempts did not spend the code"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,14 +108,14 @@ async fn credentials_from_before_a_daemon_restart_fail_with_epoch_ended() {
 
     let refused = wait_for(Duration::from_secs(10), || {
         let resp = futures_block(get_with_cookie(&studio, "/api/identity", &cookie));
-        let (status, body) = futures_block(json_of(resp));
-        (status == 401).then_some(body)
+        let reply = futures_block(Reply::of(resp));
+        (reply.status == 401).then(|| reply.error())
     })
     .expect("the old token is refused once the app sees the new epoch");
-    assert_eq!(refused["code"], "epoch_ended");
+    assert_eq!(refused.code, Code::EpochEnded);
 
-    let (status, body) = json_of(pair(&studio, &unused_code).await).await;
-    assert_eq!((status, body["code"].as_str()), (401, Some("epoch_ended")));
+    let reply = Reply::of(pair(&studio, &unused_code).await).await;
+    assert_eq!(reply.code(), (401, Code::EpochEnded));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,8 +128,8 @@ async fn failed_redemptions_are_rate_limited() {
     }
     assert!(statuses[..10].iter().all(|s| *s == 401), "{statuses:?}");
     assert_eq!(statuses[11], 429, "{statuses:?}");
-    let (status, body) = json_of(pair(&studio, &studio.first_code()).await).await;
-    assert_eq!((status, body["code"].as_str()), (429, Some("rate_limited")));
+    let reply = Reply::of(pair(&studio, &studio.first_code()).await).await;
+    assert_eq!(reply.code(), (429, Code::RateLimited));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,13 +145,14 @@ async fn a_revoked_session_is_refused_at_once_through_the_app() {
             200
         );
     }
-    let (status, body) =
-        json_of(get_with_token(&studio, &studio.app_url("/api/studio/sessions")).await).await;
-    assert_eq!(status, 200, "{body}");
-    let sessions = body["sessions"].as_array().expect("sessions");
-    assert_eq!(sessions.len(), 1, "{body}");
-    let id = sessions[0]["id"].as_str().expect("id").to_owned();
-    assert_eq!(sessions[0]["origin"], studio.app_origin());
+    let body: Sessions =
+        Reply::of(get_with_token(&studio, &studio.app_url("/api/studio/sessions")).await)
+            .await
+            .expect(200);
+    let sessions = &body.sessions;
+    assert_eq!(sessions.len(), 1, "{body:?}");
+    let id = sessions[0].id.clone();
+    assert_eq!(sessions[0].origin, studio.app_origin());
 
     let resp = http()
         .delete(studio.app_url(&format!("/api/studio/sessions/{id}")))
@@ -173,11 +161,10 @@ async fn a_revoked_session_is_refused_at_once_through_the_app() {
         .send()
         .await
         .expect("revoke");
-    let (status, body) = json_of(resp).await;
-    assert_eq!(status, 200, "{body}");
+    Reply::of(resp).await.expect::<SessionRevoked>(200);
 
-    let (status, body) = json_of(get_with_cookie(&studio, "/api/identity", &cookie).await).await;
-    assert_eq!((status, body["code"].as_str()), (401, Some("revoked")));
+    let reply = Reply::of(get_with_cookie(&studio, "/api/identity", &cookie).await).await;
+    assert_eq!(reply.code(), (401, Code::Revoked));
 
     let resp = http()
         .delete(studio.app_url("/api/studio/sessions/0190aaaa-0000-7000-8000-000000000000"))
@@ -186,11 +173,8 @@ async fn a_revoked_session_is_refused_at_once_through_the_app() {
         .send()
         .await
         .expect("revoke unknown");
-    let (status, body) = json_of(resp).await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (404, Some("session_not_found"))
-    );
+    let reply = Reply::of(resp).await;
+    assert_eq!(reply.code(), (404, Code::SessionNotFound));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,8 +198,7 @@ async fn disconnect_revokes_the_callers_own_tokens_and_clears_the_cookie() {
         .any(|v| {
             v.starts_with("studio_admission=") && v.to_ascii_lowercase().contains("max-age=0")
         });
-    let (status, body) = json_of(resp).await;
-    assert_eq!(status, 200, "{body}");
+    Reply::of(resp).await.expect::<Disconnected>(200);
     assert!(cleared, "disconnect clears the cookie");
     assert_eq!(
         get_with_cookie(&studio, "/api/identity", &mine)

@@ -162,6 +162,7 @@ async fn a_supervisor_without_readers_still_stops_its_children_and_exits_zero() 
             .stdin(Stdio::null())
             .output()
             .ok()?;
+        // The supervisor's control-socket status: no studiod API body (see Studio::status).
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
         let children = &status["status"]["children"];
         (children["daemon"]["state"] == "running" && children["app"]["state"] == "running")

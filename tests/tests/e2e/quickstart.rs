@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use serde_json::Value;
+use studio_api::{RunPage, RunStatus};
 use studio_tests::{Studio, TempDir, bins, wait_for};
 
 fn workspace_root() -> PathBuf {
@@ -108,12 +108,11 @@ async fn readme_quick_start_from_a_lone_studio_executable() {
     // The run completes and says hello; the cockpit lists it under Runs.
     let run_id = wait_for(Duration::from_secs(30), || {
         let out = run(&exe, &["runs", "--schedule", "demo/hello", "--json"], &home);
-        let page: Value = serde_json::from_slice(&out.stdout).ok()?;
-        page["runs"]
-            .as_array()?
-            .iter()
-            .find(|r| r["status"] == "completed")
-            .and_then(|r| r["id"].as_str().map(str::to_owned))
+        let page: RunPage = serde_json::from_slice(&out.stdout).ok()?;
+        page.runs
+            .into_iter()
+            .find(|r| r.core.status == RunStatus::Completed)
+            .map(|r| r.core.id)
     })
     .expect("the example's run completed");
     let logs = run(&exe, &["run", "logs", &run_id], &home);

@@ -3,19 +3,19 @@
 //! profile; and `studio sessions` lists each paired browser with when it expires.
 
 use jiff::Timestamp;
-use serde_json::Value;
+use studio_api::{Sessions, app::BrowserPaired};
 use studio_contract::ADMISSION_TTL_MS;
-use studio_tests::{Studio, TempDir, browser::Browser};
+use studio_tests::{Reply, Studio, TempDir, browser::Browser};
 
 use crate::{
     cockpit::{self, WAIT},
-    json_of, pair,
+    pair,
 };
 
 /// Milliseconds since the Unix epoch of an RFC 3339 string.
-fn ms(v: &Value) -> i64 {
-    v.as_str()
-        .and_then(|t| t.parse::<Timestamp>().ok())
+fn ms(v: &str) -> i64 {
+    v.parse::<Timestamp>()
+        .ok()
         .unwrap_or_else(|| panic!("not an RFC 3339 instant: {v}"))
         .as_millisecond()
 }
@@ -50,7 +50,7 @@ async fn a_pairing_survives_a_browser_restart() {
             vec![],
         )
         .await;
-    let left = ms(&expires) - Timestamp::now().as_millisecond();
+    let left = ms(expires.as_str().unwrap_or_default()) - Timestamp::now().as_millisecond();
     assert!(
         (ADMISSION_TTL_MS - 10 * 60_000..=ADMISSION_TTL_MS).contains(&left),
         "expires {expires} is not 30 days on"
@@ -68,15 +68,15 @@ async fn studio_sessions_lists_the_paired_browser_with_its_expiry() {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let (status, body) = json_of(resp).await;
-    assert_eq!(status, 200, "{body}");
+    let body: BrowserPaired = Reply::of(resp).await.expect(200);
+    let expires_at = body.expires_at.as_deref().expect("expires_at");
     // The cookie lives exactly as long as the token has left, in whole seconds.
     let max_age: i64 = set_cookie
         .split("; ")
         .find_map(|a| a.strip_prefix("Max-Age="))
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no Max-Age in {set_cookie:?}"));
-    let left = ms(&body["expires_at"]) - Timestamp::now().as_millisecond();
+    let left = ms(expires_at) - Timestamp::now().as_millisecond();
     assert!(
         max_age * 1000 <= left + 1000 && max_age * 1000 > left - 60_000,
         "Max-Age={max_age} s against {left} ms left"
@@ -88,18 +88,15 @@ async fn studio_sessions_lists_the_paired_browser_with_its_expiry() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let listed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let sessions = listed["sessions"].as_array().expect("sessions");
-    assert_eq!(sessions.len(), 1, "{listed}");
+    let listed: Sessions = serde_json::from_slice(&out.stdout).expect("JSON");
+    let sessions = &listed.sessions;
+    assert_eq!(sessions.len(), 1, "{listed:?}");
     let s = &sessions[0];
-    assert_eq!(s["id"], body["principal"]);
-    assert_eq!(s["origin"], studio.app_origin());
-    assert_eq!(s["expires_at"], body["expires_at"]);
-    assert_eq!(
-        ms(&s["expires_at"]) - ms(&s["created_at"]),
-        ADMISSION_TTL_MS
-    );
-    assert_eq!(s["revoked_at"], Value::Null);
+    assert_eq!(s.id, body.principal);
+    assert_eq!(s.origin, studio.app_origin());
+    assert_eq!(s.expires_at, expires_at);
+    assert_eq!(ms(&s.expires_at) - ms(&s.created_at), ADMISSION_TTL_MS);
+    assert_eq!(s.revoked_at, None);
 
     let out = studio.cli(&["sessions"]);
     assert!(out.status.success());
@@ -117,7 +114,7 @@ async fn studio_sessions_lists_the_paired_browser_with_its_expiry() {
         "{table}"
     );
     let row = lines.next().unwrap_or_default();
-    let id = s["id"].as_str().expect("id");
+    let id = s.id.as_str();
     assert!(
         row.starts_with(id) && row.contains(" in 29d ") && row.ends_with(" -"),
         "{table}"

@@ -1,6 +1,16 @@
 //! `plan` and `apply`: changes, no-ops, updates, prune, refusals, the terminal prompt.
 
+use studio_api::schedule::Trigger;
+
 use super::*;
+
+/// The interval of an `every` trigger.
+fn every_of(s: &Schedule) -> Option<&str> {
+    match &s.spec.trigger {
+        Trigger::Every(e) => Some(e),
+        _ => None,
+    }
+}
 
 const THREE: &str = r#"  a:
     trigger: {every: 1h}
@@ -38,7 +48,7 @@ async fn declarations_plan_apply_reapply_update_and_prune() {
         ran.stdout.ends_with("applied: 3 created, 0 unchanged\n"),
         "{ran:?}"
     );
-    let before: Vec<Value> = vec![
+    let before: Vec<Schedule> = vec![
         api.must("demo/a").await,
         api.must("demo/b").await,
         api.must("demo/c").await,
@@ -52,10 +62,19 @@ async fn declarations_plan_apply_reapply_update_and_prune() {
     );
     cli(&studio, dir.path(), &["schedule", "apply", f, "--yes"]).exits(0);
     for old in &before {
-        let now = api.must(old["name"].as_str().expect("name")).await;
-        for key in ["revision", "updated_at", "next_fire_at"] {
-            assert_eq!(now[key], old[key], "{key} moved on a no-op apply: {now}");
-        }
+        let now = api.must(&old.name).await;
+        assert_eq!(
+            now.revision, old.revision,
+            "revision moved on a no-op apply: {now:?}"
+        );
+        assert_eq!(
+            now.updated_at, old.updated_at,
+            "updated_at moved on a no-op apply: {now:?}"
+        );
+        assert_eq!(
+            now.next_fire_at, old.next_fire_at,
+            "next_fire_at moved on a no-op apply: {now:?}"
+        );
     }
 
     // An update shows its fields and recomputes the next fire.
@@ -73,15 +92,12 @@ async fn declarations_plan_apply_reapply_update_and_prune() {
         "{ran:?}"
     );
     let a = api.must("demo/a").await;
-    let next = ms(&a["next_fire_at"]);
+    let next = ms(a.next_fire_at.as_deref().expect("next_fire_at"));
     assert!(
         (applied_at + 3 * 3_600_000 - 5_000..=applied_at + 3 * 3_600_000 + 60_000).contains(&next),
-        "a new 3h timeline starts at the update: {a}"
+        "a new 3h timeline starts at the update: {a:?}"
     );
-    assert!(
-        a["revision"].as_i64() > before[0]["revision"].as_i64(),
-        "{a}"
-    );
+    assert!(a.revision > before[0].revision, "{a:?}");
 
     // A member that left the document is disabled; with --prune, deleted.
     let without_c = THREE.split("  c:\n").next().expect("split").to_owned();
@@ -89,7 +105,7 @@ async fn declarations_plan_apply_reapply_update_and_prune() {
     let ran = cli(&studio, dir.path(), &["schedule", "plan", f]).exits(1);
     assert!(ran.stdout.contains("- disable demo/c\n"), "{ran:?}");
     cli(&studio, dir.path(), &["schedule", "apply", f, "--yes"]).exits(0);
-    assert_eq!(api.must("demo/c").await["enabled"], false);
+    assert!(!api.must("demo/c").await.enabled);
     let ran = cli(&studio, dir.path(), &["schedule", "plan", f, "--prune"]).exits(1);
     assert!(ran.stdout.contains("x delete demo/c\n"), "{ran:?}");
     cli(
@@ -128,15 +144,10 @@ async fn declarations_refuse_adopting_a_hand_made_schedule_and_a_concurrent_edit
     let dir = TempDir::new("decl-conflict");
 
     // A hand-made schedule whose name a document claims: an error, nothing written.
-    let (status, body) = api
-        .send(
-            Method::POST,
-            "/api/schedules",
-            Some(json!({"name": "demo/manual", "trigger": {"every": "1h"},
-                        "action": {"kind": "command", "executable": "true"}})),
-        )
+    let reply = api
+        .post("/api/schedules", &command("demo/manual", "1h", "true"))
         .await;
-    assert_eq!(status, 201, "{body}");
+    assert_eq!(reply.status, 201, "{reply}");
     let members = "  manual:\n    trigger: {every: 2h}\n    action: {kind: command, executable: \"true\"}\n  fresh:\n    trigger: {every: 1h}\n    action: {kind: command, executable: \"true\"}\n";
     write(dir.path(), "claim.yaml", &doc("demo", "claim", members));
     let ran = cli(&studio, dir.path(), &["schedule", "plan", "claim.yaml"]).exits(2);
@@ -154,10 +165,7 @@ async fn declarations_refuse_adopting_a_hand_made_schedule_and_a_concurrent_edit
     .exits(2);
     assert!(ran.stderr.contains("nothing applied"), "{ran:?}");
     assert!(api.named("demo/fresh").await.is_none(), "half-applied");
-    assert_eq!(
-        api.must("demo/manual").await["spec"]["trigger"]["every"],
-        "1h"
-    );
+    assert_eq!(every_of(&api.must("demo/manual").await), Some("1h"));
 
     // Plan, then someone edits the row, then apply: refused, naming the row.
     write(
@@ -185,7 +193,7 @@ async fn declarations_refuse_adopting_a_hand_made_schedule_and_a_concurrent_edit
         ),
     );
     let job = api.must("team/job").await;
-    let id = job["id"].as_str().expect("id").to_owned();
+    let id = job.id;
     let mut apply = Prompted::spawn(&studio, dir.path(), &["schedule", "apply", "team.yaml"]);
     apply.wait_for_prompt();
     assert!(
@@ -193,14 +201,15 @@ async fn declarations_refuse_adopting_a_hand_made_schedule_and_a_concurrent_edit
         "{}",
         apply.stdout()
     );
-    let (status, body) = api
+    // A merge patch is partial JSON, which no API type spells.
+    let reply = api
         .send(
             Method::PATCH,
             &format!("/api/schedules/{id}"),
-            Some(json!({"description": "edited by hand"})),
+            Some(serde_json::json!({"description": "edited by hand"}).to_string()),
         )
         .await;
-    assert_eq!(status, 200, "{body}");
+    assert_eq!(reply.status, 200, "{reply}");
     let ran = apply.answer("y\n");
     assert_eq!(ran.code, 1, "{ran:?}");
     // The prompt's line ends with the answer echoed on the terminal, not on stderr.
@@ -212,24 +221,21 @@ async fn declarations_refuse_adopting_a_hand_made_schedule_and_a_concurrent_edit
         "{ran:?}"
     );
     let now = api.must("team/job").await;
-    assert_eq!(
-        now["spec"]["trigger"]["every"], "1h",
-        "nothing applied: {now}"
-    );
-    assert_eq!(now["spec"]["description"], "edited by hand");
+    assert_eq!(every_of(&now), Some("1h"), "nothing applied: {now:?}");
+    assert_eq!(now.spec.description, "edited by hand");
 
     // Declining at the prompt applies nothing; accepting applies.
     let mut apply = Prompted::spawn(&studio, dir.path(), &["schedule", "apply", "team.yaml"]);
     apply.wait_for_prompt();
     let ran = apply.answer("n\n");
     assert_eq!(ran.code, 1, "{ran:?}");
-    assert_eq!(api.must("team/job").await["spec"]["trigger"]["every"], "1h");
+    assert_eq!(every_of(&api.must("team/job").await), Some("1h"));
     let mut apply = Prompted::spawn(&studio, dir.path(), &["schedule", "apply", "team.yaml"]);
     apply.wait_for_prompt();
     let ran = apply.answer("y\n");
     assert_eq!(ran.code, 0, "{ran:?}");
     let now = api.must("team/job").await;
-    assert_eq!(now["spec"]["trigger"]["every"], "2h", "{now}");
+    assert_eq!(every_of(&now), Some("2h"), "{now:?}");
 }
 
 /// `studio schedule apply` on a pseudo-terminal, so it asks; stdout and stderr piped.

@@ -50,15 +50,10 @@ async fn declarations_export_then_apply_is_a_no_op() {
     .exits(0);
     // A hand-made schedule elsewhere, and one no document can hold.
     for name in ["loose", "x/y/z"] {
-        let (status, body) = api
-            .send(
-                Method::POST,
-                "/api/schedules",
-                Some(json!({"name": name, "trigger": {"every": "1h"},
-                            "action": {"kind": "command", "executable": "true"}})),
-            )
+        let reply = api
+            .post("/api/schedules", &command(name, "1h", "true"))
             .await;
-        assert_eq!(status, 201, "{body}");
+        assert_eq!(reply.status, 201, "{reply}");
     }
     let mut before = Vec::new();
     for m in [
@@ -114,11 +109,15 @@ async fn declarations_export_then_apply_is_a_no_op() {
     )
     .exits(0);
     for old in &before {
-        let now = api.must(old["name"].as_str().expect("name")).await;
-        assert_eq!(now["spec"], old["spec"]);
-        for key in ["revision", "updated_at", "next_fire_at", "enabled"] {
-            assert_eq!(now[key], old[key], "{key} moved: {now}");
-        }
+        let now = api.must(&old.name).await;
+        assert_eq!(now.spec, old.spec);
+        assert_eq!(now.revision, old.revision, "revision moved: {now:?}");
+        assert_eq!(now.updated_at, old.updated_at, "updated_at moved: {now:?}");
+        assert_eq!(
+            now.next_fire_at, old.next_fire_at,
+            "next_fire_at moved: {now:?}"
+        );
+        assert_eq!(now.enabled, old.enabled, "enabled moved: {now:?}");
     }
     // The export also validates locally as it is.
     cli(
@@ -157,8 +156,8 @@ async fn declarations_relative_cwd_resolves_against_the_document() {
     )
     .exits(0);
     let build = api.must("team/build").await;
-    let cwd = build["spec"]["cwd"].as_str().expect("cwd stored");
-    assert!(Path::new(cwd).is_absolute(), "{build}");
+    let cwd = build.spec.cwd.as_deref().expect("cwd stored");
+    assert!(Path::new(cwd).is_absolute(), "{build:?}");
     let expected = dir
         .path()
         .join("repo/scripts")

@@ -12,8 +12,13 @@ use std::{
 
 use jiff::Timestamp;
 use reqwest::Method;
-use serde_json::{Value, json};
-use studio_tests::{Studio, TempDir, free_port, studio_cmd, wait_for};
+use serde::{Serialize, de::DeserializeOwned};
+use studio_api::{Schedule, SchedulePage, schedule::ScheduleSpec};
+use studio_tests::{
+    Reply, Studio, TempDir,
+    api::{command_spec, every},
+    free_port, studio_cmd, wait_for,
+};
 
 mod apply;
 mod export;
@@ -47,8 +52,9 @@ impl Ran {
         }
     }
 
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
+    /// Its stdout, as the API type `--json` prints.
+    fn json<T: DeserializeOwned>(&self) -> T {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not a body ({e}): {self:?}"))
     }
 
     /// Asserts the exit status and returns self.
@@ -124,47 +130,54 @@ impl Api {
         }
     }
 
-    async fn send(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    /// One request with `body` as its JSON text (none for a route that takes none).
+    async fn send(&self, method: Method, path: &str, body: Option<String>) -> Reply {
         let mut req = self
             .client
             .request(method.clone(), format!("{}{path}", self.base))
             .bearer_auth(&self.token);
         if method != Method::GET {
-            req = req
-                .header("content-type", "application/json")
-                .body(body.unwrap_or_else(|| json!({})).to_string());
+            req = req.header("content-type", "application/json");
         }
-        let resp = req.send().await.expect("request");
-        let status = resp.status().as_u16();
-        let text = resp.text().await.expect("body");
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        if let Some(body) = body {
+            req = req.body(body);
+        }
+        Reply::of(req.send().await.expect("request")).await
+    }
+
+    async fn get(&self, path: &str) -> Reply {
+        self.send(Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: &impl Serialize) -> Reply {
+        let body = serde_json::to_string(body).expect("a request body");
+        self.send(Method::POST, path, Some(body)).await
     }
 
     /// The schedule named `name`, if any.
-    async fn named(&self, name: &str) -> Option<Value> {
-        let (status, list) = self
-            .send(
-                Method::GET,
-                &format!("/api/schedules?q={name}&limit=500"),
-                None,
-            )
-            .await;
-        assert_eq!(status, 200, "{list}");
-        list["schedules"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| s["name"] == name).cloned())
+    async fn named(&self, name: &str) -> Option<Schedule> {
+        let list: SchedulePage = self
+            .get(&format!("/api/schedules?q={name}&limit=500"))
+            .await
+            .expect(200);
+        list.schedules.into_iter().find(|s| s.name == name)
     }
 
-    async fn must(&self, name: &str) -> Value {
+    async fn must(&self, name: &str) -> Schedule {
         self.named(name)
             .await
             .unwrap_or_else(|| panic!("no schedule {name}"))
     }
 }
 
-fn ms(v: &Value) -> i64 {
-    v.as_str()
-        .and_then(|s| s.parse::<Timestamp>().ok())
+/// A hand-made command schedule, as the API takes it.
+fn command(name: &str, interval: &str, executable: &str) -> ScheduleSpec {
+    command_spec(name, every(interval), executable, &[])
+}
+
+fn ms(v: &str) -> i64 {
+    v.parse::<Timestamp>()
+        .ok()
         .map(|t| t.as_millisecond())
         .unwrap_or_else(|| panic!("not an instant: {v}"))
 }

@@ -1,6 +1,8 @@
 //! Everyday verbs (`schedule list|show|enable|disable|trigger|delete`, `runs`, `run
 //! show|logs|cancel`) as scripts use them, with `--json`.
 
+use studio_api::{Deleted, Run, RunDetail, RunEvent, RunKind, RunPage, RunStatus};
+
 use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -17,13 +19,8 @@ async fn declarations_everyday_verbs_with_json() {
     .exits(0);
     let c = |args: &[&str]| cli(&studio, dir.path(), args);
 
-    let list = c(&["schedule", "list", "--json"]).exits(0).json();
-    let names: Vec<&str> = list["schedules"]
-        .as_array()
-        .expect("schedules")
-        .iter()
-        .filter_map(|s| s["name"].as_str())
-        .collect();
+    let list: SchedulePage = c(&["schedule", "list", "--json"]).exits(0).json();
+    let names: Vec<&str> = list.schedules.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["ops/hello", "ops/slow"]);
     let table = c(&["schedule", "list"]).exits(0).stdout;
     assert!(table.starts_with("NAME "), "{table}");
@@ -33,53 +30,40 @@ async fn declarations_everyday_verbs_with_json() {
         "no colour off a terminal: {table:?}"
     );
 
-    let hello = c(&["schedule", "show", "ops/hello", "--json"])
+    let hello: Schedule = c(&["schedule", "show", "ops/hello", "--json"])
         .exits(0)
         .json();
-    let id = hello["id"].as_str().expect("id").to_owned();
-    let by_id = c(&["schedule", "show", &id, "--json"]).exits(0).json();
-    assert_eq!(by_id["name"], "ops/hello");
+    let id = hello.id;
+    let by_id: Schedule = c(&["schedule", "show", &id, "--json"]).exits(0).json();
+    assert_eq!(by_id.name, "ops/hello");
 
-    assert_eq!(
-        c(&["schedule", "disable", "ops/hello", "--json"])
-            .exits(0)
-            .json()["enabled"],
-        false
-    );
-    assert_eq!(
-        c(&["schedule", "enable", &id, "--json"]).exits(0).json()["enabled"],
-        true
-    );
-
-    let run = c(&["schedule", "trigger", "ops/hello", "--json"])
+    let disabled: Schedule = c(&["schedule", "disable", "ops/hello", "--json"])
         .exits(0)
         .json();
-    assert_eq!(run["kind"], "manual");
-    let run_id = run["id"].as_str().expect("run id").to_owned();
+    assert!(!disabled.enabled);
+    let enabled: Schedule = c(&["schedule", "enable", &id, "--json"]).exits(0).json();
+    assert!(enabled.enabled);
+
+    let run: Run = c(&["schedule", "trigger", "ops/hello", "--json"])
+        .exits(0)
+        .json();
+    assert_eq!(run.core.kind, RunKind::Manual);
+    let run_id = run.core.id;
     // Follows the log until the run ends.
     let ran = c(&["run", "logs", &run_id, "-f"]).exits(0);
     assert_eq!(ran.stdout, "hello\n");
     let ran = c(&["run", "logs", &run_id, "--stderr"]).exits(0);
     assert_eq!(ran.stdout, "oops\n");
-    let shown = c(&["run", "show", &run_id, "--json"]).exits(0).json();
-    assert_eq!(shown["status"], "completed", "{shown}");
-    assert!(
-        shown["transitions"]
-            .as_array()
-            .is_some_and(|t| !t.is_empty())
-    );
+    let shown: RunDetail = c(&["run", "show", &run_id, "--json"]).exits(0).json();
+    assert_eq!(shown.run.core.status, RunStatus::Completed, "{shown:?}");
+    assert!(!shown.transitions.is_empty());
     let human = c(&["run", "show", &run_id]).exits(0).stdout;
     assert!(human.contains("schedule:   ops/hello"), "{human}");
 
-    let runs = c(&["runs", "--schedule", "ops/hello", "--json"])
+    let runs: RunPage = c(&["runs", "--schedule", "ops/hello", "--json"])
         .exits(0)
         .json();
-    assert!(
-        runs["runs"]
-            .as_array()
-            .is_some_and(|r| r.iter().any(|r| r["id"] == run_id.as_str())),
-        "{runs}"
-    );
+    assert!(runs.runs.iter().any(|r| r.core.id == run_id), "{runs:?}");
     let table = c(&["runs", "--status", "completed"]).exits(0).stdout;
     assert!(
         table.contains(&run_id) && table.contains("ops/hello"),
@@ -107,11 +91,11 @@ async fn declarations_everyday_verbs_with_json() {
     .spawn()
     .expect("spawn runs -f");
     let out = follow.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let (tx, rx) = std::sync::mpsc::channel::<RunEvent>();
     let reader = std::thread::spawn(move || {
         use std::io::BufRead;
         for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line)
+            if let Ok(v) = serde_json::from_str::<RunEvent>(&line)
                 && tx.send(v).is_err()
             {
                 break;
@@ -120,17 +104,17 @@ async fn declarations_everyday_verbs_with_json() {
     });
     // Give the follower time to subscribe before the run starts.
     std::thread::sleep(Duration::from_millis(1_000));
-    let slow = c(&["schedule", "trigger", "ops/slow", "--json"])
+    let slow: Run = c(&["schedule", "trigger", "ops/slow", "--json"])
         .exits(0)
         .json();
-    let slow_id = slow["id"].as_str().expect("id").to_owned();
-    let cancelled = c(&["run", "cancel", &slow_id, "--json"]).exits(0).json();
-    assert_eq!(cancelled["id"], slow_id.as_str());
+    let slow_id = slow.core.id;
+    let cancelled: Run = c(&["run", "cancel", &slow_id, "--json"]).exits(0).json();
+    assert_eq!(cancelled.core.id, slow_id);
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         if let Ok(v) = rx.recv_timeout(Duration::from_millis(200)) {
-            let done = v["id"] == slow_id.as_str() && v["status"] == "cancelled";
+            let done = v.id == slow_id && v.status == RunStatus::Cancelled;
             seen.push(v);
             if done {
                 break;
@@ -142,11 +126,11 @@ async fn declarations_everyday_verbs_with_json() {
     let _ = reader.join();
     assert!(
         seen.iter()
-            .any(|v| v["id"] == slow_id.as_str() && v["status"] == "cancelled"),
+            .any(|v| v.id == slow_id && v.status == RunStatus::Cancelled),
         "runs -f saw {seen:?}"
     );
     assert!(
-        seen.iter().all(|v| v["schedule_id"] != id.as_str()),
+        seen.iter().all(|v| v.schedule_id.as_ref() != Some(&id)),
         "filtered: {seen:?}"
     );
     let ran = c(&["run", "cancel", &slow_id]).exits(1);
@@ -155,10 +139,10 @@ async fn declarations_everyday_verbs_with_json() {
         "{ran:?}"
     );
 
-    let deleted = c(&["schedule", "delete", "ops/hello", "--json"])
+    let deleted: Deleted = c(&["schedule", "delete", "ops/hello", "--json"])
         .exits(0)
         .json();
-    assert_eq!(deleted["deleted"], true);
+    assert!(deleted.deleted);
     c(&["schedule", "show", "ops/hello"]).exits(1);
     // Its runs stay, detached.
     c(&["run", "show", &run_id, "--json"]).exits(0);

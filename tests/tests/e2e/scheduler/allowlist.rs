@@ -3,7 +3,18 @@
 //! reproduced and refused, the resolved program recorded, changes only with the daemon
 //! token and at once, the seed only at the first start.
 
-use std::os::unix::fs::PermissionsExt;
+use std::{collections::BTreeMap, os::unix::fs::PermissionsExt};
+
+use studio_tests::api::env;
+
+use studio_api::{
+    AllowChange, AllowList, Code, DeclarationRequest, PairRequest, Paired, Plan, SchedulePage,
+    SourcedDocument,
+    schedule::{
+        FollowUp,
+        declaration::{API_VERSION, KIND, Metadata, ScheduleSet},
+    },
+};
 
 use super::*;
 
@@ -25,28 +36,14 @@ fn attacker_dir(studio: &Studio, mark: &Path) -> PathBuf {
     dir
 }
 
-fn echo(name: &str) -> Value {
+fn echo(name: &str) -> ScheduleSpec {
     command(name, every("1h"), "echo", &["hello"])
 }
 
-/// `field` of each object in the array `items`.
-fn field_of_each<'a>(items: &'a Value, field: &str) -> Vec<&'a str> {
-    items
-        .as_array()
-        .expect("an array")
-        .iter()
-        .filter_map(|item| item[field].as_str())
-        .collect()
-}
-
 /// The field paths of a `400 validation_failed`.
-fn refused_paths(status: u16, body: &Value) -> Vec<String> {
-    assert_eq!(status, 400, "{body}");
-    assert_eq!(body["code"], "validation_failed", "{body}");
-    field_of_each(&body["errors"], "path")
-        .into_iter()
-        .map(str::to_owned)
-        .collect()
+fn refused_paths(reply: &Reply) -> Vec<String> {
+    assert_eq!(reply.code(), (400, Code::ValidationFailed), "{reply}");
+    reply.error().errors.into_iter().map(|e| e.path).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,84 +56,134 @@ async fn allowlist_escapes_through_env_paths_and_cwd_are_refused() {
     let so = format!("{evil_s}/x.so");
 
     // Each way a schedule's own settings could make the allowed `echo` run other code.
-    let attempts: Vec<(Value, &str)> = vec![
-        (json!({"env": {"PATH": evil_s}}), "env.PATH"),
-        (json!({"env": {"PATH": "."}, "cwd": evil_s}), "env.PATH"),
-        (json!({"env": {"LD_PRELOAD": so}}), "env.LD_PRELOAD"),
-        (json!({"env": {"LD_AUDIT": so}}), "env.LD_AUDIT"),
+    let with_env = |vars: &[(&str, &str)]| ScheduleSpec {
+        env: env(vars),
+        ..echo("escape")
+    };
+    let attempts: Vec<(ScheduleSpec, &str)> = vec![
+        (with_env(&[("PATH", &evil_s)]), "env.PATH"),
         (
-            json!({"env": {"LD_LIBRARY_PATH": evil_s}}),
+            ScheduleSpec {
+                cwd: Some(evil_s.clone()),
+                ..with_env(&[("PATH", ".")])
+            },
+            "env.PATH",
+        ),
+        (with_env(&[("LD_PRELOAD", &so)]), "env.LD_PRELOAD"),
+        (with_env(&[("LD_AUDIT", &so)]), "env.LD_AUDIT"),
+        (
+            with_env(&[("LD_LIBRARY_PATH", &evil_s)]),
             "env.LD_LIBRARY_PATH",
         ),
-        (json!({"env": {"GCONV_PATH": evil_s}}), "env.GCONV_PATH"),
-        (json!({"env": {"BASH_ENV": so}}), "env.BASH_ENV"),
-        (json!({"env": {"HOME": evil_s}}), "env.HOME"),
-        (json!({"cwd": "evil"}), "cwd"),
+        (with_env(&[("GCONV_PATH", &evil_s)]), "env.GCONV_PATH"),
+        (with_env(&[("BASH_ENV", &so)]), "env.BASH_ENV"),
+        (with_env(&[("HOME", &evil_s)]), "env.HOME"),
+        (
+            ScheduleSpec {
+                cwd: Some("evil".into()),
+                ..echo("escape")
+            },
+            "cwd",
+        ),
     ];
-    for (i, (extra, path)) in attempts.iter().enumerate() {
-        let mut spec = echo(&format!("escape-{i}"));
-        for (k, v) in extra.as_object().expect("object") {
-            spec[k] = v.clone();
-        }
-        let (status, body) = api.post("/api/schedules", &spec).await;
-        assert_eq!(refused_paths(status, &body), [*path], "{spec}");
+    for (i, (spec, path)) in attempts.into_iter().enumerate() {
+        let spec = ScheduleSpec {
+            name: Some(format!("escape-{i}")),
+            ..spec
+        };
+        let reply = api.post("/api/schedules", &spec).await;
+        assert_eq!(refused_paths(&reply), [path], "{spec:?}");
     }
     // The executable itself: relative to a cwd, or a path nobody allowed.
-    let relative = json!({"cwd": evil_s});
-    let mut spec = command("escape-rel", every("1h"), "./echo", &[]);
-    spec["cwd"] = relative["cwd"].clone();
-    let (status, body) = api.post("/api/schedules", &spec).await;
-    assert_eq!(refused_paths(status, &body), ["action.executable"]);
+    let spec = ScheduleSpec {
+        cwd: Some(evil_s.clone()),
+        ..command("escape-rel", every("1h"), "./echo", &[])
+    };
+    let reply = api.post("/api/schedules", &spec).await;
+    assert_eq!(refused_paths(&reply), ["action.executable"]);
     let fake = format!("{evil_s}/echo");
     let spec = command("escape-abs", every("1h"), &fake, &[]);
-    let (status, body) = api.post("/api/schedules", &spec).await;
-    assert_eq!(refused_paths(status, &body), ["action.executable"]);
+    let reply = api.post("/api/schedules", &spec).await;
+    assert_eq!(refused_paths(&reply), ["action.executable"]);
     assert!(
-        body["message"]
-            .as_str()
-            .is_some_and(|m| m.contains(&format!("studio allow add {fake}"))),
-        "the refusal says how to allow it: {body}"
+        reply
+            .error()
+            .message
+            .contains(&format!("studio allow add {fake}")),
+        "the refusal says how to allow it: {reply}"
     );
     // A follow-up is checked like the action.
-    let mut spec = echo("escape-chain");
-    spec["on_fail"] = json!({"action": {"kind": "command", "executable": fake}});
-    let (status, body) = api.post("/api/schedules", &spec).await;
-    assert_eq!(refused_paths(status, &body), ["on_fail.action.executable"]);
+    let spec = ScheduleSpec {
+        on_fail: Some(Box::new(FollowUp {
+            action: run_command(&fake, &[]),
+            on_success: None,
+            on_fail: None,
+        })),
+        ..echo("escape-chain")
+    };
+    let reply = api.post("/api/schedules", &spec).await;
+    assert_eq!(refused_paths(&reply), ["on_fail.action.executable"]);
 
     // A stored, valid schedule cannot be patched into an escape either; it stays as it was.
     let good = api.create(&echo("good")).await;
-    let id = good["id"].as_str().expect("id");
-    let (status, body) = api
+    let id = good.id.as_str();
+    // A merge patch is partial JSON, which no API type spells.
+    let reply = api
         .send(
             Method::PATCH,
             &format!("/api/schedules/{id}"),
-            Some(&json!({"env": {"PATH": evil_s}})),
+            Some(serde_json::json!({"env": {"PATH": evil_s}}).to_string()),
         )
         .await;
-    assert_eq!(refused_paths(status, &body), ["env.PATH"]);
+    assert_eq!(refused_paths(&reply), ["env.PATH"]);
     let after = api.schedule(id).await;
-    assert_eq!(after["spec"], good["spec"]);
-    assert_eq!(after["revision"], good["revision"]);
+    assert_eq!(after.spec, good.spec);
+    assert_eq!(after.revision, good.revision);
     // So are declaration documents.
-    let doc = json!({"documents": [{"source": "evil.yaml", "document": {
-        "apiVersion": "studio/v1", "kind": "ScheduleSet",
-        "metadata": {"name": "evil", "project": "evil"},
-        "schedules": {"x": {"trigger": {"every": "1h"},
-            "action": {"kind": "command", "executable": "echo"},
-            "env": {"LD_PRELOAD": so}}}
-    }}]});
-    let (_, plan) = api.post("/api/declarations/apply", &doc).await;
+    let document = ScheduleSpec {
+        name: None,
+        env: env(&[("LD_PRELOAD", &so)]),
+        ..command("x", every("1h"), "echo", &[])
+    };
+    let set = ScheduleSet {
+        api_version: API_VERSION.into(),
+        kind: KIND.into(),
+        metadata: Metadata {
+            name: "evil".into(),
+            project: "evil".into(),
+        },
+        schedules: [("x".to_owned(), document)].into(),
+    };
+    let doc = DeclarationRequest {
+        documents: vec![SourcedDocument {
+            source: "evil.yaml".into(),
+            document: serde_json::to_value(set).expect("a document"),
+        }],
+        prune: false,
+        adopt: false,
+        expected: BTreeMap::new(),
+    };
+    let reply = api.post("/api/declarations/apply", &doc).await;
+    let plan: Plan =
+        serde_json::from_value(reply.error().plan.expect("the refused plan")).expect("a plan");
+    let names_it = |s: &Option<String>| {
+        s.as_deref()
+            .is_some_and(|s| s.contains("schedules.x.env.LD_PRELOAD"))
+    };
     assert!(
-        plan.to_string().contains("schedules.x.env.LD_PRELOAD"),
-        "{plan}"
+        plan.changes
+            .iter()
+            .any(|c| names_it(&c.path) || names_it(&c.reason)),
+        "{reply}"
     );
 
     // Nothing but the good schedule was stored, and the attacker's echo never ran.
-    let (_, list) = api.get("/api/schedules").await;
-    assert_eq!(field_of_each(&list["schedules"], "name"), ["good"]);
+    let list: SchedulePage = api.get("/api/schedules").await.json();
+    let names: Vec<&str> = list.schedules.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["good"]);
     let run = api.trigger(id).await;
-    let run = api.finished(run["id"].as_str().expect("run id")).await;
-    assert_eq!(run["status"], "completed", "{run}");
+    let run = api.finished(&run.core.id).await;
+    assert_eq!(run.core().status, RunStatus::Completed, "{run:?}");
     assert!(!mark.exists(), "the attacker's echo ran");
 }
 
@@ -153,21 +200,23 @@ async fn allowlist_a_payload_one_job_wrote_cannot_be_loaded_by_the_next() {
             &["\x7fELF payload"],
         ))
         .await;
-    let run = api.trigger(writer["id"].as_str().expect("id")).await;
-    let run = api.finished(run["id"].as_str().expect("run id")).await;
-    assert_eq!(run["status"], "completed", "{run}");
+    let run = api.trigger(&writer.id).await;
+    let run = api.finished(&run.core.id).await;
+    assert_eq!(run.core().status, RunStatus::Completed, "{run:?}");
     let log = studio
         .home_path()
         .join("runs")
-        .join(run["id"].as_str().expect("run id"))
+        .join(&run.core().id)
         .join("stdout.log");
     assert!(log.exists(), "the payload is on disk: {}", log.display());
     // The second asks the loader to map it: refused before anything is stored or run.
     for var in ["LD_PRELOAD", "LD_AUDIT"] {
-        let mut spec = echo(&format!("loader-{var}"));
-        spec["env"] = json!({ var: log.display().to_string() });
-        let (status, body) = api.post("/api/schedules", &spec).await;
-        assert_eq!(refused_paths(status, &body), [format!("env.{var}")]);
+        let spec = ScheduleSpec {
+            env: env(&[(var, &log.display().to_string())]),
+            ..echo(&format!("loader-{var}"))
+        };
+        let reply = api.post("/api/schedules", &spec).await;
+        assert_eq!(refused_paths(&reply), [format!("env.{var}")]);
     }
 }
 
@@ -175,13 +224,13 @@ async fn allowlist_a_payload_one_job_wrote_cannot_be_loaded_by_the_next() {
 async fn allowlist_names_run_what_studiods_path_finds_and_the_run_records_it() {
     let studio = start_echo();
     let api = Api::new(&studio);
-    let (status, list) = api.get("/api/admin/allowlist").await;
-    assert_eq!(status, 200, "{list}");
-    let entry = &list["entries"][0];
-    assert_eq!(entry["executable"], "echo", "{list}");
-    assert_eq!(entry["added_by"], "seed", "{list}");
-    let resolved = entry["resolved"]
-        .as_str()
+    let list: AllowList = api.get("/api/admin/allowlist").await.expect(200);
+    let entry = &list.entries[0];
+    assert_eq!(entry.executable, "echo", "{list:?}");
+    assert_eq!(entry.added_by, "seed", "{list:?}");
+    let resolved = entry
+        .resolved
+        .as_deref()
         .expect("echo is on studiod's PATH");
     assert!(
         resolved.starts_with('/') && resolved.ends_with("/echo"),
@@ -189,35 +238,39 @@ async fn allowlist_names_run_what_studiods_path_finds_and_the_run_records_it() {
     );
 
     let s = api.create(&echo("named")).await;
-    let run = api.trigger(s["id"].as_str().expect("id")).await;
-    let run = api.finished(run["id"].as_str().expect("run id")).await;
-    assert_eq!(run["status"], "completed", "{run}");
-    assert_eq!(run["program"], resolved, "the run records what ran: {run}");
+    let run = api.trigger(&s.id).await;
+    let run = api.finished(&run.core.id).await;
+    assert_eq!(run.core().status, RunStatus::Completed, "{run:?}");
+    assert_eq!(
+        run.core().program.as_deref(),
+        Some(resolved),
+        "the run records what ran: {run:?}"
+    );
 
     // An absolute path is allowed only as that path; a name only as that name.
     let out = studio.cli(&["allow", "add", "/bin/sh"]);
     assert!(out.status.success(), "{out:?}");
-    let (status, body) = api
+    let reply = api
         .post(
             "/api/schedules",
             &command("by-path", every("1h"), "/bin/sh", &["-c", "true"]),
         )
         .await;
-    assert_eq!(status, 201, "{body}");
-    let (status, body) = api
+    assert_eq!(reply.status, 201, "{reply}");
+    let reply = api
         .post(
             "/api/schedules",
             &command("by-name", every("1h"), "sh", &["-c", "true"]),
         )
         .await;
-    assert_eq!(refused_paths(status, &body), ["action.executable"]);
-    let (status, body) = api
+    assert_eq!(refused_paths(&reply), ["action.executable"]);
+    let reply = api
         .post(
             "/api/schedules",
             &command("echo-path", every("1h"), resolved, &[]),
         )
         .await;
-    assert_eq!(refused_paths(status, &body), ["action.executable"]);
+    assert_eq!(refused_paths(&reply), ["action.executable"]);
 }
 
 /// Redeems a fresh code straight at studiod, as the app would for a browser: the
@@ -226,26 +279,24 @@ async fn admission_token(studio: &Studio) -> String {
     let resp = studio_tests::http()
         .post(studio.daemon_url("/api/studio/pair"))
         .header("origin", studio.app_origin())
-        .json(&json!({ "code": studio.pair_code() }))
+        .json(&PairRequest {
+            code: studio.pair_code(),
+        })
         .send()
         .await
         .expect("pair");
-    let (status, body) = crate::json_of(resp).await;
-    assert_eq!(status, 200, "{body}");
-    body["token"].as_str().expect("token").to_owned()
+    Reply::of(resp).await.expect::<Paired>(200).token
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allowlist_changes_at_once_with_the_daemon_token_only() {
     let studio = Studio::start_with(&[("STUDIO_SCHEDULER_TZ", "UTC")]);
     let api = Api::new(&studio);
-    let (status, body) = api.post("/api/schedules", &echo("hello")).await;
-    assert_eq!(refused_paths(status, &body), ["action.executable"]);
+    let reply = api.post("/api/schedules", &echo("hello")).await;
+    assert_eq!(refused_paths(&reply), ["action.executable"]);
     assert!(
-        body["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("studio allow add echo")),
-        "{body}"
+        reply.error().message.contains("studio allow add echo"),
+        "{reply}"
     );
 
     // The owner allows it; the very next request is accepted, with no restart.
@@ -271,14 +322,17 @@ async fn allowlist_changes_at_once_with_the_daemon_token_only() {
     // not through the app with its cookie, not with its admission token straight at
     // studiod, not with the daemon token from a page (an Origin).
     let cookie = crate::paired_cookie(&studio).await;
-    let (status, listed) =
-        crate::json_of(crate::get_with_cookie(&studio, "/api/admin/allowlist", &cookie).await)
-            .await;
-    assert_eq!(status, 200, "{listed}");
+    let listed: AllowList =
+        Reply::of(crate::get_with_cookie(&studio, "/api/admin/allowlist", &cookie).await)
+            .await
+            .expect(200);
     let page = crate::get_with_cookie(&studio, "/commands", &cookie).await;
     let html = page.text().await.expect("page");
     assert!(html.contains("<code>echo</code>") && html.contains("studio allow add NAME"));
-    let change = json!({"add": ["sh"], "remove": ["echo"]});
+    let change = AllowChange {
+        add: vec!["sh".into()],
+        remove: vec!["echo".into()],
+    };
     let http = studio_tests::http();
     let through_app = http
         .post(studio.app_url("/api/admin/allowlist"))
@@ -305,13 +359,12 @@ async fn allowlist_changes_at_once_with_the_daemon_token_only() {
         .await
         .expect("request");
     for resp in [through_app, with_admission, from_a_page] {
-        let (status, body) = crate::json_of(resp).await;
-        assert_eq!(status, 403, "{body}");
-        assert_eq!(body["code"], "daemon_token_required", "{body}");
+        let reply = Reply::of(resp).await;
+        assert_eq!(reply.code(), (403, Code::DaemonTokenRequired), "{reply}");
     }
-    let (_, after) = api.get("/api/admin/allowlist").await;
+    let after: AllowList = api.get("/api/admin/allowlist").await.json();
     assert_eq!(
-        after["entries"], listed["entries"],
+        after.entries, listed.entries,
         "a refused change wrote nothing"
     );
 
@@ -321,6 +374,7 @@ async fn allowlist_changes_at_once_with_the_daemon_token_only() {
     let studio = Studio::start_in(home, &[("STUDIO_COMMAND_ALLOWLIST", "true,sh")]);
     let out = studio.cli(&["allow", "list", "--json"]);
     assert!(out.status.success(), "{out:?}");
-    let list: Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(field_of_each(&list["entries"], "executable"), ["echo"]);
+    let list: AllowList = serde_json::from_slice(&out.stdout).expect("json");
+    let names: Vec<&str> = list.entries.iter().map(|e| e.executable.as_str()).collect();
+    assert_eq!(names, ["echo"]);
 }

@@ -3,6 +3,8 @@
 use tokio::{sync::mpsc, task::JoinHandle};
 use tokio_stream::StreamExt;
 
+use studio_api::{RunEvent, schedule::Overlap};
+
 use super::*;
 
 #[derive(Debug, Clone)]
@@ -13,8 +15,16 @@ struct Event {
 }
 
 impl Event {
+    /// The payload of an `event: run`.
+    fn run(&self) -> Option<RunEvent> {
+        (self.kind == "run").then(|| {
+            serde_json::from_str(&self.data)
+                .unwrap_or_else(|e| panic!("not a RunEvent: {e}: {}", self.data))
+        })
+    }
+
     fn mentions(&self, run_id: &str) -> bool {
-        self.data.contains(run_id)
+        self.run().is_some_and(|r| r.id == run_id)
     }
 }
 
@@ -104,7 +114,8 @@ async fn receive(
 fn saw_end(events: &[Event], run_id: &str) -> bool {
     events
         .iter()
-        .any(|e| e.kind == "run" && e.mentions(run_id) && e.data.contains("\"completed\""))
+        .filter_map(Event::run)
+        .any(|r| r.id == run_id && r.status == RunStatus::Completed)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,21 +125,19 @@ async fn scheduler_events_stream_runs_and_resumes_after_last_event_id() {
     let id = api
         .create(&with_policies(
             command("events", every("1d"), "true", &[]),
-            json!({"overlap": "allow"}),
+            Policies {
+                overlap: Overlap::Allow,
+                ..Policies::default()
+            },
         ))
-        .await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+        .await
+        .id;
     let (witness_task, mut witness_rx) = events(&studio, None).await;
     let mut witness = Vec::new();
 
     let (first_task, mut first_rx) = events(&studio, None).await;
     let mut first = Vec::new();
-    let run1 = api.trigger(&id).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let run1 = api.trigger(&id).await.core.id;
     receive(&mut first_rx, &mut first, "run 1's completion", |e| {
         saw_end(e, &run1)
     })
@@ -138,14 +147,8 @@ async fn scheduler_events_stream_runs_and_resumes_after_last_event_id() {
     first_task.abort();
     drop(first_rx);
 
-    let run2 = api.trigger(&id).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let run3 = api.trigger(&id).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let run2 = api.trigger(&id).await.core.id;
+    let run3 = api.trigger(&id).await.core.id;
     receive(&mut witness_rx, &mut witness, "runs 2 and 3 ending", |e| {
         saw_end(e, &run2) && saw_end(e, &run3)
     })

@@ -10,8 +10,16 @@ use std::{
 use jiff::Timestamp;
 use reqwest::Method;
 use rustix::process::Signal;
-use serde_json::{Value, json};
-use studio_tests::{Studio, TempDir, alive, signal};
+use serde::Serialize;
+use studio_api::{
+    Run, RunCore, RunDetail, RunKind, RunListItem, RunPage, RunStatus, Schedule,
+    schedule::{Action, Policies, ScheduleSpec, Trigger},
+};
+use studio_tests::{
+    Reply, Studio, TempDir, alive,
+    api::{command as run_command, command_spec as command, cron, every},
+    signal,
+};
 
 mod allowlist;
 mod api;
@@ -50,13 +58,9 @@ impl Api {
         }
     }
 
-    /// One request; `None` when the daemon could not be reached (it may be restarting).
-    async fn try_send(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Option<(u16, Value)> {
+    /// One request with `body` as its JSON text; `None` when the daemon could not be
+    /// reached (it may be restarting).
+    async fn try_send(&self, method: Method, path: &str, body: Option<String>) -> Option<Reply> {
         let unsafe_method = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
         let mut req = self
             .client
@@ -66,95 +70,88 @@ impl Api {
             req = req.header("content-type", "application/json");
         }
         if let Some(body) = body {
-            req = req.body(body.to_string());
+            req = req.body(body);
         }
         let resp = req.send().await.ok()?;
         let status = resp.status().as_u16();
         let text = resp.text().await.ok()?;
-        let value = if text.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text:?}"))
-        };
-        Some((status, value))
+        Some(Reply { status, text })
     }
 
-    async fn send(&self, method: Method, path: &str, body: Option<&Value>) -> (u16, Value) {
+    async fn send(&self, method: Method, path: &str, body: Option<String>) -> Reply {
         self.try_send(method.clone(), path, body)
             .await
             .unwrap_or_else(|| panic!("{method} {path}: the daemon did not answer"))
     }
 
-    async fn get(&self, path: &str) -> (u16, Value) {
+    async fn get(&self, path: &str) -> Reply {
         self.send(Method::GET, path, None).await
     }
 
-    async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+    /// `POST` of a request body.
+    async fn post(&self, path: &str, body: &impl Serialize) -> Reply {
+        let body = serde_json::to_string(body).expect("a request body");
         self.send(Method::POST, path, Some(body)).await
     }
 
+    /// `POST` to a route that takes no body (trigger, enable, disable, cancel).
+    async fn act(&self, path: &str) -> Reply {
+        self.send(Method::POST, path, None).await
+    }
+
+    async fn delete(&self, path: &str) -> Reply {
+        self.send(Method::DELETE, path, None).await
+    }
+
     /// `POST /api/schedules`, which must answer 201.
-    async fn create(&self, spec: &Value) -> Value {
-        let (status, body) = self.post("/api/schedules", spec).await;
-        assert_eq!(status, 201, "create {spec}: {body}");
-        body
+    async fn create(&self, spec: &ScheduleSpec) -> Schedule {
+        let reply = self.post("/api/schedules", spec).await;
+        assert_eq!(reply.status, 201, "create {spec:?}: {reply}");
+        reply.json()
     }
 
     /// `POST /api/schedules/{id}/trigger`, which must answer 202 with a manual run.
-    async fn trigger(&self, schedule: &str) -> Value {
-        let (status, run) = self
-            .post(&format!("/api/schedules/{schedule}/trigger"), &json!({}))
+    async fn trigger(&self, schedule: &str) -> Run {
+        let reply = self
+            .act(&format!("/api/schedules/{schedule}/trigger"))
             .await;
-        assert_eq!(status, 202, "trigger {schedule}: {run}");
-        assert_eq!(run["kind"], "manual", "{run}");
+        let run: Run = reply.expect(202);
+        assert_eq!(run.core.kind, RunKind::Manual, "{reply}");
         run
     }
 
     /// Creates a schedule from `spec` and triggers a manual run of it: their ids.
-    async fn create_and_trigger(&self, spec: &Value) -> (String, String) {
-        let id = self.create(spec).await["id"]
-            .as_str()
-            .expect("id")
-            .to_owned();
-        let run_id = self.trigger(&id).await["id"]
-            .as_str()
-            .expect("run id")
-            .to_owned();
+    async fn create_and_trigger(&self, spec: &ScheduleSpec) -> (String, String) {
+        let id = self.create(spec).await.id;
+        let run_id = self.trigger(&id).await.core.id;
         (id, run_id)
     }
 
     async fn disable(&self, schedule: &str) {
-        let (status, body) = self
-            .post(&format!("/api/schedules/{schedule}/disable"), &json!({}))
+        let reply = self
+            .act(&format!("/api/schedules/{schedule}/disable"))
             .await;
-        assert_eq!(status, 200, "disable {schedule}: {body}");
-        assert_eq!(body["enabled"], false, "{body}");
+        let body: Schedule = reply.expect(200);
+        assert!(!body.enabled, "{reply}");
     }
 
-    async fn schedule(&self, id: &str) -> Value {
-        let (status, body) = self.get(&format!("/api/schedules/{id}")).await;
-        assert_eq!(status, 200, "schedule {id}: {body}");
-        body
+    async fn schedule(&self, id: &str) -> Schedule {
+        self.get(&format!("/api/schedules/{id}")).await.expect(200)
     }
 
-    async fn try_run(&self, id: &str) -> Option<Value> {
-        match self
+    async fn try_run(&self, id: &str) -> Option<RunDetail> {
+        let reply = self
             .try_send(Method::GET, &format!("/api/runs/{id}"), None)
-            .await?
-        {
-            (200, run) => Some(run),
-            _ => None,
-        }
+            .await?;
+        (reply.status == 200).then(|| reply.json())
     }
 
-    async fn run(&self, id: &str) -> Value {
-        let (status, body) = self.get(&format!("/api/runs/{id}")).await;
-        assert_eq!(status, 200, "run {id}: {body}");
-        body
+    async fn run(&self, id: &str) -> RunDetail {
+        self.get(&format!("/api/runs/{id}")).await.expect(200)
     }
 
     /// Every page of a run listing (`path` carries the filters, without `limit`/`cursor`).
-    async fn try_list(&self, path: &str) -> Option<Vec<Value>> {
+    async fn try_list(&self, path: &str) -> Option<Vec<RunListItem>> {
         let sep = if path.contains('?') { '&' } else { '?' };
         let mut out = Vec::new();
         let mut cursor: Option<String> = None;
@@ -164,13 +161,14 @@ impl Api {
                 url.push_str("&cursor=");
                 url.push_str(&encode(c));
             }
-            let (status, page) = self.try_send(Method::GET, &url, None).await?;
-            if status != 200 {
+            let reply = self.try_send(Method::GET, &url, None).await?;
+            if reply.status != 200 {
                 return None;
             }
-            out.extend(page["runs"].as_array().cloned().unwrap_or_default());
-            match page["next_cursor"].as_str() {
-                Some(c) if !c.is_empty() => cursor = Some(c.to_owned()),
+            let page: RunPage = reply.json();
+            out.extend(page.runs);
+            match page.next_cursor {
+                Some(c) if !c.is_empty() => cursor = Some(c),
                 _ => return Some(out),
             }
             assert!(out.len() < 100_000, "the cursor never ends");
@@ -178,20 +176,20 @@ impl Api {
     }
 
     /// The schedule's runs, oldest scheduled first (unscheduled ones by creation).
-    async fn try_runs(&self, schedule: &str) -> Option<Vec<Value>> {
+    async fn try_runs(&self, schedule: &str) -> Option<Vec<RunListItem>> {
         let mut runs = self
             .try_list(&format!("/api/schedules/{schedule}/runs"))
             .await?;
         runs.sort_by_key(|r| {
             (
-                ms_opt(&r["scheduled_at"]).unwrap_or(i64::MAX),
-                ms(&r["created_at"]),
+                ms_opt(r.core.scheduled_at.as_deref()).unwrap_or(i64::MAX),
+                ms(&r.core.created_at),
             )
         });
         Some(runs)
     }
 
-    async fn runs(&self, schedule: &str) -> Vec<Value> {
+    async fn runs(&self, schedule: &str) -> Vec<RunListItem> {
         self.try_runs(schedule)
             .await
             .unwrap_or_else(|| panic!("cannot list the runs of {schedule}"))
@@ -217,7 +215,7 @@ impl Api {
     }
 
     /// Waits for run `id` to satisfy `done`, and returns it.
-    async fn wait_run(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    async fn wait_run(&self, id: &str, what: &str, done: impl Fn(&RunDetail) -> bool) -> RunDetail {
         until(what, WAIT, async || {
             self.try_run(id).await.filter(|r| done(r))
         })
@@ -225,7 +223,7 @@ impl Api {
     }
 
     /// Waits for a run to be terminal.
-    async fn finished(&self, id: &str) -> Value {
+    async fn finished(&self, id: &str) -> RunDetail {
         self.wait_run(id, &format!("run {id} to end"), terminal)
             .await
     }
@@ -235,12 +233,47 @@ impl Api {
         &self,
         schedule: &str,
         what: &str,
-        done: impl Fn(&[Value]) -> bool,
-    ) -> Vec<Value> {
+        done: impl Fn(&[RunListItem]) -> bool,
+    ) -> Vec<RunListItem> {
         until(what, WAIT, async || {
             self.try_runs(schedule).await.filter(|r| done(r))
         })
         .await
+    }
+}
+
+/// What every view of a run carries (a detail, a trigger's answer, a list row).
+trait Core {
+    fn core(&self) -> &RunCore;
+}
+
+impl<T: Core> Core for &T {
+    fn core(&self) -> &RunCore {
+        (**self).core()
+    }
+}
+
+impl Core for RunCore {
+    fn core(&self) -> &RunCore {
+        self
+    }
+}
+
+impl Core for Run {
+    fn core(&self) -> &RunCore {
+        &self.core
+    }
+}
+
+impl Core for RunDetail {
+    fn core(&self) -> &RunCore {
+        &self.run.core
+    }
+}
+
+impl Core for RunListItem {
+    fn core(&self) -> &RunCore {
+        &self.core
     }
 }
 
@@ -272,15 +305,17 @@ async fn until<T>(what: &str, timeout: Duration, mut check: impl AsyncFnMut() ->
 }
 
 /// Milliseconds since the epoch of an RFC 3339 string.
-fn ms(v: &Value) -> i64 {
-    ms_opt(v).unwrap_or_else(|| panic!("not an RFC 3339 instant: {v}"))
+fn ms(v: &str) -> i64 {
+    ms_opt(Some(v)).unwrap_or_else(|| panic!("not an RFC 3339 instant: {v}"))
 }
 
-fn ms_opt(v: &Value) -> Option<i64> {
-    v.as_str()?
-        .parse::<Timestamp>()
-        .ok()
-        .map(|t| t.as_millisecond())
+fn ms_opt(v: Option<&str>) -> Option<i64> {
+    v?.parse::<Timestamp>().ok().map(|t| t.as_millisecond())
+}
+
+/// Milliseconds since the epoch of an instant a run or schedule must carry.
+fn ms_of(v: &Option<String>) -> i64 {
+    ms(v.as_deref().unwrap_or_else(|| panic!("no instant")))
 }
 
 fn now_ms() -> i64 {
@@ -294,42 +329,31 @@ fn in_secs(secs: i64) -> String {
         .to_string()
 }
 
-fn terminal(run: &Value) -> bool {
-    matches!(
-        run["status"].as_str(),
-        Some("completed" | "failed" | "timed_out" | "cancelled" | "skipped")
-    )
+fn terminal(run: &impl Core) -> bool {
+    run.core().status.is_terminal()
 }
 
-fn running(run: &Value) -> bool {
-    run["status"] == "running" && !run["dispatched_at"].is_null()
+fn running(run: &impl Core) -> bool {
+    let run = run.core();
+    run.status == RunStatus::Running && run.dispatched_at.is_some()
 }
 
-fn is(run: &Value, status: &str, reason: &str) -> bool {
-    run["status"] == status && run["reason"] == reason
-}
-
-/// A command schedule.
-fn command(name: &str, trigger: Value, executable: &str, args: &[&str]) -> Value {
-    json!({
-        "name": name,
-        "trigger": trigger,
-        "action": {"kind": "command", "executable": executable, "args": args},
-    })
+fn is(run: &impl Core, status: RunStatus, reason: &str) -> bool {
+    let run = run.core();
+    run.status == status && run.reason.as_deref() == Some(reason)
 }
 
 /// A `sh -c <script>` schedule.
-fn sh(name: &str, trigger: Value, script: &str) -> Value {
+fn sh(name: &str, trigger: Trigger, script: &str) -> ScheduleSpec {
     command(name, trigger, "sh", &["-c", script])
 }
 
-fn every(interval: &str) -> Value {
-    json!({ "every": interval })
+fn at(instant: &str) -> Trigger {
+    Trigger::At(instant.into())
 }
 
-fn with_policies(mut spec: Value, policies: Value) -> Value {
-    spec["policies"] = policies;
-    spec
+fn with_policies(spec: ScheduleSpec, policies: Policies) -> ScheduleSpec {
+    ScheduleSpec { policies, ..spec }
 }
 
 /// Starts Studio with the test allow-list, UTC as the scheduler's zone, and `extra`.
@@ -356,8 +380,9 @@ fn lines_of(path: &Path) -> Vec<String> {
 }
 
 /// Whether two runs' [dispatched, finished] spans overlap.
-fn overlapping(a: &Value, b: &Value) -> bool {
-    let (a0, a1) = (ms(&a["dispatched_at"]), ms(&a["finished_at"]));
-    let (b0, b1) = (ms(&b["dispatched_at"]), ms(&b["finished_at"]));
+fn overlapping(a: &impl Core, b: &impl Core) -> bool {
+    let (a, b) = (a.core(), b.core());
+    let (a0, a1) = (ms_of(&a.dispatched_at), ms_of(&a.finished_at));
+    let (b0, b1) = (ms_of(&b.dispatched_at), ms_of(&b.finished_at));
     a0 < b1 && b0 < a1
 }

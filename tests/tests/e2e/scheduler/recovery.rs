@@ -1,6 +1,8 @@
 //! Restarts, missed fires, a revoked allow-list, an app crash, and daemon crashes at
 //! each point of the delivery contract.
 
+use studio_api::schedule::MissedFire;
+
 use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -9,23 +11,23 @@ async fn scheduler_missed_fires_fold_into_one_decision_after_downtime() {
     let api = Api::new(&studio);
     let once = with_policies(
         command("missed/run-once", every("2s"), "true", &[]),
-        json!({"missed_fire": "run_once"}),
+        Policies {
+            missed_fire: MissedFire::RunOnce,
+            ..Policies::default()
+        },
     );
     let skip = with_policies(
         command("missed/skip", every("2s"), "true", &[]),
-        json!({"missed_fire": "skip"}),
+        Policies {
+            missed_fire: MissedFire::Skip,
+            ..Policies::default()
+        },
     );
-    let once_id = api.create(&once).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let skip_id = api.create(&skip).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let once_id = api.create(&once).await.id;
+    let skip_id = api.create(&skip).await.id;
     for id in [&once_id, &skip_id] {
         api.wait_runs(id, "a first completed run", |runs| {
-            runs.iter().any(|r| r["status"] == "completed")
+            runs.iter().any(|r| r.core().status == RunStatus::Completed)
         })
         .await;
     }
@@ -49,7 +51,10 @@ async fn scheduler_missed_fires_fold_into_one_decision_after_downtime() {
         let runs = api
             .wait_runs(id, "two on-time fires after the restart", |runs| {
                 runs.iter()
-                    .filter(|r| r["kind"] == "scheduled" && ms(&r["scheduled_at"]) > restarted)
+                    .filter(|r| {
+                        r.core().kind == RunKind::Scheduled
+                            && ms_of(&r.core().scheduled_at) > restarted
+                    })
                     .count()
                     >= 2
             })
@@ -59,28 +64,28 @@ async fn scheduler_missed_fires_fold_into_one_decision_after_downtime() {
     api.disable(&once_id).await;
     api.disable(&skip_id).await;
 
-    let made_after = |runs: &[Value]| -> Vec<Value> {
+    let made_after = |runs: &[RunListItem]| -> Vec<RunListItem> {
         runs.iter()
-            .filter(|r| ms(&r["created_at"]) >= restarted)
+            .filter(|r| ms(&r.core().created_at) >= restarted)
             .cloned()
             .collect()
     };
-    let replayed = |runs: &[Value]| -> Vec<Value> {
+    let replayed = |runs: &[RunListItem]| -> Vec<RunListItem> {
         runs.iter()
             .filter(|r| {
-                r["kind"] == "scheduled"
-                    && !is(r, "skipped", "missed")
-                    && r["scheduled_at"].as_str().is_some()
-                    && (stopped..restarted).contains(&ms(&r["scheduled_at"]))
+                r.core().kind == RunKind::Scheduled
+                    && !is(r, RunStatus::Skipped, "missed")
+                    && r.core.scheduled_at.is_some()
+                    && (stopped..restarted).contains(&ms_of(&r.core().scheduled_at))
             })
             .cloned()
             .collect()
     };
 
     let once_new = made_after(&after[0]);
-    let recovery: Vec<&Value> = once_new
+    let recovery: Vec<&RunListItem> = once_new
         .iter()
-        .filter(|r| r["kind"] == "recovery")
+        .filter(|r| r.core().kind == RunKind::Recovery)
         .collect();
     assert_eq!(
         recovery.len(),
@@ -88,21 +93,23 @@ async fn scheduler_missed_fires_fold_into_one_decision_after_downtime() {
         "run_once fires exactly one recovery run: {once_new:?}"
     );
     assert!(
-        !once_new.iter().any(|r| r["status"] == "skipped"),
+        !once_new
+            .iter()
+            .any(|r| r.core().status == RunStatus::Skipped),
         "run_once skips nothing: {once_new:?}"
     );
     assert_eq!(
         replayed(&after[0]),
-        Vec::<Value>::new(),
+        Vec::<RunListItem>::new(),
         "no missed instant replayed"
     );
-    let recovery = api.finished(recovery[0]["id"].as_str().expect("id")).await;
-    assert_eq!(recovery["status"], "completed", "{recovery}");
+    let recovery = api.finished(&recovery[0].core.id).await;
+    assert_eq!(recovery.core().status, RunStatus::Completed, "{recovery:?}");
 
     let skip_new = made_after(&after[1]);
-    let skipped: Vec<&Value> = skip_new
+    let skipped: Vec<&RunListItem> = skip_new
         .iter()
-        .filter(|r| is(r, "skipped", "missed"))
+        .filter(|r| is(r, RunStatus::Skipped, "missed"))
         .collect();
     assert_eq!(
         skipped.len(),
@@ -110,12 +117,12 @@ async fn scheduler_missed_fires_fold_into_one_decision_after_downtime() {
         "skip records exactly one skipped run: {skip_new:?}"
     );
     assert!(
-        !skip_new.iter().any(|r| r["kind"] == "recovery"),
+        !skip_new.iter().any(|r| r.core().kind == RunKind::Recovery),
         "skip fires no recovery run: {skip_new:?}"
     );
     assert_eq!(
         replayed(&after[1]),
-        Vec::<Value>::new(),
+        Vec::<RunListItem>::new(),
         "no missed instant replayed"
     );
 }
@@ -130,13 +137,10 @@ async fn scheduler_allowlist_revoked_before_the_fire_spawns_nothing() {
     let touched = marker(&studio, "spawned");
     let spec = sh(
         "revoked",
-        json!({ "at": in_secs(4) }),
+        at(&in_secs(4)),
         &format!("touch '{}'", touched.display()),
     );
-    let id = api.create(&spec).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = api.create(&spec).await.id;
     // The owner takes it back while the daemon runs: no restart.
     let out = studio.cli(&["allow", "remove", "sh"]);
     assert!(out.status.success(), "{out:?}");
@@ -148,20 +152,25 @@ async fn scheduler_allowlist_revoked_before_the_fire_spawns_nothing() {
         .wait_runs(&id, "the fire to end", |runs| runs.iter().any(terminal))
         .await;
     // A list leaves the log tails out; the run itself carries them.
-    let run = &api.run(runs[0]["id"].as_str().expect("run id")).await;
-    assert_eq!(run["status"], "failed", "{run}");
-    let reason = format!("{} {}", run["reason"], run["stderr_tail"]).to_lowercase();
+    let run = &api.run(&runs[0].core.id).await;
+    assert_eq!(run.core().status, RunStatus::Failed, "{run:?}");
+    let reason = format!(
+        "{} {}",
+        run.run.core.reason.as_deref().unwrap_or_default(),
+        run.run.stderr_tail.as_deref().unwrap_or_default()
+    )
+    .to_lowercase();
     assert!(
         reason.contains("allow"),
-        "the failure names the allow-list: {run}"
+        "the failure names the allow-list: {run:?}"
     );
     assert!(
-        run["exit_code"].is_null(),
-        "nothing exited, nothing ran: {run}"
+        run.core().exit_code.is_none(),
+        "nothing exited, nothing ran: {run:?}"
     );
     assert!(
-        run["dispatched_at"].is_null(),
-        "nothing was launched: {run}"
+        run.core().dispatched_at.is_none(),
+        "nothing was launched: {run:?}"
     );
     assert!(!touched.exists(), "the revoked command was spawned");
 }
@@ -173,10 +182,8 @@ async fn scheduler_app_crash_does_not_disturb_firing() {
     let daemon = studio.child_pid("daemon");
     let id = api
         .create(&command("steady", every("1s"), "true", &[]))
-        .await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+        .await
+        .id;
     api.wait_runs(&id, "three runs", |runs| runs.len() >= 3)
         .await;
     let app = studio.child_pid("app");
@@ -186,7 +193,7 @@ async fn scheduler_app_crash_does_not_disturb_firing() {
     assert_ne!(new_app, app);
     api.wait_runs(&id, "four more seconds of fires", |runs| {
         runs.iter()
-            .filter(|r| ms(&r["scheduled_at"]) > killed + 4_000)
+            .filter(|r| ms_of(&r.core().scheduled_at) > killed + 4_000)
             .count()
             >= 1
     })
@@ -200,8 +207,8 @@ async fn scheduler_app_crash_does_not_disturb_firing() {
     let runs = api.runs(&id).await;
     let instants: Vec<i64> = runs
         .iter()
-        .filter(|r| r["kind"] == "scheduled")
-        .map(|r| ms(&r["scheduled_at"]))
+        .filter(|r| r.core().kind == RunKind::Scheduled)
+        .map(|r| ms_of(&r.core().scheduled_at))
         .collect();
     for pair in instants.windows(2) {
         assert!(
@@ -211,28 +218,25 @@ async fn scheduler_app_crash_does_not_disturb_firing() {
         );
     }
     for r in &runs {
-        let lag = ms(&r["created_at"]) - ms(&r["scheduled_at"]);
-        assert!(lag < 2_000, "fired {lag} ms late: {r}");
+        let lag = ms(&r.core().created_at) - ms_of(&r.core().scheduled_at);
+        assert!(lag < 2_000, "fired {lag} ms late: {r:?}");
     }
 }
 
 /// One crash point: a one-shot schedule appends its run id to a marker; the daemon
 /// aborts at `point` of that fire, the supervisor restarts it; returns the runs of the
 /// occurrence, settled, and the marker's lines.
-async fn crash_at(point: &str) -> (Vec<Value>, Vec<String>) {
+async fn crash_at(point: &str) -> (Vec<RunListItem>, Vec<String>) {
     let studio = start(&[("STUDIO_TEST_CRASH_AT", point)]);
     let api = Api::new(&studio);
     let daemon = studio.child_pid("daemon");
     let marker = marker(&studio, "ran");
     let spec = sh(
         &format!("crash/{point}"),
-        json!({ "at": in_secs(3) }),
+        at(&in_secs(3)),
         &format!("echo \"$STUDIO_RUN_ID\" >> '{}'", marker.display()),
     );
-    let id = api.create(&spec).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = api.create(&spec).await.id;
     let restarted = studio.wait_running("daemon", Some(daemon), Duration::from_secs(30));
     assert_ne!(restarted, daemon, "the daemon crashed at {point}");
     // Settled: every run of the occurrence ended, and a few quiet seconds changed nothing.
@@ -244,8 +248,8 @@ async fn crash_at(point: &str) -> (Vec<Value>, Vec<String>) {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let settled = api.runs(&id).await;
     assert_eq!(
-        settled.iter().map(|r| &r["id"]).collect::<Vec<_>>(),
-        runs.iter().map(|r| &r["id"]).collect::<Vec<_>>(),
+        settled.iter().map(|r| &r.core.id).collect::<Vec<_>>(),
+        runs.iter().map(|r| &r.core.id).collect::<Vec<_>>(),
         "no run appeared after the occurrence settled"
     );
     assert!(settled.iter().all(terminal), "{settled:?}");
@@ -258,13 +262,13 @@ async fn crash_at(point: &str) -> (Vec<Value>, Vec<String>) {
     let mut keys = HashSet::new();
     for r in settled
         .iter()
-        .filter(|r| matches!(r["kind"].as_str(), Some("scheduled" | "recovery")))
-        .filter(|r| !is(r, "failed", "never_dispatched"))
+        .filter(|r| matches!(r.core.kind, RunKind::Scheduled | RunKind::Recovery))
+        .filter(|r| !is(r, RunStatus::Failed, "never_dispatched"))
     {
         assert!(
-            keys.insert(r["scheduled_at"].to_string()),
-            "occurrence {} appears twice: {settled:?}",
-            r["scheduled_at"]
+            keys.insert(r.core.scheduled_at.clone()),
+            "occurrence {:?} appears twice: {settled:?}",
+            r.core.scheduled_at
         );
     }
     let lines = lines_of(&marker);
@@ -274,32 +278,36 @@ async fn crash_at(point: &str) -> (Vec<Value>, Vec<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_crash_after_claim_tombstones_and_replaces_once() {
     let (runs, lines) = crash_at("after_claim").await;
-    let tomb: Vec<&Value> = runs
+    let tomb: Vec<&RunListItem> = runs
         .iter()
-        .filter(|r| is(r, "failed", "never_dispatched"))
+        .filter(|r| is(r, RunStatus::Failed, "never_dispatched"))
         .collect();
     assert_eq!(tomb.len(), 1, "{runs:?}");
-    assert!(tomb[0]["dispatched_at"].is_null(), "{}", tomb[0]);
-    let replacement: Vec<&Value> = runs
+    assert!(tomb[0].core().dispatched_at.is_none(), "{:?}", tomb[0]);
+    let replacement: Vec<&RunListItem> = runs
         .iter()
-        .filter(|r| r["replaces_run_id"] == tomb[0]["id"])
+        .filter(|r| r.core.replaces_run_id.as_ref() == Some(&tomb[0].core.id))
         .collect();
     assert_eq!(replacement.len(), 1, "one replacement: {runs:?}");
     let replacement = replacement[0];
-    assert_eq!(replacement["status"], "completed", "{replacement}");
     assert_eq!(
-        replacement["scheduled_at"], tomb[0]["scheduled_at"],
+        replacement.core().status,
+        RunStatus::Completed,
+        "{replacement:?}"
+    );
+    assert_eq!(
+        replacement.core.scheduled_at, tomb[0].core.scheduled_at,
         "same occurrence"
     );
-    assert_eq!(tomb[0]["attempt"], 1, "{}", tomb[0]);
+    assert_eq!(tomb[0].core.attempt, 1, "{:?}", tomb[0]);
     assert_eq!(
-        replacement["attempt"], 2,
-        "the second attempt: {replacement}"
+        replacement.core.attempt, 2,
+        "the second attempt: {replacement:?}"
     );
     assert_eq!(runs.len(), 2, "{runs:?}");
     assert_eq!(
         lines,
-        [replacement["id"].as_str().expect("id")],
+        [replacement.core.id.as_str()],
         "the occurrence ran exactly once, as the replacement"
     );
 }
@@ -310,15 +318,18 @@ async fn crash_after_launch(point: &str) {
     let (runs, lines) = crash_at(point).await;
     assert_eq!(runs.len(), 1, "never launched again: {runs:?}");
     let run = &runs[0];
-    assert!(is(run, "completed", "exit_0"), "the true outcome: {run}");
-    assert_eq!(run["exit_code"], 0, "{run}");
     assert!(
-        !run["dispatched_at"].is_null(),
-        "its launch is stamped: {run}"
+        is(run, RunStatus::Completed, "exit_0"),
+        "the true outcome: {run:?}"
+    );
+    assert_eq!(run.core().exit_code, Some(0), "{run:?}");
+    assert!(
+        run.core().dispatched_at.is_some(),
+        "its launch is stamped: {run:?}"
     );
     assert_eq!(
         lines,
-        [run["id"].as_str().expect("id")],
+        [run.core.id.as_str()],
         "the occurrence ran exactly once"
     );
 }
@@ -346,12 +357,10 @@ async fn scheduler_short_downtime_keeps_the_every_timeline() {
     let api = Api::new(&studio);
     let id = api
         .create(&command("timeline", every("4s"), "true", &[]))
-        .await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+        .await
+        .id;
     api.wait_runs(&id, "a completed run", |runs| {
-        runs.iter().any(|r| r["status"] == "completed")
+        runs.iter().any(|r| r.core().status == RunStatus::Completed)
     })
     .await;
     drop(api);
@@ -370,13 +379,13 @@ async fn scheduler_short_downtime_keeps_the_every_timeline() {
     let runs = api
         .wait_runs(&id, "a fire after the restart", |runs| {
             runs.iter()
-                .filter(|r| ms(&r["scheduled_at"]) > restarted)
+                .filter(|r| ms_of(&r.core().scheduled_at) > restarted)
                 .count()
                 >= 1
         })
         .await;
     api.disable(&id).await;
-    let instants: Vec<i64> = runs.iter().map(|r| ms(&r["scheduled_at"])).collect();
+    let instants: Vec<i64> = runs.iter().map(|r| ms_of(&r.core().scheduled_at)).collect();
     let unique: HashSet<i64> = instants.iter().copied().collect();
     assert_eq!(
         unique.len(),
@@ -391,9 +400,9 @@ async fn scheduler_short_downtime_keeps_the_every_timeline() {
             instants[0]
         );
     }
-    let during: Vec<&Value> = runs
+    let during: Vec<&RunListItem> = runs
         .iter()
-        .filter(|r| (stopped..restarted).contains(&ms(&r["scheduled_at"])))
+        .filter(|r| (stopped..restarted).contains(&ms_of(&r.core().scheduled_at)))
         .collect();
     assert_eq!(
         during.len(),
@@ -401,8 +410,9 @@ async fn scheduler_short_downtime_keeps_the_every_timeline() {
         "one instant fell in the downtime: {runs:?}"
     );
     assert_eq!(
-        during[0]["kind"], "scheduled",
+        during[0].core().kind,
+        RunKind::Scheduled,
         "it ran as scheduled: {runs:?}"
     );
-    assert_ne!(during[0]["status"], "skipped", "{runs:?}");
+    assert_ne!(during[0].core.status, RunStatus::Skipped, "{runs:?}");
 }

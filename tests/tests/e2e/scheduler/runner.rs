@@ -1,5 +1,7 @@
 //! The runner through the daemon: big output, deadline, cancel, chains, the agent runner.
 
+use studio_api::{Code, schedule::FollowUp};
+
 use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -20,15 +22,15 @@ async fn scheduler_200_mb_of_stdout_keeps_the_daemon_small() {
         },
     )
     .await;
-    assert_eq!(run["status"], "completed", "{}", short(&run));
-    assert_eq!(run["exit_code"], 0);
-    assert_eq!(run["stdout_bytes"], 200_000_000u64);
+    assert_eq!(run.core().status, RunStatus::Completed, "{:?}", short(&run));
+    assert_eq!(run.core().exit_code, Some(0));
+    assert_eq!(run.core().stdout_bytes, Some(200_000_000));
     eprintln!("daemon peak RSS while a job wrote 200 MB: {peak_kib} KiB");
     assert!(
         peak_kib < 150 * 1024,
         "the daemon's RSS reached {peak_kib} KiB while the job wrote 200 MB"
     );
-    let tail = run["stdout_tail"].as_str().unwrap_or_default();
+    let tail = run.run.stdout_tail.as_deref().unwrap_or_default();
     assert!(
         tail.len() <= 64 * 1024,
         "the tail is at most 64 KiB: {}",
@@ -44,10 +46,10 @@ async fn scheduler_200_mb_of_stdout_keeps_the_daemon_small() {
 }
 
 /// The run without its (possibly huge) tails, for messages.
-fn short(run: &Value) -> Value {
+fn short(run: &RunDetail) -> RunDetail {
     let mut run = run.clone();
-    for k in ["stdout_tail", "stderr_tail"] {
-        run[k] = json!("…");
+    for tail in [&mut run.run.stdout_tail, &mut run.run.stderr_tail] {
+        *tail = Some("…".into());
     }
     run
 }
@@ -70,14 +72,20 @@ async fn scheduler_deadline_times_out_and_leaves_no_term_ignoring_grandchild() {
         "trap '' TERM; (trap '' TERM; sleep 300) & echo $! > '{}'; sleep 300",
         pidfile.display()
     );
-    let spec = with_policies(sh("deadline", every("1d"), &script), json!({"deadline": 1}));
+    let spec = with_policies(
+        sh("deadline", every("1d"), &script),
+        Policies {
+            deadline: Some(1),
+            ..Policies::default()
+        },
+    );
     let (_, run_id) = api.create_and_trigger(&spec).await;
     let run = api.finished(&run_id).await;
-    assert_eq!(run["status"], "timed_out", "{run}");
-    let took = ms(&run["finished_at"]) - ms(&run["dispatched_at"]);
+    assert_eq!(run.core().status, RunStatus::TimedOut, "{run:?}");
+    let took = ms_of(&run.core().finished_at) - ms_of(&run.core().dispatched_at);
     assert!(
         (1_000..15_000).contains(&took),
-        "deadline 1 s plus a 5 s grace, took {took} ms: {run}"
+        "deadline 1 s plus a 5 s grace, took {took} ms: {run:?}"
     );
     let grandchild: u32 = std::fs::read_to_string(&pidfile)
         .expect("the job wrote its grandchild's pid")
@@ -102,27 +110,15 @@ async fn scheduler_cancel_ends_a_running_job_once() {
         .await;
     api.wait_run(&run_id, "the run to be running", running)
         .await;
-    let (status, body) = api
-        .post(&format!("/api/runs/{run_id}/cancel"), &json!({}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(
-        body["id"],
-        run_id.as_str(),
-        "cancel answers the run: {body}"
-    );
+    let reply = api.act(&format!("/api/runs/{run_id}/cancel")).await;
+    let body: Run = reply.expect(200);
+    assert_eq!(body.core.id, run_id, "cancel answers the run: {reply}");
     let run = api.finished(&run_id).await;
-    assert_eq!(run["status"], "cancelled", "{run}");
-    let took = ms(&run["finished_at"]) - ms(&run["dispatched_at"]);
+    assert_eq!(run.core().status, RunStatus::Cancelled, "{run:?}");
+    let took = ms_of(&run.core().finished_at) - ms_of(&run.core().dispatched_at);
     assert!(took < 10_000, "sleep dies on TERM at once; took {took} ms");
-    let (status, body) = api
-        .post(&format!("/api/runs/{run_id}/cancel"), &json!({}))
-        .await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (409, Some("run_not_active")),
-        "{body}"
-    );
+    let reply = api.act(&format!("/api/runs/{run_id}/cancel")).await;
+    assert_eq!(reply.code(), (409, Code::RunNotActive), "{reply}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,48 +127,53 @@ async fn scheduler_chains_follow_the_parent_and_do_not_count() {
     let api = Api::new(&studio);
     let log = marker(&studio, "chain.log");
     let append = |word: &str| {
-        json!({"action": {"kind": "command", "executable": "sh",
-                          "args": ["-c", format!("echo {word} >> '{}'", log.display())]}})
+        Some(Box::new(FollowUp {
+            action: run_command(
+                "sh",
+                &["-c", &format!("echo {word} >> '{}'", log.display())],
+            ),
+            on_success: None,
+            on_fail: None,
+        }))
     };
-    let mut ok = with_policies(
-        command("chain/ok", every("1d"), "true", &[]),
-        json!({"max_runs": 2}),
-    );
-    ok["on_success"] = append("ok-success");
-    ok["on_fail"] = append("ok-fail");
-    let mut bad = with_policies(
-        sh("chain/bad", every("1d"), "exit 3"),
-        json!({"max_runs": 2}),
-    );
-    bad["on_success"] = append("bad-success");
-    bad["on_fail"] = append("bad-fail");
-    let ok_id = api.create(&ok).await["id"].as_str().expect("id").to_owned();
-    let bad_id = api.create(&bad).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let two = Policies {
+        max_runs: Some(2),
+        ..Policies::default()
+    };
+    let ok = ScheduleSpec {
+        on_success: append("ok-success"),
+        on_fail: append("ok-fail"),
+        ..with_policies(command("chain/ok", every("1d"), "true", &[]), two.clone())
+    };
+    let bad = ScheduleSpec {
+        on_success: append("bad-success"),
+        on_fail: append("bad-fail"),
+        ..with_policies(sh("chain/bad", every("1d"), "exit 3"), two)
+    };
+    let ok_id = api.create(&ok).await.id;
+    let bad_id = api.create(&bad).await.id;
 
     for (schedule, want_parent, want_line) in [
-        (&ok_id, "completed", "ok-success"),
-        (&bad_id, "failed", "bad-fail"),
+        (&ok_id, RunStatus::Completed, "ok-success"),
+        (&bad_id, RunStatus::Failed, "bad-fail"),
     ] {
         let parent = api.trigger(schedule).await;
-        let parent_id = parent["id"].as_str().expect("id").to_owned();
+        let parent_id = parent.core.id;
         let parent = api.finished(&parent_id).await;
-        assert_eq!(parent["status"], want_parent, "{parent}");
+        assert_eq!(parent.core().status, want_parent, "{parent:?}");
         let child = until("the chain child to end", WAIT, async || {
             api.try_list("/api/runs")
                 .await?
                 .into_iter()
-                .find(|r| r["chain_parent_id"] == parent_id.as_str() && terminal(r))
+                .find(|r| r.core.chain_parent_id.as_ref() == Some(&parent_id) && terminal(r))
         })
         .await;
-        assert_eq!(child["kind"], "chain", "{child}");
-        assert_eq!(child["chain_depth"], 1, "{child}");
-        assert_eq!(child["status"], "completed", "{child}");
+        assert_eq!(child.core().kind, RunKind::Chain, "{child:?}");
+        assert_eq!(child.core().chain_depth, 1, "{child:?}");
+        assert_eq!(child.core().status, RunStatus::Completed, "{child:?}");
         assert!(
-            ms(&child["created_at"]) >= ms(&parent["finished_at"]),
-            "the child starts after the parent is terminal: {parent} {child}"
+            ms(&child.core().created_at) >= ms_of(&parent.core().finished_at),
+            "the child starts after the parent is terminal: {parent:?} {child:?}"
         );
         assert!(
             lines_of(&log).contains(&want_line.to_owned()),
@@ -182,17 +183,11 @@ async fn scheduler_chains_follow_the_parent_and_do_not_count() {
 
         // Children do not count: a second manual run fits under max_runs 2, a third not.
         let schedule_row = api.schedule(schedule).await;
-        assert_eq!(schedule_row["runs_counted"], 1, "{schedule_row}");
+        assert_eq!(schedule_row.runs_counted, 1, "{schedule_row:?}");
         let second = api.trigger(schedule).await;
-        api.finished(second["id"].as_str().expect("id")).await;
-        let (status, body) = api
-            .post(&format!("/api/schedules/{schedule}/trigger"), &json!({}))
-            .await;
-        assert_eq!(
-            (status, body["code"].as_str()),
-            (409, Some("max_runs_reached")),
-            "{body}"
-        );
+        api.finished(second.core().id.as_str()).await;
+        let reply = api.act(&format!("/api/schedules/{schedule}/trigger")).await;
+        assert_eq!(reply.code(), (409, Code::MaxRunsReached), "{reply}");
     }
     // Let the second parents' children finish, then check nothing ran on the wrong branch.
     until("four chain lines", WAIT, async || {
@@ -237,18 +232,23 @@ fn start_with_fake_agent() -> Studio {
 async fn scheduler_agent_runner_gets_flags_then_the_prompt_and_reports_spend() {
     let studio = start_with_fake_agent();
     let api = Api::new(&studio);
-    let spec = json!({
-        "name": "agent/once",
-        "trigger": {"every": "1d"},
-        "action": {"kind": "agent", "prompt": "--not-a-flag say hi", "model": "m1"},
-    });
+    let spec = ScheduleSpec {
+        action: Action::Agent {
+            prompt: "--not-a-flag say hi".into(),
+            model: Some("m1".into()),
+            profile: None,
+        },
+        ..command("agent/once", every("1d"), "true", &[])
+    };
     let (id, run_id) = api.create_and_trigger(&spec).await;
     let run = api.finished(&run_id).await;
-    assert_eq!(run["status"], "completed", "{run}");
-    assert_eq!(run["cost_usd"], 0.5, "{run}");
-    assert_eq!(run["tokens"], 10, "{run}");
-    let args: Vec<&str> = run["stdout_tail"]
-        .as_str()
+    assert_eq!(run.core().status, RunStatus::Completed, "{run:?}");
+    assert_eq!(run.core().cost_usd, Some(0.5), "{run:?}");
+    assert_eq!(run.core().tokens, Some(10), "{run:?}");
+    let args: Vec<&str> = run
+        .run
+        .stdout_tail
+        .as_deref()
         .unwrap_or_default()
         .lines()
         .collect();
@@ -267,47 +267,48 @@ async fn scheduler_agent_runner_gets_flags_then_the_prompt_and_reports_spend() {
         "--model m1 comes before --: {args:?}"
     );
     let schedule = api.schedule(&id).await;
-    assert_eq!(schedule["spend_usd"], 0.5, "{schedule}");
+    assert_eq!(schedule.spend_usd, 0.5, "{schedule:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_budget_exhausted_skips_the_next_fire() {
     let studio = start_with_fake_agent();
     let api = Api::new(&studio);
-    let spec = json!({
-        "name": "agent/budget",
-        "trigger": {"every": "2s"},
-        "action": {"kind": "agent", "prompt": "spend"},
-        "policies": {"budget_usd": 0.4},
-    });
-    let id = api.create(&spec).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let spec = ScheduleSpec {
+        action: Action::Agent {
+            prompt: "spend".into(),
+            model: None,
+            profile: None,
+        },
+        policies: Policies {
+            budget_usd: Some(0.4),
+            ..Policies::default()
+        },
+        ..command("agent/budget", every("2s"), "true", &[])
+    };
+    let id = api.create(&spec).await.id;
     let runs = api
         .wait_runs(&id, "a budget skip after the first run", |runs| {
-            runs.iter().any(|r| is(r, "skipped", "budget_exhausted"))
+            runs.iter()
+                .any(|r| is(r, RunStatus::Skipped, "budget_exhausted"))
         })
         .await;
     api.disable(&id).await;
-    let ran: Vec<&Value> = runs.iter().filter(|r| r["status"] != "skipped").collect();
+    let ran: Vec<&RunListItem> = runs
+        .iter()
+        .filter(|r| r.core().status != RunStatus::Skipped)
+        .collect();
     assert_eq!(ran.len(), 1, "only the first fire ran: {runs:?}");
-    assert_eq!(ran[0]["status"], "completed", "{}", ran[0]);
-    assert_eq!(ran[0]["cost_usd"], 0.5);
+    assert_eq!(ran[0].core().status, RunStatus::Completed, "{:?}", ran[0]);
+    assert_eq!(ran[0].core.cost_usd, Some(0.5));
     let skip = runs
         .iter()
-        .find(|r| is(r, "skipped", "budget_exhausted"))
+        .find(|r| is(r, RunStatus::Skipped, "budget_exhausted"))
         .expect("a skip");
-    assert!(ms(&skip["scheduled_at"]) > ms(&ran[0]["scheduled_at"]));
+    assert!(ms_of(&skip.core().scheduled_at) > ms_of(&ran[0].core().scheduled_at));
     // Budget holds for a person asking too.
-    let (status, body) = api
-        .post(&format!("/api/schedules/{id}/trigger"), &json!({}))
-        .await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (409, Some("budget_exhausted")),
-        "{body}"
-    );
+    let reply = api.act(&format!("/api/schedules/{id}/trigger")).await;
+    assert_eq!(reply.code(), (409, Code::BudgetExhausted), "{reply}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,33 +320,28 @@ async fn scheduler_jobs_know_their_occurrence_and_attempt() {
         "printf '%s|%s|%s\\n' \"$STUDIO_RUN_ID\" \"$STUDIO_SCHEDULED_AT\" \"$STUDIO_ATTEMPT\" >> '{}'",
         out.display()
     );
-    let id = api
-        .create(&sh("window", json!({ "at": in_secs(2) }), &script))
-        .await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let id = api.create(&sh("window", at(&in_secs(2)), &script)).await.id;
     let scheduled = api
         .wait_runs(&id, "the one-shot to end", |runs| runs.iter().any(terminal))
         .await
         .remove(0);
     let manual = api.trigger(&id).await;
-    let manual = api.finished(manual["id"].as_str().expect("run id")).await;
+    let manual = api.finished(&manual.core.id).await;
     let lines = lines_of(&out);
-    let at = scheduled["scheduled_at"].as_str().expect("scheduled_at");
+    let at = scheduled
+        .core
+        .scheduled_at
+        .as_deref()
+        .expect("scheduled_at");
     assert!(at.parse::<Timestamp>().is_ok(), "RFC 3339: {at}");
     assert_eq!(
         lines,
         [
-            format!("{}|{at}|1", text(&scheduled["id"])),
-            format!("{}||1", text(&manual["id"])),
+            format!("{}|{at}|1", scheduled.core.id),
+            format!("{}||1", manual.core().id),
         ],
         "the scheduled run knows its instant; a manual run has none"
     );
-}
-
-fn text(v: &Value) -> &str {
-    v.as_str().unwrap_or_default()
 }
 
 /// A job runs under its shim (`docs/SHIMS.md`): its leader's parent is the process
@@ -382,7 +378,7 @@ async fn scheduler_runner_job_runs_under_its_shim() {
         .rsplit_once(')')
         .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
         .expect("ppid");
-    let shim: Value = serde_json::from_slice(
+    let shim: studio_runner::ProcessIdentity = serde_json::from_slice(
         &std::fs::read(
             studio
                 .home_path()
@@ -393,18 +389,14 @@ async fn scheduler_runner_job_runs_under_its_shim() {
         .expect("shim.json"),
     )
     .expect("shim json");
-    assert_eq!(
-        u64::from(ppid),
-        shim["pid"],
-        "the job's parent is its shim: {shim}"
-    );
+    assert_eq!(ppid, shim.pid, "the job's parent is its shim: {shim:?}");
     assert_ne!(ppid, daemon, "the job is no child of studiod");
     std::fs::write(&go, b"").expect("go");
     let run = api.finished(&run_id).await;
-    assert_eq!(run["status"], "failed", "{}", short(&run));
-    assert_eq!(run["exit_code"], 3);
+    assert_eq!(run.core().status, RunStatus::Failed, "{:?}", short(&run));
+    assert_eq!(run.core().exit_code, Some(3));
     let expected: String = (0..1000).map(|i| format!("line{i}\n")).collect();
-    assert_eq!(run["stdout_bytes"], expected.len());
+    assert_eq!(run.core().stdout_bytes, Some(expected.len() as i64));
     let (status, size, bytes) = api.log(&run_id, "stream=stdout").await;
     assert_eq!(status, 200);
     assert_eq!(size, Some(expected.len() as u64));

@@ -11,15 +11,17 @@ use std::{
 
 use studio_tests::{bins, wait_for};
 
+use studio_api::schedule::{OnDaemonLoss, Overlap};
+
 use super::*;
 
 /// Waits until the run's job leader is recorded; returns the run and the leader's pid.
-async fn dispatched(api: &Api, run_id: &str) -> (Value, u32) {
+async fn dispatched(api: &Api, run_id: &str) -> (RunDetail, u32) {
     let run = api
-        .wait_run(run_id, "the job to start", |r| !r["pid"].is_null())
+        .wait_run(run_id, "the job to start", |r| r.core().pid.is_some())
         .await;
-    let pid = run["pid"].as_u64().expect("pid") as u32;
-    assert!(alive(pid), "the job runs: {run}");
+    let pid = run.core().pid.expect("pid") as u32;
+    assert!(alive(pid), "the job runs: {run:?}");
     (run, pid)
 }
 
@@ -51,18 +53,30 @@ async fn shims_a_long_job_survives_a_daemon_restart_and_a_kill() {
     let restarted = studio.wait_running("daemon", Some(daemon), WAIT);
     assert_ne!(restarted, daemon);
     assert!(alive(leader), "the job outlived `studio restart daemon`");
-    assert_eq!(api.run(&run_id).await["status"], "running", "adopted");
+    assert_eq!(
+        api.run(&run_id).await.core().status,
+        RunStatus::Running,
+        "adopted"
+    );
 
     kill_daemon(&studio);
     assert!(alive(leader), "the job outlived a kill -9 of studiod");
     let run = api.run(&run_id).await;
-    assert_eq!(run["status"], "running", "adopted again: {run}");
-    assert_eq!(run["pid"], leader, "the same job: {run}");
+    assert_eq!(
+        run.core().status,
+        RunStatus::Running,
+        "adopted again: {run:?}"
+    );
+    assert_eq!(
+        run.core().pid,
+        Some(i64::from(leader)),
+        "the same job: {run:?}"
+    );
 
     std::fs::write(&go, b"").expect("go");
     let run = api.finished(&run_id).await;
-    assert!(is(&run, "completed", "exit_0"), "{run}");
-    assert_eq!(run["exit_code"], 0, "{run}");
+    assert!(is(&run, RunStatus::Completed, "exit_0"), "{run:?}");
+    assert_eq!(run.core().exit_code, Some(0), "{run:?}");
     let expected: String = (1..=1000).map(|n| format!("{n}\n")).collect();
     let (status, size, log) = api.log(&run_id, "stream=stdout").await;
     assert_eq!(status, 200);
@@ -80,7 +94,7 @@ async fn shims_a_long_job_survives_a_daemon_restart_and_a_kill() {
         log.contains("running job(s) left to their shims"),
         "the restart detached: {log}"
     );
-    assert!(log.contains("adopted a running job"), "{log}");
+    assert!(log.contains("adopted a running job"), "{log:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,7 +103,10 @@ async fn shims_a_job_that_must_not_run_unattended_ends_with_its_daemon() {
     let api = Api::new(&studio);
     let spec = with_policies(
         command("attended", every("1h"), "sleep", &["60"]),
-        json!({"on_daemon_loss": "kill"}),
+        Policies {
+            on_daemon_loss: OnDaemonLoss::Kill,
+            ..Policies::default()
+        },
     );
     let (_, run_id) = api.create_and_trigger(&spec).await;
     let (_, leader) = dispatched(&api, &run_id).await;
@@ -101,7 +118,7 @@ async fn shims_a_job_that_must_not_run_unattended_ends_with_its_daemon() {
     );
     studio.wait_running("daemon", Some(daemon), WAIT);
     let run = api.finished(&run_id).await;
-    assert!(is(&run, "cancelled", "daemon_lost"), "{run}");
+    assert!(is(&run, RunStatus::Cancelled, "daemon_lost"), "{run:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -114,12 +131,10 @@ async fn shims_an_adopted_job_can_be_cancelled() {
     let (_, leader) = dispatched(&api, &run_id).await;
     kill_daemon(&studio);
     assert!(alive(leader), "the job outlived its daemon");
-    let (status, body) = api
-        .post(&format!("/api/runs/{run_id}/cancel"), &json!({}))
-        .await;
-    assert_eq!(status, 200, "{body}");
+    let reply = api.act(&format!("/api/runs/{run_id}/cancel")).await;
+    assert_eq!(reply.status, 200, "{reply}");
     let run = api.finished(&run_id).await;
-    assert_eq!(run["status"], "cancelled", "{run}");
+    assert_eq!(run.core().status, RunStatus::Cancelled, "{run:?}");
     assert!(!alive(leader), "the job's group was ended");
 }
 
@@ -212,14 +227,12 @@ async fn shims_a_crash_loop_never_starts_an_occurrence_twice() {
     for i in 0..SCHEDULES {
         let spec = with_policies(
             sh(&format!("loop/{i}"), every("1s"), &script),
-            json!({"overlap": "allow"}),
+            Policies {
+                overlap: Overlap::Allow,
+                ..Policies::default()
+            },
         );
-        ids.push(
-            api.create(&spec).await["id"]
-                .as_str()
-                .expect("id")
-                .to_owned(),
-        );
+        ids.push(api.create(&spec).await.id);
     }
     drop(first);
 
@@ -269,20 +282,21 @@ async fn shims_a_crash_loop_never_starts_an_occurrence_twice() {
             panic!("an unreadable start line: {line:?}");
         };
         if let Some(earlier) = occurrences.insert((schedule, at), run) {
-            panic!("occurrence {schedule} {at} started twice: by {earlier} and by {run}");
+            panic!("occurrence {schedule} {at} started twice: by {earlier} and by {run:?}");
         }
         assert!(started.insert(run), "run {run} started twice");
     }
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     for run in &runs {
-        let id = run["id"].as_str().expect("id");
-        let key = format!("{} {}", run["status"], run["reason"]);
+        let id = run.core.id.as_str();
+        let reason = run.core.reason.as_deref();
+        let key = format!("{} {}", run.core.status.as_str(), reason.unwrap_or("null"));
         *outcomes.entry(key).or_default() += 1;
-        let completed = run["status"] == "completed";
+        let completed = run.core().status == RunStatus::Completed;
         assert_eq!(
             completed,
             started.contains(id),
-            "a run is completed exactly when its job started: {run}"
+            "a run is completed exactly when its job started: {run:?}"
         );
         assert!(
             ![
@@ -292,8 +306,8 @@ async fn shims_a_crash_loop_never_starts_an_occurrence_twice() {
                 "spawn_failed",
                 "stale"
             ]
-            .contains(&run["reason"].as_str().unwrap_or_default()),
-            "no shim was touched, so no launch is uncertain: {run}"
+            .contains(&reason.unwrap_or_default()),
+            "no shim was touched, so no launch is uncertain: {run:?}"
         );
     }
     assert_eq!(started.len(), lines.len());
@@ -303,7 +317,7 @@ async fn shims_a_crash_loop_never_starts_an_occurrence_twice() {
         .count();
     let replaced = runs
         .iter()
-        .filter(|r| is(r, "failed", "never_dispatched"))
+        .filter(|r| is(r, RunStatus::Failed, "never_dispatched"))
         .count();
     // However loaded the machine (fewer fires per life), the loop must have crossed each
     // path the contract covers: launches, jobs adopted by a later studiod, and runs whose
