@@ -22,8 +22,8 @@ use studio_schedule::{
 use crate::{
     Error,
     cli::{PlanArgs, Remote},
-    client::encode,
-    schedules::{client, print_json},
+    client::{connect, encode},
+    output::print_json,
     table::{Style, Tone},
 };
 
@@ -230,7 +230,7 @@ pub(crate) async fn plan(home: &Home, args: PlanArgs) -> Result<u8, Error> {
     let Some(loaded) = load(&args.files)? else {
         return Ok(2);
     };
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let plan: Plan = client
         .post(
             "/api/declarations/plan",
@@ -250,7 +250,7 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
     let Some(loaded) = load(&args.files)? else {
         return Ok(2);
     };
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let mut request = body(&loaded, args.prune, args.adopt)?;
     let plan: Plan = client.post("/api/declarations/plan", &request).await?;
     let style = Style::detect();
@@ -362,7 +362,7 @@ pub(crate) async fn export(
     out: Option<PathBuf>,
     remote: Remote,
 ) -> Result<u8, Error> {
-    let client = client(home, &remote).await?;
+    let client = connect(home, &remote).await?;
     let path = match &project {
         Some(p) => format!("/api/declarations/export?project={}", encode(p)),
         None => "/api/declarations/export".to_owned(),

@@ -15,8 +15,9 @@ use studio_contract::home::Home;
 use crate::{
     Error,
     cli::{RunCommand, RunIdArgs, RunsArgs},
-    client::{Client, encode},
-    schedules::{client, json_line, print_json, resolve},
+    client::{Client, connect, encode},
+    output::{json_line, print_json},
+    schedules::resolve,
     table::{Style, Table, Tone, human_ms, instant, now_ms, relative, text, tone_of},
 };
 
@@ -65,7 +66,7 @@ pub(crate) async fn list(
     args: RunsArgs,
     shutdown: impl Future<Output = ()>,
 ) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let schedule_id = match &args.schedule {
         Some(name) => Some(resolve(&client, name).await?.id),
         None => None,
@@ -295,7 +296,7 @@ pub(crate) async fn one(
 }
 
 async fn show(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let detail: RunDetail = client
         .get(&format!("/api/runs/{}", encode(&args.id)))
         .await?;
@@ -394,7 +395,7 @@ async fn logs(
     follow: bool,
     shutdown: impl Future<Output = ()>,
 ) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let stream = if stderr { "stderr" } else { "stdout" };
     let run_path = format!("/api/runs/{}", encode(&args.id));
     // Also checks the run exists: a missing log file of an unknown run is not "empty".
@@ -418,7 +419,7 @@ async fn logs(
 }
 
 async fn cancel(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let run: Run = client
         .call(
             Method::POST,

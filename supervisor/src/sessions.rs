@@ -7,12 +7,13 @@ use studio_contract::home::Home;
 use crate::{
     Error,
     cli::Remote,
-    schedules::{client, print_json},
+    client::connect,
+    output::print_json,
     table::{Style, Table, Tone, now_ms, relative, text},
 };
 
 pub(crate) async fn list(home: &Home, remote: Remote) -> Result<u8, Error> {
-    let client = client(home, &remote).await?;
+    let client = connect(home, &remote).await?;
     let answer: Sessions = client.get("/api/studio/sessions").await?;
     if remote.json {
         print_json(&answer)?;
