@@ -30,13 +30,15 @@ use tokio::{
 
 use crate::{
     Error,
-    child::Spec,
     control::{self, ChildName, ChildStatus, Children, PairLink, Reply, Request, State},
-    discover,
     logs::{RotatingLog, Rotation, SharedLog},
     pairing,
-    policy::Params,
-    supervise::{Cmd, Options, Supervised},
+    supervise::{
+        child::Spec,
+        discover,
+        lifecycle::{Cmd, Options, Supervised},
+        policy::Params,
+    },
 };
 
 /// Everything `studio up` is configured with (built from flags and environment by `cli`).

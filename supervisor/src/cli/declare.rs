@@ -21,10 +21,12 @@ use studio_schedule::{
 
 use crate::{
     Error,
-    cli::{PlanArgs, Remote},
-    client::{connect, encode},
+    cli::{
+        PlanArgs, Remote,
+        client::{connect, encode},
+        table::{Style, Tone},
+    },
     output::print_json,
-    table::{Style, Tone},
 };
 
 /// Reads and checks the files; diagnostics (warnings too) go to stderr, one per line.
@@ -36,7 +38,7 @@ fn load(files: &[PathBuf]) -> Result<Option<Vec<Loaded>>, Error> {
     let opts = LoadOptions {
         default_zone: &zone,
         allowlist: None,
-        now_ms: Some(crate::table::now_ms()),
+        now_ms: Some(crate::cli::table::now_ms()),
     };
     let (loaded, diagnostics) = load_all(files, &opts);
     let mut err = io::stderr().lock();

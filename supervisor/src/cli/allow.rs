@@ -7,10 +7,12 @@ use studio_contract::home::Home;
 
 use crate::{
     Error,
-    cli::{AllowArgs, AllowCommand},
-    client::connect,
+    cli::{
+        AllowArgs, AllowCommand,
+        client::connect,
+        table::{Style, Table, Tone, now_ms, relative, text},
+    },
     output::print_json,
-    table::{Style, Table, Tone, now_ms, relative, text},
 };
 
 const PATH: &str = "/api/admin/allowlist";

@@ -6,10 +6,12 @@ use studio_contract::home::Home;
 
 use crate::{
     Error,
-    cli::Remote,
-    client::connect,
+    cli::{
+        Remote,
+        client::connect,
+        table::{Style, Table, Tone, now_ms, relative, text},
+    },
     output::print_json,
-    table::{Style, Table, Tone, now_ms, relative, text},
 };
 
 pub(crate) async fn list(home: &Home, remote: Remote) -> Result<u8, Error> {

@@ -14,11 +14,13 @@ use studio_contract::home::Home;
 
 use crate::{
     Error,
-    cli::{RunCommand, RunIdArgs, RunsArgs},
-    client::{Client, connect, encode},
+    cli::{
+        RunCommand, RunIdArgs, RunsArgs,
+        client::{Client, connect, encode},
+        schedules::resolve,
+        table::{Style, Table, Tone, human_ms, instant, now_ms, relative, text, tone_of},
+    },
     output::{json_line, print_json},
-    schedules::resolve,
-    table::{Style, Table, Tone, human_ms, instant, now_ms, relative, text, tone_of},
 };
 
 /// How often `run logs -f` looks for more output.

@@ -8,11 +8,13 @@ use studio_schedule::Trigger;
 
 use crate::{
     Error,
-    cli::{NameArgs, Remote, ScheduleCommand},
-    client::{Client, connect, encode},
-    declare,
+    cli::{
+        NameArgs, Remote, ScheduleCommand,
+        client::{Client, connect, encode},
+        declare,
+        table::{Style, Table, Tone, instant, now_ms, relative, text, tone_of},
+    },
     output::{pretty, print_json},
-    table::{Style, Table, Tone, instant, now_ms, relative, text, tone_of},
 };
 
 /// A page as large as the API allows: listings are walked to the end.
