@@ -1,8 +1,11 @@
-//! The app's HTTP side: the shared state and the router (its `/api` routes from the app's
-//! inventory) behind the shared front door.
-//! Connections are held and drained by `studio_frontdoor::serve`.
+//! The app's router: its `/api` routes from the app's inventory, the pages and the
+//! forwarding fallback, behind the shared front door. Connections are held and drained by
+//! `studio_frontdoor::serve`.
+//!
+//! Invariant: the top of the app's imports; the router imports handlers and the state,
+//! and nothing but the server (`lib.rs`) imports the router.
 
-use std::{ops::Deref, sync::Arc};
+use std::sync::Arc;
 
 use axum::{
     Router,
@@ -12,35 +15,8 @@ use studio_api::app::{APP_ROUTES, AppOp};
 use tokio::sync::watch;
 
 use crate::{
-    attention, frontdoor::FrontDoor, page, pairing, proxy, proxy::Proxy, status, verifier::Verifier,
+    attention::routes as attention, forward, page, pages, pairing, state::AppState, status,
 };
-
-/// What every handler shares.
-pub(crate) struct Shared {
-    pub(crate) door: FrontDoor,
-    pub(crate) verifier: Verifier,
-    pub(crate) proxy: Proxy,
-    /// `app.db`: the attention queue's dispositions and their history.
-    pub(crate) attention: crate::attention::Store,
-    /// `Secure` on the admission cookie (the browser reaches us over HTTPS).
-    pub(crate) secure_cookies: bool,
-}
-
-#[derive(Clone)]
-pub(crate) struct AppState(Arc<Shared>);
-
-impl AppState {
-    pub(crate) fn new(shared: Shared) -> Self {
-        Self(Arc::new(shared))
-    }
-}
-
-impl Deref for AppState {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
-        &self.0
-    }
-}
 
 /// The whole app behind its front door (`studio_frontdoor::door`: span → Host → CORS →
 /// JSON → admission through the verifier → route, also for the fallback, which proxies
@@ -54,7 +30,7 @@ pub(crate) fn router(state: AppState) -> Router {
         ("/app.js", get(page::script)),
         ("/app.css", get(page::style)),
     ];
-    own.extend(crate::pages::routes());
+    own.extend(pages::routes());
     own.extend(APP_ROUTES.iter().map(|route| {
         let filter = studio_frontdoor::method_filter(route.method.http());
         (route.path, handler(route.op, filter))
@@ -64,7 +40,7 @@ pub(crate) fn router(state: AppState) -> Router {
         panic!("studio-app's routes collide with studiod's: {collision}");
     }
     let router = studio_frontdoor::router_of(own)
-        .fallback(proxy::route)
+        .fallback(forward::route)
         .method_not_allowed_fallback(studio_frontdoor::door::method_not_allowed);
     let door = Arc::new(state.door.door(state.verifier.clone()));
     door.guard(router.with_state(state))

@@ -9,12 +9,14 @@ mod config;
 mod cookie;
 mod daemon;
 pub mod entry;
+mod forward;
 mod frontdoor;
 mod http;
 mod page;
 mod pages;
 mod pairing;
 mod proxy;
+mod state;
 mod status;
 mod tls;
 mod verifier;
@@ -57,7 +59,7 @@ pub struct Application {
     local_addr: SocketAddr,
     origin: String,
     tls: Option<TlsAcceptor>,
-    state: http::AppState,
+    state: state::AppState,
 }
 
 impl Application {
@@ -85,10 +87,10 @@ impl Application {
             .public_origin
             .clone()
             .unwrap_or_else(|| format!("{}://{local_addr}", config.scheme()));
-        let attention = attention::Store::open(&config.home.app_db())
+        let attention = attention::store::Store::open(&config.home.app_db())
             .await
             .map_err(|e| StartError::AppDb(e.chain()))?;
-        let state = http::AppState::new(http::Shared {
+        let state = state::AppState::new(state::Shared {
             door: frontdoor::FrontDoor::new(&config, local_addr),
             verifier,
             proxy: proxy::Proxy::new(

@@ -17,7 +17,7 @@ use studio_contract::{
     time::{now_ms, rfc3339},
 };
 
-use crate::{cookie, http::AppState};
+use crate::{cookie, state::AppState};
 
 #[tracing::instrument(skip_all)]
 pub(crate) async fn pair(

@@ -1,10 +1,12 @@
-//! The reverse proxy to studiod for daemon-owned `/api` routes: the caller's bearer as
-//! `Authorization`, the browser's Origin asserted with the app key's signature, bodies
-//! streamed both ways (server-sent events pass through unbuffered). Upstream is studiod's
-//! `run/api.sock` when it runs on this host (`studio up` says so), else its TCP address.
+//! The upstream client to studiod: a request rewritten with the caller's bearer as
+//! `Authorization` and the browser's Origin asserted with the app key's signature, sent
+//! with bodies streamed both ways (server-sent events pass through unbuffered). Upstream
+//! is studiod's `run/api.sock` when it runs on this host (`studio up` says so), else its
+//! TCP address. The forwarding route (`forward`) and the pages' client (`daemon`) use it.
 //!
 //! Invariant: nothing the browser sent can pose as the app's assertion — its cookies and
-//! any `x-studio-forwarded-*` headers are stripped before the signed ones are added.
+//! any `x-studio-forwarded-*` headers are stripped before the signed ones are added. The
+//! client imports no handler and not the app's state.
 
 use std::{
     future::Future,
@@ -17,31 +19,23 @@ use std::{
     time::Duration,
 };
 
-use axum::{
-    body::Body,
-    extract::{Request, State},
-    response::{IntoResponse, Response},
-};
+use axum::{body::Body, extract::Request, response::Response};
 use http::{
-    HeaderMap, HeaderName, HeaderValue, Method, Uri, Version, header,
+    HeaderMap, HeaderName, HeaderValue, Uri, Version, header,
     request::Parts,
     uri::{Authority, PathAndQuery, Scheme},
 };
-use http_body_util::{LengthLimitError, Limited};
+use http_body_util::LengthLimitError;
 use hyper_util::{
     client::legacy::{Client, ResponseFuture, connect::HttpConnector},
     rt::{TokioExecutor, TokioIo},
 };
 use studio_contract::{
-    API_BODY_LIMIT,
     error::{ApiError, Code},
     forward,
     secret::AppKey,
-    time::now_ms,
 };
 use tokio::net::UnixStream;
-
-use crate::{cookie, frontdoor::Admitted, http::AppState};
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
 const HOP_BY_HOP: &[&str] = &[
@@ -229,11 +223,13 @@ impl Proxy {
     }
 }
 
-fn too_large() -> ApiError {
+/// `413 payload_too_large`: what a body over [`studio_contract::API_BODY_LIMIT`] gets, before or on its
+/// way upstream.
+pub(crate) fn too_large() -> ApiError {
     ApiError::new(Code::PayloadTooLarge, "request body too large")
 }
 
-/// Whether an upstream failure was the request body exceeding [`API_BODY_LIMIT`].
+/// Whether an upstream failure was the request body exceeding [`studio_contract::API_BODY_LIMIT`].
 fn over_limit(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(error);
     while let Some(e) = cause {
@@ -252,55 +248,6 @@ fn origin(parts: &Parts) -> &str {
         .get(header::ORIGIN)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
-}
-
-/// The fallback route: a path studiod serves (its route inventory says so) is proxied with
-/// whatever method it came with; every other path is the same JSON 404 studiod gives.
-pub(crate) async fn route(State(state): State<AppState>, req: Request) -> Response {
-    let path = req.uri().path().to_owned();
-    if !studio_api::routes::proxied(&path) {
-        return ApiError::no_such_path().into_response();
-    }
-    let Some(admitted) = req.extensions().get::<Admitted>().cloned() else {
-        // The admission layer runs before every daemon-owned path; fail closed regardless.
-        return ApiError::new(Code::Unauthorized, "not admitted").into_response();
-    };
-    let method = req.method().clone();
-    // studiod would refuse it anyway: answer it here, before a byte goes upstream, rather
-    // than have a cut-off upload look like a daemon that went away.
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > API_BODY_LIMIT as u64) {
-        return too_large().into_response();
-    }
-    let req = req.map(|body| Body::new(Limited::new(body, API_BODY_LIMIT)));
-    let upstream = match state.proxy.rewrite(req, &admitted.bearer, now_ms()) {
-        Ok(upstream) => upstream,
-        Err(e) => return e.into_response(),
-    };
-    let mut response = match state.proxy.send(upstream).await {
-        Ok(response) => response,
-        Err(e) => return e.into_response(),
-    };
-    if response.status().is_success() && revokes(&method, &path) {
-        // Don't wait for the Watch event: the next request must already be refused.
-        state.verifier.invalidate();
-        if path == "/api/studio/disconnect" {
-            response.headers_mut().append(
-                header::SET_COOKIE,
-                cookie::clear_admission(state.secure_cookies),
-            );
-        }
-    }
-    response
-}
-
-/// Requests that revoke a credential when they succeed.
-fn revokes(method: &Method, path: &str) -> bool {
-    (*method == Method::POST && path == "/api/studio/disconnect")
-        || (*method == Method::DELETE && path.starts_with("/api/studio/sessions/"))
 }
 
 #[cfg(test)]

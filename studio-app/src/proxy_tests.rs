@@ -2,10 +2,11 @@
 
 use std::{collections::BTreeMap, convert::Infallible, net::SocketAddr, time::Instant};
 
-use axum::{Json, Router, body::Bytes, routing::any};
-use http::StatusCode;
+use axum::{Json, Router, body::Bytes, response::IntoResponse, routing::any};
+use http::{Method, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use studio_contract::time::now_ms;
 
 use super::*;
 

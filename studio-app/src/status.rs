@@ -10,7 +10,7 @@ use http::{HeaderMap, header};
 use studio_api::app::{AppHealth, AppSession};
 use studio_contract::error::Code;
 
-use crate::{frontdoor, http::AppState, verifier::Verdict};
+use crate::{frontdoor, state::AppState, verifier::Verdict};
 
 fn daemon(ok: bool) -> &'static str {
     if ok { "ok" } else { "unavailable" }

@@ -9,6 +9,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 use studio_contract::{
     error::{ApiError, Code, ErrorBody},
+    home::Home,
     socket::{Removal, SocketFile},
 };
 use tokio::{
@@ -16,12 +17,14 @@ use tokio::{
     net::{UnixListener, UnixStream},
 };
 
-use crate::logs::read_line_bounded;
+use crate::{Error, logs::read_line_bounded};
 
 /// A request line longer than this is refused: every valid one is tiny.
 const MAX_REQUEST: usize = 4096;
 /// How long a peer may take to send its request line.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bound on one exchange with the supervisor (a pair request waits on studiod too).
+const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -278,6 +281,22 @@ pub(crate) async fn request(
     tokio::time::timeout(timeout, exchange)
         .await
         .map_err(|_| ClientError::Timeout(timeout))?
+}
+
+/// One request to the home's running supervisor, as the CLI asks it: an error reply, no
+/// supervisor and a failed exchange each become the [`Error`] the CLI reports.
+pub(crate) async fn ask(home: &Home, req: &Request) -> Result<Reply, Error> {
+    match request(&home.supervisor_socket(), req, ASK_TIMEOUT).await {
+        Ok(Reply::Error(body)) => Err(Error::Remote(body)),
+        Ok(reply) => Ok(reply),
+        Err(ClientError::NotRunning) => Err(Error::NotRunning(home.root().to_path_buf())),
+        Err(e) => Err(Error::Failed(format!("supervisor: {e}"))),
+    }
+}
+
+/// A reply of the wrong kind for the request.
+pub(crate) fn unexpected(reply: &Reply) -> Error {
+    Error::Failed(format!("unexpected reply from the supervisor: {reply:?}"))
 }
 
 #[cfg(test)]

@@ -10,35 +10,27 @@
 #[macro_use]
 mod output;
 
-mod allow;
-mod child;
 pub mod cli;
-mod client;
-mod commands;
 mod config;
 mod control;
-mod declare;
-mod discover;
 pub mod entry;
 mod logs;
 mod pairing;
-mod policy;
-pub mod preview;
-mod runs;
-mod schedules;
-mod sessions;
 mod supervise;
-mod table;
 #[cfg(test)]
 mod testdir;
-mod up;
 
 use std::{future::Future, io, path::PathBuf};
 
 use studio_contract::{error::ErrorBody, home::Home};
 
-use crate::cli::{Cli, Command, ScheduleCommand};
-pub use crate::up::{UpConfig, up};
+use crate::cli::{
+    Cli, Command, ScheduleCommand, allow, commands, declare, runs, schedules, sessions,
+};
+pub use crate::{
+    cli::preview,
+    supervise::{UpConfig, up},
+};
 
 /// What a command can fail with; each maps to one line on stderr and an exit status.
 #[derive(Debug, thiserror::Error)]

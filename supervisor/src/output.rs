@@ -11,6 +11,8 @@ use std::{
     io::{self, Write},
 };
 
+use serde::Serialize;
+
 use crate::Error;
 
 /// `print!` that returns [`Error::Output`] instead of panicking.
@@ -51,4 +53,24 @@ pub(crate) fn stdout(args: fmt::Arguments<'_>) -> Result<(), Error> {
 
 pub(crate) fn stderr(args: fmt::Arguments<'_>) {
     let _ = studio_contract::output::Stderr.write_fmt(args);
+}
+
+/// `value` as JSON for `--json`.
+pub(crate) fn print_json<T: Serialize>(value: &T) -> Result<(), Error> {
+    let text = pretty(value).map_err(|e| Error::Failed(format!("cannot print JSON: {e}")))?;
+    outln!("{text}")?;
+    Ok(())
+}
+
+/// Pretty JSON with the keys of every object in alphabetical order (through a `Value`,
+/// whose maps are sorted), as the CLI has always printed studiod's answers.
+pub(crate) fn pretty<T: Serialize>(value: &T) -> serde_json::Result<String> {
+    serde_json::to_value(value).and_then(|v| serde_json::to_string_pretty(&v))
+}
+
+/// `value` as one line of JSON, its keys ordered as [`print_json`] orders them.
+pub(crate) fn json_line<T: Serialize>(value: &T) -> Result<String, Error> {
+    serde_json::to_value(value)
+        .map(|v| v.to_string())
+        .map_err(|e| Error::Failed(format!("cannot print JSON: {e}")))
 }

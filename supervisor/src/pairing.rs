@@ -1,5 +1,6 @@
 //! Pairing links: a fresh code from studiod's control socket (`run/daemon.sock`), the
-//! link a browser opens, and opening it; and the `detach` a daemon restart asks there.
+//! link a browser opens, a link from a running supervisor, printing one and opening it;
+//! and the `detach` a daemon restart asks there.
 //! A code is never logged: it reaches stdout (the one line the user asked for) or the
 //! supervisor socket's reply, nothing else.
 
@@ -8,6 +9,12 @@ use std::{io, path::PathBuf, process::Stdio, time::Duration};
 use studio_contract::{
     control::{self, DaemonReply, DaemonRequest, PairingCode},
     error::ErrorBody,
+    home::Home,
+};
+
+use crate::{
+    Error,
+    control::{self as supervisor, Reply, Request},
 };
 
 /// How long studiod may take to mint a code.
@@ -109,6 +116,26 @@ pub(crate) fn open(url: &str) {
             tracing::warn!(%error, "could not run xdg-open; open the link by hand");
         }
     }
+}
+
+/// A fresh pairing link from a running supervisor.
+pub(crate) async fn supervisor_link(home: &Home) -> Result<String, Error> {
+    match supervisor::ask(home, &Request::Pair).await? {
+        Reply::Pair(link) => Ok(link.url),
+        other => Err(supervisor::unexpected(&other)),
+    }
+}
+
+/// The one place a pairing link is shown: stdout, and the browser if asked (even when
+/// stdout is gone).
+pub(crate) async fn print_link(url: &str, open: bool) -> Result<(), Error> {
+    let printed = outln!("Studio is ready: {url}");
+    if open {
+        self::open(url);
+        // Give xdg-open a moment before a short-lived process exits.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    printed
 }
 
 #[cfg(test)]

@@ -7,9 +7,6 @@
 //! records stay the honest account of what happened. See docs/ATTENTION.md.
 
 mod derive;
-mod routes;
+pub(crate) mod routes;
 mod source;
-mod store;
-
-pub(crate) use routes::{clear, history, list, set};
-pub(crate) use store::Store;
+pub(crate) mod store;

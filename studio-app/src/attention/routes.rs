@@ -24,7 +24,7 @@ use super::{
     source::{self, Caller},
     store::{DispositionRow, LedgerEntry, Put, PutError, StoreError},
 };
-use crate::{frontdoor::Admitted, http::AppState};
+use crate::{frontdoor::Admitted, state::AppState};
 
 /// The longest reason kept (a sentence or two, not a document).
 const MAX_REASON_CHARS: usize = 2000;

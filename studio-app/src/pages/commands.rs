@@ -8,7 +8,7 @@ use http::HeaderMap;
 use jiff::Timestamp;
 
 use super::{Ctx, Nav, render, resolve, words};
-use crate::{daemon::AllowEntry, http::AppState};
+use crate::{daemon::AllowEntry, state::AppState};
 
 /// One allowed executable, as the page shows it.
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@ use studio_api::schedule::{
 };
 
 use super::{Ctx, Nav, render, resolve};
-use crate::{daemon::Schedule, http::AppState};
+use crate::{daemon::Schedule, state::AppState};
 
 /// A number as form text, in JSON notation (a budget of 3 reads `3.0`, as the API sent it).
 fn number<T: serde::Serialize>(n: Option<T>) -> String {

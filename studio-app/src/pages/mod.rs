@@ -27,7 +27,7 @@ use jiff::Timestamp;
 use crate::{
     daemon::{Daemon, DaemonError, PageState},
     frontdoor,
-    http::AppState,
+    state::AppState,
     verifier::Verdict,
 };
 

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use super::{Ctx, Nav, render, resolve, schedules::HEALTHS, words};
 use crate::{
     daemon::{HourCount, Session, Summary},
-    http::AppState,
+    state::AppState,
 };
 
 /// One hour's bar in the 24 h chart (`x`, `height` in SVG units).

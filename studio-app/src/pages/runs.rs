@@ -15,7 +15,7 @@ use studio_api::{RunCore, RunListItem, RunStatus, Transition};
 use super::{Ctx, Nav, render, resolve, words};
 use crate::{
     daemon::{DaemonError, encode, with_query},
-    http::AppState,
+    state::AppState,
 };
 
 const PAGE: &str = "50";

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::{Ctx, Nav, render, resolve, runs::RunRow, words};
 use crate::{
     daemon::{Schedule, with_query},
-    http::AppState,
+    state::AppState,
 };
 
 /// Rows per page; the API caps `limit` itself.

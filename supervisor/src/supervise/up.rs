@@ -30,14 +30,15 @@ use tokio::{
 
 use crate::{
     Error,
-    child::Spec,
-    commands,
     control::{self, ChildName, ChildStatus, Children, PairLink, Reply, Request, State},
-    discover,
     logs::{RotatingLog, Rotation, SharedLog},
     pairing,
-    policy::Params,
-    supervise::{Cmd, Options, Supervised},
+    supervise::{
+        child::Spec,
+        discover,
+        lifecycle::{Cmd, Options, Supervised},
+        policy::Params,
+    },
 };
 
 /// Everything `studio up` is configured with (built from flags and environment by `cli`).
@@ -248,8 +249,8 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
 async fn link_from_running(home: &Home, open: bool, patience: Duration) -> Result<(), Error> {
     let deadline = tokio::time::Instant::now() + patience;
     loop {
-        let last = match commands::supervisor_link(home).await {
-            Ok(url) => return commands::print_link(&url, open).await,
+        let last = match pairing::supervisor_link(home).await {
+            Ok(url) => return pairing::print_link(&url, open).await,
             Err(e @ (Error::NotRunning(_) | Error::Remote(_))) => e,
             Err(e) => return Err(e),
         };
@@ -354,7 +355,7 @@ impl Launch<'_> {
             match pairing::daemon_code_patiently(cfg.home.daemon_socket(), Duration::from_secs(3))
                 .await
             {
-                Ok(code) => commands::print_link(&pairing::link(&url, &code.code), cfg.open).await,
+                Ok(code) => pairing::print_link(&pairing::link(&url, &code.code), cfg.open).await,
                 Err(error) => {
                     tracing::warn!(%error, "no pairing code; run `studio pair` for one");
                     outln!("Studio is ready: {url}/")

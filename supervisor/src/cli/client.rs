@@ -15,6 +15,7 @@ use studio_contract::home::Home;
 
 use crate::{
     ApiFailure, Error,
+    cli::Remote,
     control::{self, Reply, Request},
 };
 
@@ -30,6 +31,11 @@ const DISCOVER_TIMEOUT: Duration = Duration::from_secs(2);
 enum TokenSource {
     Env,
     File(String),
+}
+
+/// The client for a command's `--daemon` (see [`Client::connect`]).
+pub(crate) async fn connect(home: &Home, remote: &Remote) -> Result<Client, Error> {
+    Client::connect(home, remote.daemon.as_deref()).await
 }
 
 /// studiod's API at one origin, with one token.

@@ -11,10 +11,12 @@ use studio_contract::time;
 use tokio::sync::{mpsc, watch};
 
 use crate::{
-    child::{self, ReadyError, Spec},
     control::{ChildStatus, State},
     logs::{self, SharedLog},
-    policy::{Decision, Params, Policy},
+    supervise::{
+        child::{self, ReadyError, Spec},
+        policy::{Decision, Params, Policy},
+    },
 };
 
 /// Exit status a child uses for bad configuration (docs/ARCHITECTURE.md).

@@ -21,10 +21,12 @@ use studio_schedule::{
 
 use crate::{
     Error,
-    cli::{PlanArgs, Remote},
-    client::encode,
-    schedules::{client, print_json},
-    table::{Style, Tone},
+    cli::{
+        PlanArgs, Remote,
+        client::{connect, encode},
+        table::{Style, Tone},
+    },
+    output::print_json,
 };
 
 /// Reads and checks the files; diagnostics (warnings too) go to stderr, one per line.
@@ -36,7 +38,7 @@ fn load(files: &[PathBuf]) -> Result<Option<Vec<Loaded>>, Error> {
     let opts = LoadOptions {
         default_zone: &zone,
         allowlist: None,
-        now_ms: Some(crate::table::now_ms()),
+        now_ms: Some(crate::cli::table::now_ms()),
     };
     let (loaded, diagnostics) = load_all(files, &opts);
     let mut err = io::stderr().lock();
@@ -230,7 +232,7 @@ pub(crate) async fn plan(home: &Home, args: PlanArgs) -> Result<u8, Error> {
     let Some(loaded) = load(&args.files)? else {
         return Ok(2);
     };
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let plan: Plan = client
         .post(
             "/api/declarations/plan",
@@ -250,7 +252,7 @@ pub(crate) async fn apply(home: &Home, args: PlanArgs, yes: bool) -> Result<u8, 
     let Some(loaded) = load(&args.files)? else {
         return Ok(2);
     };
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let mut request = body(&loaded, args.prune, args.adopt)?;
     let plan: Plan = client.post("/api/declarations/plan", &request).await?;
     let style = Style::detect();
@@ -362,7 +364,7 @@ pub(crate) async fn export(
     out: Option<PathBuf>,
     remote: Remote,
 ) -> Result<u8, Error> {
-    let client = client(home, &remote).await?;
+    let client = connect(home, &remote).await?;
     let path = match &project {
         Some(p) => format!("/api/declarations/export?project={}", encode(p)),
         None => "/api/declarations/export".to_owned(),

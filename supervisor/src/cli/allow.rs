@@ -7,9 +7,12 @@ use studio_contract::home::Home;
 
 use crate::{
     Error,
-    cli::{AllowArgs, AllowCommand},
-    schedules::{client, print_json},
-    table::{Style, Table, Tone, now_ms, relative, text},
+    cli::{
+        AllowArgs, AllowCommand,
+        client::connect,
+        table::{Style, Table, Tone, now_ms, relative, text},
+    },
+    output::print_json,
 };
 
 const PATH: &str = "/api/admin/allowlist";
@@ -17,7 +20,7 @@ const PATH: &str = "/api/admin/allowlist";
 pub(crate) async fn run(home: &Home, command: AllowCommand) -> Result<u8, Error> {
     match command {
         AllowCommand::List { remote } => {
-            let answer: AllowList = client(home, &remote).await?.get(PATH).await?;
+            let answer: AllowList = connect(home, &remote).await?.get(PATH).await?;
             if remote.json {
                 print_json(&answer)?;
             } else {
@@ -43,7 +46,7 @@ async fn change(home: &Home, args: AllowArgs, add: bool) -> Result<u8, Error> {
             ..AllowChange::default()
         }
     };
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let answer: AllowChanged = match client.post(PATH, &body).await {
         Ok(answer) => answer,
         // An entry studiod cannot take is the user's input: one line, exit 2.

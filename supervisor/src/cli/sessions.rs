@@ -6,13 +6,16 @@ use studio_contract::home::Home;
 
 use crate::{
     Error,
-    cli::Remote,
-    schedules::{client, print_json},
-    table::{Style, Table, Tone, now_ms, relative, text},
+    cli::{
+        Remote,
+        client::connect,
+        table::{Style, Table, Tone, now_ms, relative, text},
+    },
+    output::print_json,
 };
 
 pub(crate) async fn list(home: &Home, remote: Remote) -> Result<u8, Error> {
-    let client = client(home, &remote).await?;
+    let client = connect(home, &remote).await?;
     let answer: Sessions = client.get("/api/studio/sessions").await?;
     if remote.json {
         print_json(&answer)?;

@@ -14,10 +14,13 @@ use studio_contract::home::Home;
 
 use crate::{
     Error,
-    cli::{RunCommand, RunIdArgs, RunsArgs},
-    client::{Client, encode},
-    schedules::{client, json_line, print_json, resolve},
-    table::{Style, Table, Tone, human_ms, instant, now_ms, relative, text, tone_of},
+    cli::{
+        RunCommand, RunIdArgs, RunsArgs,
+        client::{Client, connect, encode},
+        schedules::resolve,
+        table::{Style, Table, Tone, human_ms, instant, now_ms, relative, text, tone_of},
+    },
+    output::{json_line, print_json},
 };
 
 /// How often `run logs -f` looks for more output.
@@ -65,7 +68,7 @@ pub(crate) async fn list(
     args: RunsArgs,
     shutdown: impl Future<Output = ()>,
 ) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let schedule_id = match &args.schedule {
         Some(name) => Some(resolve(&client, name).await?.id),
         None => None,
@@ -295,7 +298,7 @@ pub(crate) async fn one(
 }
 
 async fn show(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let detail: RunDetail = client
         .get(&format!("/api/runs/{}", encode(&args.id)))
         .await?;
@@ -394,7 +397,7 @@ async fn logs(
     follow: bool,
     shutdown: impl Future<Output = ()>,
 ) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let stream = if stderr { "stderr" } else { "stdout" };
     let run_path = format!("/api/runs/{}", encode(&args.id));
     // Also checks the run exists: a missing log file of an unknown run is not "empty".
@@ -418,7 +421,7 @@ async fn logs(
 }
 
 async fn cancel(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let run: Run = client
         .call(
             Method::POST,

@@ -12,28 +12,13 @@ use studio_contract::home::Home;
 
 use crate::{
     Error,
-    control::{self, ChildName, ChildStatus, ClientError, Reply, Request, Status},
+    control::{ChildName, ChildStatus, Reply, Request, Status, ask, unexpected},
     logs::Follower,
-    pairing,
+    pairing::{self, print_link, supervisor_link},
 };
 
-/// Bound on one exchange with the supervisor (a pair request waits on studiod too).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `studio stop` waits for the supervisor to finish its ordered stop.
 const STOP_TIMEOUT: Duration = Duration::from_secs(120);
-
-async fn ask(home: &Home, req: &Request) -> Result<Reply, Error> {
-    match control::request(&home.supervisor_socket(), req, REQUEST_TIMEOUT).await {
-        Ok(Reply::Error(body)) => Err(Error::Remote(body)),
-        Ok(reply) => Ok(reply),
-        Err(ClientError::NotRunning) => Err(Error::NotRunning(home.root().to_path_buf())),
-        Err(e) => Err(Error::Failed(format!("supervisor: {e}"))),
-    }
-}
-
-fn unexpected(reply: &Reply) -> Error {
-    Error::Failed(format!("unexpected reply from the supervisor: {reply:?}"))
-}
 
 pub(crate) async fn status(home: &Home, json: bool) -> Result<(), Error> {
     let reply = ask(home, &Request::Status).await?;
@@ -149,26 +134,6 @@ pub(crate) async fn pair(home: &Home, open: bool) -> Result<(), Error> {
         },
         Err(e) => Err(e),
     }
-}
-
-/// A fresh pairing link from a running supervisor.
-pub(crate) async fn supervisor_link(home: &Home) -> Result<String, Error> {
-    match ask(home, &Request::Pair).await? {
-        Reply::Pair(link) => Ok(link.url),
-        other => Err(unexpected(&other)),
-    }
-}
-
-/// The one place a pairing link is shown: stdout, and the browser if asked (even when
-/// stdout is gone).
-pub(crate) async fn print_link(url: &str, open: bool) -> Result<(), Error> {
-    let printed = outln!("Studio is ready: {url}");
-    if open {
-        pairing::open(url);
-        // Give xdg-open a moment before a short-lived process exits.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    printed
 }
 
 /// Prints `logs/<child>.log`; with `follow`, keeps printing until `stop` resolves.

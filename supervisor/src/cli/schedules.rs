@@ -2,17 +2,19 @@
 //! stored schedules, over studiod's `/api/schedules`. A NAME is a schedule's name or id.
 
 use reqwest::Method;
-use serde::Serialize;
 use studio_api::{Deleted, Run, Schedule, SchedulePage};
 use studio_contract::home::Home;
 use studio_schedule::Trigger;
 
 use crate::{
     Error,
-    cli::{NameArgs, Remote, ScheduleCommand},
-    client::{Client, encode},
-    declare,
-    table::{Style, Table, Tone, instant, now_ms, relative, text, tone_of},
+    cli::{
+        NameArgs, Remote, ScheduleCommand,
+        client::{Client, connect, encode},
+        declare,
+        table::{Style, Table, Tone, instant, now_ms, relative, text, tone_of},
+    },
+    output::{pretty, print_json},
 };
 
 /// A page as large as the API allows: listings are walked to the end.
@@ -40,10 +42,6 @@ pub(crate) async fn run(home: &Home, command: ScheduleCommand) -> Result<u8, Err
         ScheduleCommand::Trigger(args) => trigger(home, args).await,
         ScheduleCommand::Delete(args) => delete(home, args).await,
     }
-}
-
-pub(crate) async fn client(home: &Home, remote: &Remote) -> Result<Client, Error> {
-    Client::connect(home, remote.daemon.as_deref()).await
 }
 
 /// Every schedule matching the filters, all pages walked.
@@ -93,33 +91,13 @@ pub(crate) async fn resolve(client: &Client, name: &str) -> Result<Schedule, Err
     }
 }
 
-/// `value` as JSON for `--json`.
-pub(crate) fn print_json<T: Serialize>(value: &T) -> Result<(), Error> {
-    let text = pretty(value).map_err(|e| Error::Failed(format!("cannot print JSON: {e}")))?;
-    outln!("{text}")?;
-    Ok(())
-}
-
-/// Pretty JSON with the keys of every object in alphabetical order (through a `Value`,
-/// whose maps are sorted), as the CLI has always printed studiod's answers.
-fn pretty<T: Serialize>(value: &T) -> serde_json::Result<String> {
-    serde_json::to_value(value).and_then(|v| serde_json::to_string_pretty(&v))
-}
-
-/// `value` as one line of JSON, its keys ordered as [`print_json`] orders them.
-pub(crate) fn json_line<T: Serialize>(value: &T) -> Result<String, Error> {
-    serde_json::to_value(value)
-        .map(|v| v.to_string())
-        .map_err(|e| Error::Failed(format!("cannot print JSON: {e}")))
-}
-
 async fn list(
     home: &Home,
     query: Option<String>,
     enabled: Option<bool>,
     out: Remote,
 ) -> Result<u8, Error> {
-    let client = client(home, &out).await?;
+    let client = connect(home, &out).await?;
     let schedules = all(&client, query.as_deref(), enabled).await?;
     if out.json {
         print_json(&SchedulePage {
@@ -183,7 +161,7 @@ pub(crate) fn trigger_summary(trigger: &Trigger, zone: Option<&str>) -> String {
 }
 
 async fn show(home: &Home, args: NameArgs) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let s = resolve(&client, &args.name).await?;
     if args.remote.json {
         print_json(&s)?;
@@ -220,7 +198,7 @@ fn facts(s: &Schedule, now: i64) -> [(&'static str, String, Tone); 12] {
 }
 
 async fn toggle(home: &Home, args: NameArgs, verb: &str) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let s = resolve(&client, &args.name).await?;
     let after: Schedule = client
         .call(
@@ -237,7 +215,7 @@ async fn toggle(home: &Home, args: NameArgs, verb: &str) -> Result<u8, Error> {
 }
 
 async fn trigger(home: &Home, args: NameArgs) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let s = resolve(&client, &args.name).await?;
     let run: Run = client
         .call(
@@ -260,7 +238,7 @@ async fn trigger(home: &Home, args: NameArgs) -> Result<u8, Error> {
 }
 
 async fn delete(home: &Home, args: NameArgs) -> Result<u8, Error> {
-    let client = client(home, &args.remote).await?;
+    let client = connect(home, &args.remote).await?;
     let s = resolve(&client, &args.name).await?;
     let answer: Deleted = client
         .call(Method::DELETE, &format!("/api/schedules/{}", encode(&s.id)))
@@ -323,7 +301,10 @@ mod tests {
         let sent: Value = serde_json::from_str(SCHEDULE).expect("json");
         let expected = serde_json::to_string_pretty(&sent).expect("text");
         assert_eq!(pretty(&schedule).expect("text"), expected);
-        assert_eq!(json_line(&schedule).expect("text"), sent.to_string());
+        assert_eq!(
+            crate::output::json_line(&schedule).expect("text"),
+            sent.to_string()
+        );
     }
 
     #[test]

@@ -1,6 +1,20 @@
-//! The command line: `studio up | status | restart | stop | pair | logs | schedule | runs |
-//! run | sessions`, with the environment equivalents, turned into typed configuration. Clap's own
-//! usage errors exit with status 2; so do the checks made here.
+//! The user commands. This module is the command line: `studio up | status | restart |
+//! stop | pair | logs | schedule | runs | run | sessions`, with the environment
+//! equivalents, turned into typed configuration. Clap's own usage errors exit with status
+//! 2; so do the checks made here. Its submodules carry the commands out.
+//!
+//! Invariant: this tree imports nothing from what `studio up` runs (`supervise`) but its
+//! entry point: `up` builds an [`UpConfig`] for `supervise::up`.
+
+pub(crate) mod allow;
+pub(crate) mod client;
+pub(crate) mod commands;
+pub(crate) mod declare;
+pub mod preview;
+pub(crate) mod runs;
+pub(crate) mod schedules;
+pub(crate) mod sessions;
+pub(crate) mod table;
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -9,9 +23,9 @@ use studio_contract::{home::Home, origin};
 
 use crate::{
     Error,
+    cli::preview::{PreviewRequest, PreviewTrigger},
     control::ChildName,
-    preview::{PreviewRequest, PreviewTrigger},
-    up::UpConfig,
+    supervise::UpConfig,
 };
 
 #[derive(Debug, Parser)]

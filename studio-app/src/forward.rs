@@ -1,0 +1,71 @@
+//! The fallback route: a path studiod's route inventory serves goes upstream through the
+//! client (`proxy`) with whatever method it came with; any other path is the same JSON 404
+//! studiod gives. A successful request that revokes a credential empties the verdict
+//! cache at once (and `/api/studio/disconnect` clears the cookie).
+//!
+//! Invariant: only an admitted request goes upstream; the admission layer runs before
+//! every daemon-owned path, and this route fails closed regardless.
+
+use axum::{
+    body::Body,
+    extract::{Request, State},
+    response::{IntoResponse, Response},
+};
+use http::{Method, header};
+use http_body_util::Limited;
+use studio_contract::{
+    API_BODY_LIMIT,
+    error::{ApiError, Code},
+    time::now_ms,
+};
+
+use crate::{cookie, frontdoor::Admitted, proxy::too_large, state::AppState};
+
+/// The fallback route: a path studiod serves (its route inventory says so) is proxied with
+/// whatever method it came with; every other path is the same JSON 404 studiod gives.
+pub(crate) async fn route(State(state): State<AppState>, req: Request) -> Response {
+    let path = req.uri().path().to_owned();
+    if !studio_api::routes::proxied(&path) {
+        return ApiError::no_such_path().into_response();
+    }
+    let Some(admitted) = req.extensions().get::<Admitted>().cloned() else {
+        // The admission layer runs before every daemon-owned path; fail closed regardless.
+        return ApiError::new(Code::Unauthorized, "not admitted").into_response();
+    };
+    let method = req.method().clone();
+    // studiod would refuse it anyway: answer it here, before a byte goes upstream, rather
+    // than have a cut-off upload look like a daemon that went away.
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > API_BODY_LIMIT as u64) {
+        return too_large().into_response();
+    }
+    let req = req.map(|body| Body::new(Limited::new(body, API_BODY_LIMIT)));
+    let upstream = match state.proxy.rewrite(req, &admitted.bearer, now_ms()) {
+        Ok(upstream) => upstream,
+        Err(e) => return e.into_response(),
+    };
+    let mut response = match state.proxy.send(upstream).await {
+        Ok(response) => response,
+        Err(e) => return e.into_response(),
+    };
+    if response.status().is_success() && revokes(&method, &path) {
+        // Don't wait for the Watch event: the next request must already be refused.
+        state.verifier.invalidate();
+        if path == "/api/studio/disconnect" {
+            response.headers_mut().append(
+                header::SET_COOKIE,
+                cookie::clear_admission(state.secure_cookies),
+            );
+        }
+    }
+    response
+}
+
+/// Requests that revoke a credential when they succeed.
+fn revokes(method: &Method, path: &str) -> bool {
+    (*method == Method::POST && path == "/api/studio/disconnect")
+        || (*method == Method::DELETE && path.starts_with("/api/studio/sessions/"))
+}
