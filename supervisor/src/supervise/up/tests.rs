@@ -144,7 +144,7 @@ async fn up_supervises_both_children_and_stops_in_order() {
                 .expect("args")
                 .trim(),
             format!(
-                "--home {home_s} --addr 127.0.0.1:7000 --daemon-addr 127.0.0.1:7001 --app-key-stdin --supervisor-pid {pid}"
+                "--home {home_s} --addr 127.0.0.1:7000 --daemon-addr 127.0.0.1:7001 --daemon-socket {home_s}/run/api.sock --app-key-stdin --supervisor-pid {pid}"
             )
         );
         let token = Home::read_secret(&home.token_file()).expect("0600 token");
