@@ -3,6 +3,7 @@
 //! with one JSON line, and gets one JSON line back. Codes are never logged.
 
 use std::{sync::Arc, time::Duration};
+use studio_contract::lifecycle::Shutdown;
 
 use studio_contract::{
     control::{DaemonReply, DaemonRequest},
@@ -12,7 +13,6 @@ use studio_contract::{
 use tokio::{
     io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
     net::{UnixListener, UnixStream},
-    sync::watch,
 };
 
 use crate::{admission::Authority, scheduling::Scheduler};
@@ -25,12 +25,12 @@ pub(crate) async fn serve(
     listener: UnixListener,
     authority: Arc<Authority>,
     scheduler: Arc<Scheduler>,
-    mut stop: watch::Receiver<bool>,
+    stop: Shutdown,
 ) {
     let uid = crate::socket::own_uid();
     loop {
         tokio::select! {
-            () = crate::stop_requested(&mut stop) => break,
+            () = stop.triggered() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     tokio::spawn(handle(stream, authority.clone(), scheduler.clone(), uid));

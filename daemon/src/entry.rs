@@ -7,20 +7,18 @@
 //! `--job-launcher` flag it serves launch requests, single-threaded, before any runtime,
 //! logging or argument parsing could start a thread.
 
-use std::{ffi::OsString, fs::File, io::IsTerminal, os::fd::AsFd, process::ExitCode};
+use std::{ffi::OsString, fs::File, os::fd::AsFd, process::ExitCode};
 
-use clap::Parser;
 use studio_contract::{
-    lifecycle::{die_with_parent, read_app_key_from_stdin},
-    output::{Stderr, eprint_line},
+    lifecycle::{
+        EXIT_CONFIG, die_with_parent, fail, init_tracing, parse_args, read_app_key_from_stdin,
+        stop_signal,
+    },
+    output::eprint_line,
 };
-use tokio::signal::unix::{SignalKind, signal};
-use tracing_subscriber::EnvFilter;
 
 use crate::{Args, chain};
 use studio_runner::client::{LAUNCHER_FLAG, LauncherCommand};
-
-const EX_CONFIG: u8 = 64;
 
 /// Runs studiod with `args` (the first is the program name, as in `std::env::args_os`),
 /// for the `studiod` executable.
@@ -35,94 +33,52 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, leading: Vec<OsString
     if args.get(1).is_some_and(|a| a == LAUNCHER_FLAG) {
         return launcher();
     }
-    let args = match Args::try_parse_from(args) {
+    let args: Args = match parse_args("studiod", args) {
         Ok(args) => args,
-        Err(e) if !e.use_stderr() => {
-            let _ = e.print(); // --help, --version
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            let text = e.to_string();
-            eprint_line(format_args!(
-                "studiod: {}",
-                text.lines().next().unwrap_or("bad arguments")
-            ));
-            return ExitCode::from(EX_CONFIG);
-        }
+        Err(code) => return code,
     };
     if let Some(pid) = args.supervisor_pid
         && let Err(e) = die_with_parent(pid)
     {
-        eprint_line(format_args!("studiod: {e}"));
-        return ExitCode::FAILURE;
+        return fail("studiod", e, 1);
     }
     let (open_files, _) = studio_frontdoor::raise_open_files();
-    let config = match args.into_config(|k| std::env::var(k).ok(), read_app_key_from_stdin) {
-        Ok(mut config) => {
-            config.scheduler.launcher = match std::env::current_exe() {
-                Ok(program) => Some(LauncherCommand {
-                    program,
-                    leading,
-                    open_files: Some(open_files),
-                }),
-                Err(e) => {
-                    eprint_line(format_args!("studiod: cannot find its own executable: {e}"));
-                    return ExitCode::FAILURE;
-                }
-            };
-            config
-        }
+    let mut config = match args.into_config(|k| std::env::var(k).ok(), read_app_key_from_stdin) {
+        Ok(config) => config,
+        Err(e) => return fail("studiod", chain(&e), EXIT_CONFIG),
+    };
+    let program = match std::env::current_exe() {
+        Ok(program) => program,
         Err(e) => {
-            eprint_line(format_args!("studiod: {}", chain(&e)));
-            return ExitCode::from(EX_CONFIG);
+            return fail(
+                "studiod",
+                format_args!("cannot find its own executable: {e}"),
+                1,
+            );
         }
     };
-    tracing_subscriber::fmt()
-        .with_writer(|| Stderr)
-        // Its report of a failed write is an `eprintln!`, which would panic in turn.
-        .log_internal_errors(false)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
+    config.scheduler.launcher = Some(LauncherCommand {
+        program,
+        leading,
+        open_files: Some(open_files),
+    });
+    init_tracing(None, "info");
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprint_line(format_args!("studiod: cannot start the runtime: {e}"));
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return fail("studiod", format_args!("cannot start the runtime: {e}"), 1),
     };
     let result = runtime.block_on(async {
-        // Registered before anything starts, so an early SIGTERM still stops cleanly.
-        let (mut term, mut int) = match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(term), Ok(int)) => (term, int),
-            (Err(e), _) | (_, Err(e)) => {
-                return Err(crate::DaemonError::io("cannot install signal handlers")(e));
-            }
-        };
-        let shutdown = async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        };
-        crate::run(config, shutdown).await
+        let stop =
+            stop_signal().map_err(crate::DaemonError::io("cannot install signal handlers"))?;
+        crate::run(config, stop).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // Bad configuration, or a home another studiod keeps: one plain line, as above.
-        Err(e) if e.is_config() => {
-            eprint_line(format_args!("studiod: {}", chain(&e)));
-            ExitCode::from(EX_CONFIG)
-        }
+        Err(e) if e.is_config() => fail("studiod", chain(&e), EXIT_CONFIG),
         Err(e) => {
             tracing::error!(error = %chain(&e), "studiod failed");
-            eprint_line(format_args!("studiod: {}", chain(&e)));
-            ExitCode::from(1)
+            fail("studiod", chain(&e), 1)
         }
     }
 }

@@ -22,6 +22,7 @@ mod testing;
 mod verifier;
 
 use std::{future::Future, io::ErrorKind, net::SocketAddr, sync::Arc, time::Duration};
+use studio_contract::lifecycle::Shutdown;
 
 use serde_json::json;
 use studio_contract::{
@@ -32,7 +33,7 @@ use studio_contract::{
     secret,
     time::now_ms,
 };
-use tokio::{net::TcpListener, sync::watch};
+use tokio::net::TcpListener;
 
 pub use config::{Args, Config, ConfigError};
 pub use error::{DaemonError, chain};
@@ -54,12 +55,6 @@ use crate::{
 /// the last writes (sockets, the epoch's end, the store) follow within the supervisor's
 /// TERM-to-KILL grace, which is longer.
 const GRACE: Duration = studio_contract::lifecycle::DAEMON_DRAIN;
-
-/// Resolves once a stop is asked (or the daemon's stop sender is gone).
-pub(crate) async fn stop_requested(stop: &mut watch::Receiver<bool>) {
-    // The guard `wait_for` returns is not `Send`; drop it here, inside.
-    let _ = stop.wait_for(|s| *s).await;
-}
 
 /// A daemon whose listeners are bound but not yet served.
 pub struct Daemon {
@@ -215,19 +210,14 @@ impl Daemon {
             started_at_ms,
             lock,
         } = self;
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let stop_tx = Arc::new(stop_tx);
-        let stopped = |rx: &watch::Receiver<bool>| {
-            let mut rx = rx.clone();
-            async move { stop_requested(&mut rx).await }
-        };
+        let stop = Shutdown::new();
         let scheduler = scheduling::Scheduler::new(
             scheduling::store::SchedStore::new(&store),
             config.scheduler.clone(),
             default_zone,
             config.home.runs_dir(),
             config.home.run_dir(),
-            stop_rx.clone(),
+            stop.clone(),
             Some(lock.raw_fd()),
         )
         .await?;
@@ -239,30 +229,30 @@ impl Daemon {
             started_at_ms,
         };
         let mut http_task = tokio::spawn({
-            let (stop_tx, done) = (stop_tx.clone(), stopped(&stop_rx));
+            let stop = stop.clone();
             async move {
-                if let Err(error) = http::serve(http, api.listener, state, done).await {
+                if let Err(error) = http::serve(http, api.listener, state, stop.triggered()).await {
                     tracing::error!(error = %error, "http server failed");
                 }
-                stop_tx.send_replace(true);
+                stop.trigger();
             }
         });
-        let service = VerifierService::new(authority.clone(), stop_rx.clone());
+        let service = VerifierService::new(authority.clone(), stop.clone());
         let mut verifier_task = tokio::spawn({
-            let (stop_tx, done) = (stop_tx.clone(), stopped(&stop_rx));
-            let key = config.app_key.clone();
+            let (stop, key) = (stop.clone(), config.app_key.clone());
             async move {
+                let done = stop.triggered();
                 if let Err(error) = verifier::serve(verifier.listener, service, key, done).await {
                     tracing::error!(error = %chain(&error), "verifier failed");
                 }
-                stop_tx.send_replace(true);
+                stop.trigger();
             }
         });
         let mut control_task = tokio::spawn(control::serve(
             control.listener,
             authority.clone(),
             scheduler,
-            stop_rx.clone(),
+            stop.clone(),
         ));
 
         on_ready(&Ready {
@@ -274,9 +264,9 @@ impl Daemon {
 
         tokio::select! {
             () = shutdown => tracing::info!("stopping"),
-            () = stopped(&stop_rx) => tracing::error!("a server stopped unexpectedly; stopping"),
+            () = stop.triggered() => tracing::error!("a server stopped unexpectedly; stopping"),
         }
-        stop_tx.send_replace(true);
+        stop.trigger();
         let drained = tokio::time::timeout(
             GRACE,
             futures_util::future::join4(

@@ -3,6 +3,7 @@
 //! [`Authority`] the HTTP API uses.
 
 use std::{future::Future, sync::Arc, time::Duration};
+use studio_contract::lifecycle::Shutdown;
 
 use studio_contract::{
     IDENTITY, VERSION,
@@ -25,7 +26,7 @@ use studio_proto::{
 };
 use tokio::{
     net::UnixListener,
-    sync::{broadcast::error::RecvError, mpsc, watch},
+    sync::{broadcast::error::RecvError, mpsc},
 };
 use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
 use tonic::{Request, Response, Status, transport::server::UdsConnectInfo};
@@ -61,11 +62,11 @@ pub(crate) fn gate(
 
 pub(crate) struct VerifierService {
     authority: Arc<Authority>,
-    stop: watch::Receiver<bool>,
+    stop: Shutdown,
 }
 
 impl VerifierService {
-    pub(crate) fn new(authority: Arc<Authority>, stop: watch::Receiver<bool>) -> Self {
+    pub(crate) fn new(authority: Arc<Authority>, stop: Shutdown) -> Self {
         Self { authority, stop }
     }
 
@@ -205,7 +206,7 @@ impl Verifier for VerifierService {
         // Subscribe before the epoch event goes out, so no revocation falls between.
         let mut revoked = self.authority.subscribe();
         let epoch = self.authority.epoch().to_owned();
-        let mut stop = self.stop.clone();
+        let stop = self.stop.clone();
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(async move {
             let event = |e: Event| Ok(WatchEvent { event: Some(e) });
@@ -217,7 +218,7 @@ impl Verifier for VerifierService {
             loop {
                 let next = tokio::select! {
                     () = tx.closed() => break,
-                    () = crate::stop_requested(&mut stop) => break,
+                    () = stop.triggered() => break,
                     r = revoked.recv() => match r {
                         Ok(id) => event(Event::RevokedPrincipal(id)),
                         // A watcher that missed a revocation must drop its cache: end the stream.

@@ -1,6 +1,7 @@
 //! The real verifier on a temporary socket, reached by a real tonic client.
 
 use std::{path::Path, sync::Arc, time::Duration};
+use studio_contract::lifecycle::Shutdown;
 
 use studio_contract::{secret::AppKey, time::now_ms};
 use studio_proto::{
@@ -11,7 +12,6 @@ use studio_proto::{
         verifier_client::VerifierClient, watch_event::Event,
     },
 };
-use tokio::sync::watch;
 use tokio_stream::StreamExt;
 use tonic::{
     Code, Request, Status,
@@ -30,7 +30,7 @@ struct Running {
     authority: Arc<Authority>,
     key: AppKey,
     socket: std::path::PathBuf,
-    stop: watch::Sender<bool>,
+    stop: Shutdown,
     server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
 }
 
@@ -41,11 +41,11 @@ async fn start() -> Running {
     let socket = dir.path().join("verifier.sock");
     let listener = crate::socket::bind_private(&socket).expect("bind").listener;
     let key = AppKey::generate();
-    let (stop, stop_rx) = watch::channel(false);
-    let service = VerifierService::new(authority.clone(), stop_rx.clone());
-    let mut done = stop_rx;
+    let stop = Shutdown::new();
+    let service = VerifierService::new(authority.clone(), stop.clone());
+    let done = stop.clone();
     let server = tokio::spawn(serve(listener, service, key.clone(), async move {
-        crate::stop_requested(&mut done).await;
+        done.triggered().await;
     }));
     Running {
         _dir: dir,
@@ -105,7 +105,7 @@ async fn the_gate_refuses_missing_or_wrong_keys() {
     let err = wrong.watch(WatchRequest {}).await.expect_err("refused");
     assert_eq!(err.code(), Code::PermissionDenied);
 
-    v.stop.send_replace(true);
+    v.stop.trigger();
     v.server.await.expect("join").expect("served");
 }
 
@@ -238,7 +238,7 @@ async fn admit_pair_resolve_and_revoke() {
         .verdict;
     assert!(matches!(verdict, Some(Verdict::Refusal(r)) if r.code == "revoked"));
 
-    v.stop.send_replace(true);
+    v.stop.trigger();
     v.server.await.expect("join").expect("served");
 }
 
@@ -291,7 +291,7 @@ async fn watch_sends_the_epoch_then_revocations_and_heartbeats() {
     }
 
     // Stopping ends the stream, so the server's graceful shutdown is not held up by it.
-    v.stop.send_replace(true);
+    v.stop.trigger();
     tokio::time::timeout(Duration::from_secs(5), v.server)
         .await
         .expect("server stops in time")

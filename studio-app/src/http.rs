@@ -12,7 +12,6 @@ use axum::{
     routing::{MethodFilter, MethodRouter, get, on},
 };
 use studio_api::app::{APP_ROUTES, AppOp};
-use tokio::sync::watch;
 
 use crate::{
     attention::routes as attention, forward, page, pages, pairing, state::AppState, status,
@@ -58,9 +57,4 @@ fn handler(op: AppOp, m: MethodFilter) -> MethodRouter<AppState> {
         AppOp::ClearDisposition => on(m, attention::clear),
         AppOp::History => on(m, attention::history),
     }
-}
-
-/// Resolves once `stop` flips to true (or its sender is gone).
-pub(crate) async fn stopped(mut stop: watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
 }

@@ -28,7 +28,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use anyhow::Context;
 use studio_contract::ready::Ready;
-use tokio::{net::TcpListener, sync::watch};
+use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 pub use config::{Cli, Config, ConfigError, MAX_VERIFIER_TIMEOUT_MS, TlsFiles};
@@ -139,14 +139,14 @@ impl Application {
         let watch_task = self.state.verifier.spawn_watch();
         let attention = self.state.attention.clone();
         let router = http::router(self.state);
-        let (stop_tx, stop_rx) = watch::channel(false);
+        let stop = studio_contract::lifecycle::Shutdown::new();
         let limits = studio_frontdoor::Limits::for_open_files(studio_frontdoor::open_files());
         let mut server = tokio::spawn(studio_frontdoor::serve(
             self.listener,
             self.tls,
             router,
             limits,
-            http::stopped(stop_rx),
+            stop.triggered(),
         ));
         let result = tokio::select! {
             ended = &mut server => Some(ended),
@@ -156,7 +156,7 @@ impl Application {
             Some(ended) => ended,
             None => {
                 tracing::info!("shutting down");
-                let _ = stop_tx.send(true);
+                stop.trigger();
                 match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
                     Ok(ended) => ended,
                     Err(_) => {
@@ -170,24 +170,6 @@ impl Application {
         watch_task.abort();
         attention.close().await;
         result.map_err(std::io::Error::other)?
-    }
-}
-
-/// Resolves on SIGTERM (the supervisor) or SIGINT (a terminal).
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        }
-        // Without handlers the signals keep their default action, which still stops us.
-        _ => std::future::pending().await,
     }
 }
 

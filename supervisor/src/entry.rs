@@ -3,10 +3,10 @@
 //! `studio daemon` and `studio app`. A closed stdout ends a command quietly, and a
 //! closed stderr costs only the lines written to it (`output`).
 
-use std::{ffi::OsString, io::IsTerminal, process::ExitCode};
+use std::{ffi::OsString, process::ExitCode};
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use studio_contract::lifecycle;
 
 use crate::{
     Error,
@@ -22,16 +22,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     } else {
         "warn"
     };
-    let filter = EnvFilter::try_from_env("STUDIO_LOG")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_writer(|| studio_contract::output::Stderr)
-        // Its report of a failed write is an `eprintln!`, which would panic in turn.
-        .log_internal_errors(false)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(filter)
-        .init();
+    lifecycle::init_tracing(std::env::var("STUDIO_LOG").ok().as_deref(), default);
     // A current-thread runtime on the main thread: the children are spawned from this
     // thread, and their parent-death signal fires when the spawning thread exits.
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -44,7 +35,12 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(crate::run(cli, crate::shutdown_signal())) {
+    let ran = runtime.block_on(async {
+        let stop =
+            lifecycle::stop_signal().map_err(|e| Error::io("cannot watch for signals", e))?;
+        crate::run(cli, stop).await
+    });
+    match ran {
         Ok(code) => ExitCode::from(code),
         Err(e) if e.reader_gone() => ExitCode::from(e.exit_code()),
         Err(e @ Error::NotRunning(_)) => {

@@ -130,23 +130,3 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Sessions { remote } => sessions::list(&home, remote).await,
     }
 }
-
-/// Resolves on SIGINT or SIGTERM; handlers are installed on first poll.
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut int), Ok(mut term)) => {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-        }
-        (Err(error), _) | (_, Err(error)) => {
-            tracing::error!(%error, "cannot watch for signals; stop with `studio stop`");
-            std::future::pending::<()>().await;
-        }
-    }
-}

@@ -34,7 +34,7 @@ pub(crate) async fn stream(
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(-1);
     let scheduler = state.scheduler.clone();
-    let mut stop = scheduler.stopping();
+    let stop = scheduler.stopping();
     // Subscribed before the backlog is read, so nothing falls between the two.
     let mut live = scheduler.subscribe();
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(64);
@@ -65,7 +65,7 @@ pub(crate) async fn stream(
                 let next = tokio::select! {
                     next = live.recv() => next,
                     () = tx.closed() => return,
-                    () = crate::stop_requested(&mut stop) => return,
+                    () = stop.triggered() => return,
                 };
                 match next {
                     Ok(e) if e.seq <= last => {}

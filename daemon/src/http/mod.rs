@@ -15,6 +15,7 @@ mod summary;
 mod tests;
 
 use std::{future::Future, sync::Arc};
+use studio_contract::lifecycle::Shutdown;
 
 use axum::{
     Router,
@@ -98,15 +99,12 @@ pub(crate) async fn serve(
 ) -> std::io::Result<()> {
     let limits = studio_frontdoor::Limits::for_open_files(studio_frontdoor::open_files());
     let router = router(state);
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let on_tcp = studio_frontdoor::serve(tcp, None, router.clone(), limits, until(stop_rx.clone()));
-    let on_unix = studio_frontdoor::serve(unix, None, router, limits, until(stop_rx));
+    let stop = Shutdown::new();
+    let on_tcp = studio_frontdoor::serve(tcp, None, router.clone(), limits, stop.triggered());
+    let on_unix = studio_frontdoor::serve(unix, None, router, limits, stop.triggered());
     let stop_both = async move {
         shutdown.await;
-        stop.send_replace(true);
+        stop.trigger();
         Ok(())
     };
     tokio::try_join!(on_tcp, on_unix, stop_both).map(|_| ())

@@ -33,7 +33,7 @@ async fn api_with(configure: impl FnOnce(&mut crate::scheduling::SchedulerConfig
     configure(&mut config);
     let dir = TempDir::new("http");
     let (store, authority) = authority(&dir, "0123456789abcdef0123456789abcdef").await;
-    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_rx = studio_contract::lifecycle::Shutdown::new();
     let scheduler = crate::scheduling::Scheduler::new(
         crate::scheduling::store::SchedStore::new(&store),
         config,

@@ -15,12 +15,13 @@ use std::{
     },
     time::Duration,
 };
+use studio_contract::lifecycle::Shutdown;
 
 use serde_json::json;
 use studio_contract::time::now_ms;
 use studio_runner::Canceller;
 use studio_schedule::{Armed, MissedFire, Overlap, ScheduleSpec, Zone, ZoneSource};
-use tokio::sync::{Notify, Semaphore, broadcast, watch};
+use tokio::sync::{Notify, Semaphore, broadcast};
 
 use super::{
     SchedulerConfig,
@@ -139,7 +140,7 @@ pub(crate) struct Scheduler {
     /// The home lock's descriptor as the launcher inherits it, for shims to close.
     pub(super) lock_fd: Option<std::os::fd::RawFd>,
     events: broadcast::Sender<EventRow>,
-    pub(super) stop: watch::Receiver<bool>,
+    pub(super) stop: Shutdown,
     /// What `command` actions may run (see `allowlist`).
     pub(super) allowlist: AllowList,
     pub(super) allowlist_writes: tokio::sync::Mutex<()>,
@@ -193,7 +194,7 @@ impl Scheduler {
         default_zone: Zone,
         runs_dir: PathBuf,
         run_dir: PathBuf,
-        stop: watch::Receiver<bool>,
+        stop: Shutdown,
         lock_fd: Option<std::os::fd::RawFd>,
     ) -> Result<Arc<Self>, DaemonError> {
         let (events, _) = broadcast::channel(4096);
@@ -254,7 +255,7 @@ impl Scheduler {
     }
 
     /// Turns `true` when studiod stops.
-    pub(crate) fn stopping(&self) -> watch::Receiver<bool> {
+    pub(crate) fn stopping(&self) -> Shutdown {
         self.stop.clone()
     }
 
@@ -304,7 +305,7 @@ impl Scheduler {
             Err(error) => tracing::error!(error = %chain(&error), "cannot load schedules"),
         }
         tokio::spawn(self.clone().reap_forever());
-        let mut stop = self.stop.clone();
+        let stop = self.stop.clone();
         loop {
             let due = self.queue().pop_due(now_ms());
             for (at, id) in due {
@@ -333,7 +334,7 @@ impl Scheduler {
             tokio::select! {
                 () = tokio::time::sleep(sleep) => {}
                 () = self.wake.notified() => {}
-                () = crate::stop_requested(&mut stop) => break,
+                () = stop.triggered() => break,
             }
         }
         self.drain().await;

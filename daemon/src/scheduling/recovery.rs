@@ -209,11 +209,11 @@ impl Scheduler {
     }
 
     pub(super) async fn reap_forever(self: Arc<Self>) {
-        let mut stop = self.stop.clone();
+        let stop = self.stop.clone();
         loop {
             tokio::select! {
                 () = tokio::time::sleep(REAP_EVERY) => {}
-                () = crate::stop_requested(&mut stop) => return,
+                () = stop.triggered() => return,
             }
             if let Err(error) = self.reap().await {
                 tracing::error!(error = %chain(&error), "reaper pass failed");

@@ -760,7 +760,7 @@ async fn scheduler(dir: &TempDir) -> Arc<super::Scheduler> {
     let store = Store::open(&dir.path().join("state.db"))
         .await
         .expect("open");
-    let (_stop, stop) = tokio::sync::watch::channel(false);
+    let stop = studio_contract::lifecycle::Shutdown::new();
     super::Scheduler::new(
         SchedStore::new(&store),
         super::SchedulerConfig::default(),
