@@ -83,11 +83,9 @@ fn browser_request() -> Request {
         .expect("request")
 }
 
-#[tokio::test]
-async fn rewrites_headers_and_signs_the_origin() {
-    let key = AppKey::generate();
-    let addr = upstream().await;
-    let proxy = Proxy::new(addr, None, key.clone(), Duration::from_secs(5));
+/// What the echo upstream saw of [`browser_request`] sent through `proxy` with the
+/// cookie's bearer.
+async fn echoed(proxy: &Proxy) -> Value {
     let upstream_req = proxy
         .rewrite(browser_request(), "sta_cookie", now_ms())
         .expect("rewrite");
@@ -99,7 +97,15 @@ async fn rewrites_headers_and_signs_the_origin() {
         .await
         .expect("body")
         .to_bytes();
-    let seen: Value = serde_json::from_slice(&body).expect("json");
+    serde_json::from_slice(&body).expect("json")
+}
+
+#[tokio::test]
+async fn rewrites_headers_and_signs_the_origin() {
+    let key = AppKey::generate();
+    let addr = upstream().await;
+    let proxy = Proxy::new(addr, None, key.clone(), Duration::from_secs(5));
+    let seen = echoed(&proxy).await;
     let h = &seen["headers"];
     assert_eq!(seen["method"], "POST");
     assert_eq!(seen["target"], "/api/runs?limit=5");
@@ -276,18 +282,7 @@ async fn over_the_daemons_socket_the_same_request_arrives() {
         Duration::from_secs(5),
     );
     for _ in 0..2 {
-        let upstream_req = proxy
-            .rewrite(browser_request(), "sta_cookie", now_ms())
-            .expect("rewrite");
-        let response = proxy.send(upstream_req).await.expect("response");
-        assert_eq!(response.status(), StatusCode::OK);
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        let seen: Value = serde_json::from_slice(&body).expect("json");
+        let seen = echoed(&proxy).await;
         assert_eq!(seen["target"], "/api/runs?limit=5");
         assert_eq!(seen["headers"]["host"], json!(["127.0.0.1:9"]));
         assert_eq!(
