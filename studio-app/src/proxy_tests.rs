@@ -197,20 +197,22 @@ async fn event_streams_pass_through_unbuffered() {
     assert_eq!(frame.into_data().expect("data"), "data: one\n\n");
 }
 
+/// The code `proxy` refuses a bodiless GET of `path` with (it must refuse it).
+async fn refusal(proxy: &Proxy, path: &str) -> Code {
+    let req = Request::builder()
+        .uri(path)
+        .body(Body::empty())
+        .expect("request");
+    let upstream = proxy.rewrite(req, "t", now_ms()).expect("rewrite");
+    proxy.send(upstream).await.expect_err("refused").code
+}
+
 #[tokio::test]
 async fn a_silent_or_absent_daemon_is_unavailable() {
     let addr = upstream().await;
     let proxy = Proxy::new(addr, None, AppKey::generate(), Duration::from_millis(300));
     let started = Instant::now();
-    let req = Request::builder()
-        .uri("/api/slow")
-        .body(Body::empty())
-        .expect("request");
-    let err = proxy
-        .send(proxy.rewrite(req, "t", now_ms()).expect("rewrite"))
-        .await
-        .expect_err("timed out");
-    assert_eq!(err.code, Code::DaemonUnavailable);
+    assert_eq!(refusal(&proxy, "/api/slow").await, Code::DaemonUnavailable);
     assert!(started.elapsed() < Duration::from_secs(2));
 
     // Nothing listens on a port we just released.
@@ -219,15 +221,10 @@ async fn a_silent_or_absent_daemon_is_unavailable() {
         l.local_addr().expect("addr")
     };
     let proxy = Proxy::new(closed, None, AppKey::generate(), Duration::from_millis(300));
-    let req = Request::builder()
-        .uri("/api/identity")
-        .body(Body::empty())
-        .expect("request");
-    let err = proxy
-        .send(proxy.rewrite(req, "t", now_ms()).expect("rewrite"))
-        .await
-        .expect_err("refused");
-    assert_eq!(err.code, Code::DaemonUnavailable);
+    assert_eq!(
+        refusal(&proxy, "/api/identity").await,
+        Code::DaemonUnavailable
+    );
 }
 
 #[test]
@@ -295,14 +292,9 @@ async fn over_the_daemons_socket_the_same_request_arrives() {
     // A daemon that is gone (no socket file) is unavailable, not an error of the caller.
     std::fs::remove_file(&path).expect("remove");
     let proxy = Proxy::new(named, Some(path), key, Duration::from_millis(300));
-    let req = Request::builder()
-        .uri("/api/identity")
-        .body(Body::empty())
-        .expect("request");
-    let err = proxy
-        .send(proxy.rewrite(req, "t", now_ms()).expect("rewrite"))
-        .await
-        .expect_err("refused");
-    assert_eq!(err.code, Code::DaemonUnavailable);
+    assert_eq!(
+        refusal(&proxy, "/api/identity").await,
+        Code::DaemonUnavailable
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

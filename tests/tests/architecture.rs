@@ -117,26 +117,35 @@ fn sources() -> Vec<(String, String)> {
         if name == "studio-tests" {
             continue;
         }
-        let mut stack = vec![dir.join("src")];
-        while let Some(d) = stack.pop() {
-            for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    let text = std::fs::read_to_string(&path).expect("source");
-                    let shown = path
-                        .strip_prefix(root())
-                        .unwrap_or(&path)
-                        .display()
-                        .to_string();
-                    out.push((shown, text));
-                }
-            }
+        for path in rust_files(&dir.join("src")) {
+            let text = std::fs::read_to_string(&path).expect("source");
+            let shown = path
+                .strip_prefix(root())
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            out.push((shown, text));
         }
     }
     out.sort();
     out
+}
+
+/// Every `.rs` file under `dir`, at any depth.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files
 }
 
 fn is_test_file(path: &str) -> bool {
@@ -476,24 +485,16 @@ fn without_test_items(code: &str, file: &str) -> (String, Vec<String>) {
 /// are left out.
 fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let rel = path
-                    .strip_prefix(src)
-                    .expect("under src")
-                    .display()
-                    .to_string();
-                // `main.rs` is a binary's own crate root, not a module of the library.
-                if rel != "main.rs" && !rel.ends_with("tests.rs") {
-                    let text = std::fs::read_to_string(&path).expect("source");
-                    files.push((rel, text));
-                }
-            }
+    for path in rust_files(src) {
+        let rel = path
+            .strip_prefix(src)
+            .expect("under src")
+            .display()
+            .to_string();
+        // `main.rs` is a binary's own crate root, not a module of the library.
+        if rel != "main.rs" && !rel.ends_with("tests.rs") {
+            let text = std::fs::read_to_string(&path).expect("source");
+            files.push((rel, text));
         }
     }
     let mut test_files = BTreeSet::new();
