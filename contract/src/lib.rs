@@ -38,3 +38,13 @@ pub const ADMISSION_TTL_MS: i64 = 30 * 24 * 60 * 60 * 1000;
 /// The largest request body studiod's API reads; beyond it the answer is
 /// `413 payload_too_large`, from studiod and from studio-app before it forwards anything.
 pub const API_BODY_LIMIT: usize = 1024 * 1024;
+
+/// How long a Studio HTTP listener waits for a request head: a new connection's first,
+/// and each later one after the previous answer. A keep-alive connection idle this long
+/// is closed.
+pub const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long a client keeps a pooled connection to a Studio listener idle before it opens
+/// a fresh one: well inside [`HEADER_TIMEOUT`], so a request is never written onto a
+/// connection the listener is closing at that moment (which fails it as unsendable).
+pub const POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(4);

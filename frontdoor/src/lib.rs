@@ -59,7 +59,7 @@ impl Limits {
         let quarter = usize::try_from(open_files / 4).unwrap_or(MAX_CONNECTIONS);
         Self {
             max_connections: quarter.clamp(16, MAX_CONNECTIONS),
-            header_timeout: Duration::from_secs(10),
+            header_timeout: studio_contract::HEADER_TIMEOUT,
         }
     }
 }

@@ -28,7 +28,7 @@ use http::{
 use http_body_util::LengthLimitError;
 use hyper_util::{
     client::legacy::{Client, ResponseFuture, connect::HttpConnector},
-    rt::{TokioExecutor, TokioIo},
+    rt::{TokioExecutor, TokioIo, TokioTimer},
 };
 use studio_contract::{
     error::{ApiError, Code},
@@ -120,7 +120,22 @@ impl Proxy {
         key: AppKey,
         timeout: Duration,
     ) -> Self {
-        let builder = Client::builder(TokioExecutor::new());
+        Self::pooled(daemon, socket, key, timeout, studio_contract::POOL_IDLE)
+    }
+
+    /// As [`Proxy::new`], reusing an idle connection only within `idle` of its last
+    /// answer: studiod closes one idle for [`studio_contract::HEADER_TIMEOUT`].
+    fn pooled(
+        daemon: SocketAddr,
+        socket: Option<PathBuf>,
+        key: AppKey,
+        timeout: Duration,
+        idle: Duration,
+    ) -> Self {
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder
+            .pool_idle_timeout(idle)
+            .pool_timer(TokioTimer::new());
         let upstream = match socket {
             Some(path) => Upstream::Unix(builder.build(UnixConnector(Arc::new(path)))),
             None => {

@@ -298,3 +298,40 @@ async fn over_the_daemons_socket_the_same_request_arrives() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// studiod closes a keep-alive connection idle for its header timeout; the pool lets one
+/// go sooner, so a request sent just as studiod closes the old one still goes through.
+#[tokio::test]
+async fn a_connection_the_daemon_is_closing_for_idleness_is_never_reused() {
+    let header_timeout = Duration::from_millis(300);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind upstream");
+    let addr = listener.local_addr().expect("addr");
+    let limits = studio_frontdoor::Limits {
+        max_connections: 16,
+        header_timeout,
+    };
+    let router = Router::new().fallback(echo);
+    tokio::spawn(studio_frontdoor::serve(
+        listener,
+        None,
+        router,
+        limits,
+        std::future::pending(),
+    ));
+    let proxy = Proxy::pooled(
+        addr,
+        None,
+        AppKey::generate(),
+        Duration::from_secs(5),
+        header_timeout / 2,
+    );
+    // Pauses around the moment studiod closes the connection the last request used.
+    for pause_ms in (270..=330).step_by(5) {
+        let seen = echoed(&proxy).await;
+        assert_eq!(seen["target"], "/api/runs?limit=5");
+        tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+    }
+    echoed(&proxy).await;
+}

@@ -67,6 +67,7 @@ impl Client {
             let mut b = reqwest::Client::builder()
                 .redirect(Policy::none())
                 .no_proxy()
+                .pool_idle_timeout(studio_contract::POOL_IDLE)
                 .connect_timeout(TIMEOUT);
             if let Some(t) = total {
                 b = b.timeout(t);

@@ -522,12 +522,21 @@ async fn bad_input_generated_from_the_document_is_refused_by_the_contract() {
     let after = stored(&direct);
     assert!(
         failures.is_empty(),
-        "{} of {checked} answers break the contract:\n{}",
+        "{} of {checked} answers break the contract:\n{}\napp warnings:\n{}",
         failures.len(),
-        failures.join("\n")
+        failures.join("\n"),
+        warnings(&studio.log("app"))
     );
     assert!(
         before == after,
         "a refused request changed what is stored: {before:?} {after:?}"
     );
+}
+
+/// The warnings and errors in a process's log, to explain a failed answer.
+fn warnings(log: &str) -> String {
+    log.lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
