@@ -234,8 +234,17 @@ impl<O> Route<O> {
 
 /// Whether `path` fits `template` segment by segment.
 pub fn template_matches(template: &str, path: &str) -> bool {
-    let mut want = template.split('/');
-    let mut have = path.split('/');
+    // Every request is matched against every route: reject on the literal prefix (most
+    // templates differ there) before splitting anything.
+    let literal = template.find('{').map_or(template, |i| &template[..i]);
+    let Some(rest) = path.strip_prefix(literal) else {
+        return false;
+    };
+    if literal.len() == template.len() {
+        return rest.is_empty();
+    }
+    let mut want = template[literal.len()..].split('/');
+    let mut have = rest.split('/');
     loop {
         match (want.next(), have.next()) {
             (None, None) => return true,
@@ -270,6 +279,23 @@ mod tests {
         assert!(!template_matches("/api/runs", "/api/runs/"));
         assert!(template_matches("/api/runs", "/api/runs"));
         assert!(!template_matches("/api/runs", "/api/runsx"));
+        assert!(template_matches(
+            "/api/schedules/{id}/runs",
+            "/api/schedules/a/runs"
+        ));
+        assert!(!template_matches(
+            "/api/schedules/{id}/runs",
+            "/api/schedules//runs"
+        ));
+        assert!(!template_matches(
+            "/api/schedules/{id}/runs",
+            "/api/schedules/a/b/runs"
+        ));
+        assert!(!template_matches(
+            "/api/schedules/{id}/runs",
+            "/api/schedulesx/a/runs"
+        ));
+        assert!(!template_matches("/api/runs/{id}", "/api/run"));
         assert_eq!(
             path_params("/api/schedules/{id}/runs").collect::<Vec<_>>(),
             ["id"]

@@ -2,8 +2,14 @@
 //!
 //! `cargo run --release -p studio-tests --bin studio-bench` (builds the release binaries
 //! itself). Prints Markdown tables. Sections: the raw Unix-socket floor against the
-//! verifier's `Admit`; `GET /api/identity` direct against through studio-app; start-up,
-//! idle memory and app restart of a real `studio up`.
+//! verifier's `Admit`; `GET /api/identity` direct, through studio-app, and through the
+//! floor proxy (below); start-up, idle memory and app restart of a real `studio up`.
+//!
+//! The floor proxy is the least any reverse proxy in this stack does for the app hop:
+//! accept a request, point it at studiod, send it on a pooled connection over
+//! `run/api.sock` and stream the answer back, with no front door, no admission and no
+//! signature. The bench runs it as a child process of its own binary
+//! (`studio-bench --floor-proxy <listen> <socket> <daemon-addr>`), as studio-app is one.
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -25,8 +31,26 @@ use tonic::{Request, transport::Channel};
 
 const CLIENTS: usize = 16;
 
-#[tokio::main(flavor = "multi_thread")]
-async fn main() {
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, listen, socket, daemon] = args.as_slice()
+        && flag == "--floor-proxy"
+    {
+        // One thread, like studio-app.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        return runtime.block_on(floor::serve(listen, socket.into(), daemon));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(bench());
+}
+
+async fn bench() {
     println!(
         "# studio-bench ({} cores)\n",
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -46,6 +70,8 @@ struct Pair {
     token: String,
     daemon_addr: String,
     app_addr: String,
+    /// The floor proxy in front of studiod's API socket.
+    floor_addr: String,
     children: Vec<Child>,
 }
 
@@ -66,12 +92,23 @@ impl Pair {
             ],
             &key,
         );
+        // Upstream over studiod's API socket, as `studio up` starts it.
+        let socket = home.path().join("run/api.sock");
         let app = spawn_child(
             &bins().app,
             home.path(),
-            &["--addr", &app_addr, "--daemon-addr", &daemon_addr],
+            &[
+                "--addr",
+                &app_addr,
+                "--daemon-addr",
+                &daemon_addr,
+                "--daemon-socket",
+                &socket.to_string_lossy(),
+            ],
             &key,
         );
+        let floor_addr = format!("127.0.0.1:{}", free_port());
+        let floor = floor::spawn(&floor_addr, &socket, &daemon_addr);
         let token = std::fs::read_to_string(home.path().join("run/token"))
             .expect("studiod minted run/token")
             .trim()
@@ -82,7 +119,8 @@ impl Pair {
             token,
             daemon_addr,
             app_addr,
-            children: vec![daemon, app],
+            floor_addr,
+            children: vec![daemon, app, floor],
         }
     }
 }
@@ -274,12 +312,13 @@ async fn verifier_section(pair: &Pair) {
 }
 
 async fn http_section(pair: &Pair) {
-    println!("## GET /api/identity, direct to studiod and through studio-app\n");
+    println!("## GET /api/identity, direct to studiod, through studio-app and the floor\n");
     println!("| path | connections | req/s | p50 µs | p99 µs |");
     println!("|---|---|---|---|---|");
     for (label, addr) in [
         ("direct to studiod", &pair.daemon_addr),
         ("through studio-app", &pair.app_addr),
+        ("through the floor proxy", &pair.floor_addr),
     ] {
         for clients in [1, CLIENTS] {
             // One client (one keep-alive connection) per simulated user.
@@ -385,4 +424,98 @@ async fn lifecycle_section() {
     println!("| studio (supervisor) | {:.1} |", rss.0 as f64 / 1024.0);
     println!("| studiod | {:.1} |", rss.1 as f64 / 1024.0);
     println!("| studio-app | {:.1} |", rss.2 as f64 / 1024.0);
+}
+
+mod floor {
+    //! The floor proxy (see the binary's comment): hyper's server and pooled client, one
+    //! thread, nothing else.
+
+    use std::{
+        future::Future,
+        io,
+        path::{Path, PathBuf},
+        pin::Pin,
+        process::{Child, Command, Stdio},
+        sync::Arc,
+        task::{Context, Poll},
+        time::{Duration, Instant},
+    };
+
+    use hyper::{Request, Uri, body::Incoming, header, service::service_fn};
+    use hyper_util::{
+        client::legacy::Client,
+        rt::{TokioExecutor, TokioIo},
+    };
+    use tokio::net::{TcpListener, UnixStream};
+
+    /// Connects to studiod's API socket whatever the URI.
+    #[derive(Clone)]
+    struct Socket(Arc<PathBuf>);
+
+    impl tower::Service<Uri> for Socket {
+        type Response = TokioIo<UnixStream>;
+        type Error = io::Error;
+        type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Uri) -> Self::Future {
+            let path = self.0.clone();
+            Box::pin(async move { UnixStream::connect(&*path).await.map(TokioIo::new) })
+        }
+    }
+
+    /// Starts the floor proxy on `listen` and waits until it accepts.
+    pub(super) fn spawn(listen: &str, socket: &Path, daemon: &str) -> Child {
+        let child = Command::new(std::env::current_exe().expect("this bench's path"))
+            .arg("--floor-proxy")
+            .args([listen, &socket.to_string_lossy(), daemon])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn the floor proxy");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(listen).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the floor proxy did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child
+    }
+
+    /// Serves until killed: every request goes to studiod as it came, `Host` and target
+    /// naming studiod.
+    pub(super) async fn serve(listen: &str, socket: PathBuf, daemon: &str) {
+        let client: Client<Socket, Incoming> =
+            Client::builder(TokioExecutor::new()).build(Socket(Arc::new(socket)));
+        let host = header::HeaderValue::try_from(daemon).expect("an address is a header");
+        let authority = format!("http://{daemon}");
+        let listener = TcpListener::bind(listen)
+            .await
+            .expect("bind the floor proxy");
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let (client, host, authority) = (client.clone(), host.clone(), authority.clone());
+            tokio::spawn(async move {
+                let service = service_fn(move |mut req: Request<Incoming>| {
+                    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+                    *req.uri_mut() = format!("{authority}{target}")
+                        .parse()
+                        .expect("a request target under an authority is a URI");
+                    req.headers_mut().insert(header::HOST, host.clone());
+                    client.request(req)
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }
 }
