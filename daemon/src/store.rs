@@ -63,6 +63,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "run process identity",
         include_str!("../../migrations/daemon/0010_run_process_identity.sql"),
     ),
+    (
+        11,
+        "run names and error lines",
+        include_str!("../../migrations/daemon/0011_run_names_and_error_lines.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -112,7 +112,8 @@ function wireLog() {
   for (const a of view.querySelectorAll("[data-stream]")) {
     a.addEventListener("click", (ev) => { ev.preventDefault(); open(a.dataset.stream); });
   }
-  open("stdout");
+  // A failed run opens on the stream that says why.
+  open(view.dataset.open === "stderr" ? "stderr" : "stdout");
 
   if (!active) return;
   // The tail polls the log; the status polls too, in case the end came before the

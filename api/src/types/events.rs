@@ -10,9 +10,13 @@ use super::{RunKind, RunStatus};
 pub struct RunEvent {
     pub id: String,
     pub schedule_id: Option<String>,
+    /// The name the run ran under (absent in events from before names were kept).
+    pub schedule_name: Option<String>,
     pub kind: RunKind,
     pub status: RunStatus,
     pub reason: Option<String>,
+    /// Why it failed, in one line, once it has ([`crate::RunCore::error_line`]).
+    pub error_line: Option<String>,
 }
 
 /// What happened to a schedule.

@@ -91,6 +91,12 @@ pub struct RunCore {
     pub id: String,
     /// `null` for a run whose schedule was deleted.
     pub schedule_id: Option<String>,
+    /// The schedule's name when the run was created (kept when it is renamed or deleted);
+    /// `null` only for runs from before names were kept whose schedule is gone.
+    pub schedule_name: Option<String>,
+    /// Why a failed or timed-out run ended, in one line: the last line of its stderr (else
+    /// stdout), or the reason it never started. `null` otherwise.
+    pub error_line: Option<String>,
     pub kind: RunKind,
     pub status: RunStatus,
     /// Why it has its status (`dispatched`, `exit_code`, `cancelled_by_user`, …).
@@ -130,6 +136,55 @@ impl RunCore {
     pub fn active(&self) -> bool {
         !self.status.is_terminal()
     }
+
+    /// How the run ended, or where it stands, in words for people ("exited with code 3",
+    /// "never started: …", "cancelled by a user"). The cockpit and the CLI say it alike.
+    pub fn outcome(&self) -> String {
+        let reason = self.reason.as_deref().unwrap_or("");
+        let why = || self.error_line.clone().unwrap_or_default();
+        let never_started = |what: String| {
+            if what.is_empty() {
+                "never started".to_owned()
+            } else {
+                format!("never started: {what}")
+            }
+        };
+        match self.status {
+            RunStatus::Queued => "waiting to start".into(),
+            RunStatus::Running => "running".into(),
+            RunStatus::Completed => "exited with code 0".into(),
+            RunStatus::TimedOut => "stopped at its deadline".into(),
+            RunStatus::Skipped => match reason {
+                "overlap" => "skipped: the previous run was still going".into(),
+                "budget_exhausted" => "skipped: its spending budget is used up".into(),
+                "rate_limited" => "skipped: it had fired as often as its limit allows".into(),
+                "missed" => "skipped: studiod was not running at the time".into(),
+                "" => "skipped".into(),
+                other => format!("skipped ({other})"),
+            },
+            RunStatus::Cancelled => match reason {
+                "cancelled_by_user" => "cancelled by a user".into(),
+                "replaced" => "cancelled: a newer run of its schedule replaced it".into(),
+                "daemon_shutdown" => "cancelled: studiod stopped".into(),
+                "" | "cancelled" => "cancelled".into(),
+                other => format!("cancelled ({other})"),
+            },
+            RunStatus::Failed => match (reason, self.exit_code, self.signal) {
+                (_, Some(code), None) => format!("exited with code {code}"),
+                (_, _, Some(signal)) => format!("killed by signal {signal}"),
+                ("spawn_failed" | "not_allowed", ..) => never_started(why()),
+                ("schedule_deleted", ..) => never_started("its schedule was deleted first".into()),
+                ("never_dispatched", ..) => {
+                    never_started("a new attempt of the same fire replaced it".into())
+                }
+                ("daemon_lost" | "shim_lost" | "host_rebooted" | "stale", ..) => match why() {
+                    what if what.is_empty() => "lost: no live job backs the run".into(),
+                    what => format!("lost: {what}"),
+                },
+                _ => "ended without an exit code".into(),
+            },
+        }
+    }
 }
 
 /// A run with the tails of its output: the answer to a trigger or a cancel.
@@ -150,12 +205,11 @@ pub struct RunDetail {
     pub transitions: Vec<Transition>,
 }
 
-/// A run as lists show it: no output tails, its schedule's name beside its id.
+/// A run as lists show it: no output tails.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RunListItem {
     #[serde(flatten)]
     pub core: RunCore,
-    pub schedule_name: Option<String>,
 }
 
 /// One status change of a run.
@@ -175,4 +229,73 @@ pub struct RunPage {
     pub runs: Vec<RunListItem>,
     /// Pass back as `cursor` (with the same filters) for the next page; `null` at the end.
     pub next_cursor: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(status: RunStatus, reason: Option<&str>) -> RunCore {
+        RunCore {
+            id: "r".into(),
+            schedule_id: None,
+            schedule_name: None,
+            error_line: None,
+            kind: RunKind::Manual,
+            status,
+            reason: reason.map(Into::into),
+            action: None,
+            scheduled_at: None,
+            created_at: "2026-12-01T00:00:00Z".into(),
+            dispatched_at: None,
+            finished_at: None,
+            duration_ms: None,
+            pid: None,
+            program: None,
+            attempt: 1,
+            exit_code: None,
+            signal: None,
+            stdout_bytes: None,
+            stderr_bytes: None,
+            cost_usd: None,
+            tokens: None,
+            counted: true,
+            chain_parent_id: None,
+            chain_depth: 0,
+            replaces_run_id: None,
+        }
+    }
+
+    #[test]
+    fn an_outcome_is_said_in_words() {
+        let mut failed = run(RunStatus::Failed, Some("exit_3"));
+        failed.exit_code = Some(3);
+        assert_eq!(failed.outcome(), "exited with code 3");
+        failed.exit_code = None;
+        failed.signal = Some(9);
+        assert_eq!(failed.outcome(), "killed by signal 9");
+        let mut spawn = run(RunStatus::Failed, Some("spawn_failed"));
+        spawn.error_line = Some("cannot start \"li\": No such file or directory".into());
+        assert_eq!(
+            spawn.outcome(),
+            "never started: cannot start \"li\": No such file or directory"
+        );
+        assert_eq!(
+            run(RunStatus::Failed, Some("stale")).outcome(),
+            "lost: no live job backs the run"
+        );
+        assert_eq!(
+            run(RunStatus::Cancelled, Some("cancelled_by_user")).outcome(),
+            "cancelled by a user"
+        );
+        assert_eq!(
+            run(RunStatus::TimedOut, Some("deadline")).outcome(),
+            "stopped at its deadline"
+        );
+        assert_eq!(
+            run(RunStatus::Skipped, Some("overlap")).outcome(),
+            "skipped: the previous run was still going"
+        );
+        assert_eq!(run(RunStatus::Queued, None).outcome(), "waiting to start");
+    }
 }

@@ -152,25 +152,11 @@ async fn list_filtered(
                 .map(|r| cursor::encode(&list, &format!("{}:{}", r.created_at_ms, r.id)))
         })
         .flatten();
-    let rows = &rows[..keep];
-    let mut ids: Vec<&str> = rows
-        .iter()
-        .filter_map(|r| r.schedule_id.as_deref())
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let names = store.schedule_names(&ids).await.map_err(store_error)?;
     // A list carries no log tails (up to 128 KiB a run): `GET /api/runs/{id}` has them.
-    let runs = rows
+    // Each run carries the name it ran under.
+    let runs = rows[..keep]
         .iter()
-        .map(|r| RunListItem {
-            core: r.core(),
-            schedule_name: r
-                .schedule_id
-                .as_deref()
-                .and_then(|id| names.get(id))
-                .cloned(),
-        })
+        .map(|r| RunListItem { core: r.core() })
         .collect();
     Ok(Json(RunPage {
         runs,

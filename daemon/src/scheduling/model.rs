@@ -66,6 +66,10 @@ pub(crate) const MANAGED_BY_DECLARATION: &str = "declaration";
 pub(crate) struct RunRow {
     pub id: String,
     pub schedule_id: Option<String>,
+    /// The schedule's name when the run was created.
+    pub schedule_name: Option<String>,
+    /// Why a failed or timed-out run ended, in one line ([`error_line`]).
+    pub error_line: Option<String>,
     pub occurrence_key: Option<String>,
     pub kind: String,
     pub status: String,
@@ -107,6 +111,8 @@ impl RunRow {
         RunCore {
             id: self.id.clone(),
             schedule_id: self.schedule_id.clone(),
+            schedule_name: self.schedule_name.clone(),
+            error_line: self.error_line.clone(),
             kind: RunKind::parse(&self.kind).unwrap_or(RunKind::Manual),
             status: self.status().unwrap_or(RunStatus::Failed),
             reason: self.reason.clone(),
@@ -143,6 +149,42 @@ impl RunRow {
             stderr_tail: self.stderr_tail.clone(),
         }
     }
+}
+
+/// The longest [`error_line`], in characters.
+const ERROR_LINE_CHARS: usize = 200;
+
+/// The line that says why a run ended badly, for lists and the attention queue: the last
+/// non-blank line of its stderr tail, else of its stdout tail, without control characters
+/// or Studio's own `[studio]` mark, cut to [`ERROR_LINE_CHARS`]. `None` for a run that
+/// did not fail or time out, or that printed nothing.
+pub(crate) fn error_line(
+    status: RunStatus,
+    stderr: Option<&str>,
+    stdout: Option<&str>,
+) -> Option<String> {
+    if !matches!(status, RunStatus::Failed | RunStatus::TimedOut) {
+        return None;
+    }
+    let last = |tail: Option<&str>| {
+        tail?
+            .lines()
+            .map(|l| {
+                l.chars()
+                    .filter(|c| !c.is_control() || *c == '\t')
+                    .collect::<String>()
+            })
+            .map(|l| l.trim().to_owned())
+            .rfind(|l| !l.is_empty())
+    };
+    let line = last(stderr).or_else(|| last(stdout))?;
+    let line = line
+        .strip_prefix("[studio] ")
+        .map_or(line.as_str(), str::trim);
+    Some(match line.char_indices().nth(ERROR_LINE_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    })
 }
 
 /// One status change of a run.

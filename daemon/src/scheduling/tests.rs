@@ -1198,3 +1198,118 @@ async fn schedule_commands_publish_what_they_write_and_nothing_when_refused() {
     ));
     assert!(events.try_recv().is_err());
 }
+
+#[tokio::test]
+async fn a_run_keeps_the_name_it_ran_under_and_says_why_it_failed_in_one_line() {
+    let dir = TempDir::new("names");
+    let s = store(&dir).await;
+    s.insert_schedule(&schedule("a", None, None))
+        .await
+        .expect("insert");
+    let claim = |s: &SchedStore| {
+        let s = s.clone();
+        async move {
+            match s
+                .claim(&run("a", None, RunKind::Manual), Cursor::Keep, 1)
+                .await
+                .expect("claim")
+            {
+                Claim::Claimed(r, _, _) => r,
+                _ => panic!("claimed"),
+            }
+        }
+    };
+    let first = claim(&s).await;
+    assert_eq!(first.schedule_name.as_deref(), Some("test/a"));
+    assert_eq!(first.error_line, None);
+    let failed = Finish {
+        exit_code: Some(3),
+        stdout_tail: Some("fetching sales\n".into()),
+        stderr_tail: Some("connecting\nERROR: relation \"sales\" does not exist\n\n".into()),
+        ..Finish::default()
+    };
+    let (done, event) = s
+        .transition(
+            &first.id,
+            RunStatus::Running,
+            RunStatus::Failed,
+            Some("exit_3"),
+            Some(&failed),
+            5,
+        )
+        .await
+        .expect("finish")
+        .expect("finished");
+    let line = "ERROR: relation \"sales\" does not exist";
+    assert_eq!(done.error_line.as_deref(), Some(line));
+    let payload: studio_api::RunEvent = serde_json::from_str(&event.data).expect("run event");
+    assert_eq!(payload.error_line.as_deref(), Some(line));
+    assert_eq!(payload.schedule_name.as_deref(), Some("test/a"));
+
+    // Renamed, then deleted: the runs keep the name they ran under, lists included.
+    let mut renamed = s.schedule("a").await.expect("read").expect("row");
+    renamed.name = "test/renamed".into();
+    s.update_schedule(&renamed, renamed.revision)
+        .await
+        .expect("rename")
+        .expect("renamed");
+    let second = claim(&s).await;
+    assert_eq!(second.schedule_name.as_deref(), Some("test/renamed"));
+    s.delete_schedule("a", 9).await.expect("delete");
+    let listed = s
+        .list_runs(&RunFilter {
+            limit: 10,
+            ..RunFilter::default()
+        })
+        .await
+        .expect("list");
+    let names: Vec<_> = listed
+        .iter()
+        .map(|r| (r.schedule_id.as_deref(), r.schedule_name.as_deref()))
+        .collect();
+    assert_eq!(
+        names,
+        [(None, Some("test/renamed")), (None, Some("test/a"))],
+        "detached runs keep their names"
+    );
+    assert_eq!(listed[1].error_line.as_deref(), Some(line));
+}
+
+#[test]
+fn the_error_line_is_the_last_said_line_of_the_stream_that_has_one() {
+    use super::model::error_line;
+    let failed = RunStatus::Failed;
+    assert_eq!(
+        error_line(failed, Some("a\nboom\n  \n"), Some("out")),
+        Some("boom".into())
+    );
+    assert_eq!(
+        error_line(RunStatus::TimedOut, Some(""), Some("step 1\nstep 2\n")),
+        Some("step 2".into()),
+        "stdout when stderr is empty"
+    );
+    assert_eq!(
+        error_line(
+            failed,
+            Some("\n[studio] cannot start \"li\": No such file\n"),
+            None
+        ),
+        Some("cannot start \"li\": No such file".into()),
+        "Studio's own mark is left out"
+    );
+    assert_eq!(
+        error_line(failed, Some("red \u{1b}[31mERR\u{1b}[0m\r\n"), None),
+        Some("red [31mERR[0m".into()),
+        "control characters are dropped"
+    );
+    let long = "x".repeat(500);
+    let cut = error_line(failed, Some(&long), None).expect("a line");
+    assert_eq!(cut.chars().count(), 201);
+    assert!(cut.ends_with('…'));
+    assert_eq!(error_line(failed, None, Some(" \n")), None);
+    assert_eq!(
+        error_line(RunStatus::Completed, Some("warning: x"), None),
+        None,
+        "only a run that failed or timed out has one"
+    );
+}

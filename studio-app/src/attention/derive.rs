@@ -67,9 +67,13 @@ pub(crate) struct Disposition {
 pub(crate) struct RunFact {
     pub(crate) id: String,
     pub(crate) schedule_id: Option<String>,
-    /// The schedule's name as the run list reports it (`None` once it is deleted).
+    /// The name the run ran under.
     pub(crate) schedule_name: Option<String>,
     pub(crate) status: String,
+    /// How it ended, in words.
+    pub(crate) outcome: String,
+    /// Why it failed, in one line.
+    pub(crate) error_line: Option<String>,
     pub(crate) reason: Option<String>,
     pub(crate) exit_code: Option<i64>,
     pub(crate) created_at_ms: i64,
@@ -210,18 +214,16 @@ fn run_item(run: &RunFact, names: &HashMap<&str, &str>) -> Item {
         Some(name) => format!("{name}: run {what}"),
         None => format!("run {what}"),
     };
-    let mut detail = Vec::new();
-    if let Some(reason) = &run.reason {
-        detail.push(format!("reason {reason}"));
-    }
-    if let Some(code) = run.exit_code {
-        detail.push(format!("exit code {code}"));
-    }
+    // The outcome, and the line that says why unless the outcome already quotes it.
+    let detail = match run.error_line.as_deref() {
+        Some(line) if !run.outcome.contains(line) => format!("{}: {line}", run.outcome),
+        _ => run.outcome.clone(),
+    };
     Item {
         id: format!("run:{}", run.id),
         kind: Kind::Run,
         title,
-        detail: detail.join(", "),
+        detail,
         since_ms: run.at_ms(),
         link: format!("/runs/{}", run.id),
         evidence_ms: run.at_ms(),

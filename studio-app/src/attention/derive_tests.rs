@@ -10,6 +10,8 @@ fn run(id: &str, schedule: Option<&str>, status: &str, finished: i64) -> RunFact
         schedule_id: schedule.map(Into::into),
         schedule_name: None,
         status: status.into(),
+        outcome: "exited with code 1".into(),
+        error_line: Some("ERROR: no such table".into()),
         reason: Some("exit_nonzero".into()),
         exit_code: Some(1),
         created_at_ms: finished - 1_000,
@@ -75,7 +77,10 @@ fn failed_and_timed_out_runs_and_failing_or_overdue_schedules_are_items() {
     let r1 = &items[1];
     assert_eq!(r1.kind, Kind::Run);
     assert_eq!(r1.title, "job-s1: run failed");
-    assert_eq!(r1.detail, "reason exit_nonzero, exit code 1");
+    assert_eq!(
+        r1.detail, "exited with code 1: ERROR: no such table",
+        "the outcome in words and the line that says why"
+    );
     assert_eq!(r1.since_ms, 10 * MIN);
     assert_eq!(r1.link, "/runs/r1");
     assert_eq!(items[0].title, "run timed out");

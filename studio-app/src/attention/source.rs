@@ -69,13 +69,15 @@ fn instant(text: &str) -> Result<i64, ApiError> {
         })
 }
 
-fn run_fact(run: RunCore, schedule_name: Option<String>) -> Result<RunFact, ApiError> {
+fn run_fact(run: RunCore) -> Result<RunFact, ApiError> {
     let finished_at_ms = run.finished_at.as_deref().map(instant).transpose()?;
     let created_at_ms = instant(&run.created_at)?;
     Ok(RunFact {
+        outcome: run.outcome(),
         id: run.id,
         schedule_id: run.schedule_id,
-        schedule_name,
+        schedule_name: run.schedule_name,
+        error_line: run.error_line,
         status: run.status.as_str().to_owned(),
         reason: run.reason,
         exit_code: run.exit_code,
@@ -109,7 +111,7 @@ async fn runs(
         query.push(("cursor", &cursor));
         let page = daemon.runs(&query).await.map_err(api_error)?;
         for run in page.runs {
-            facts.push(run_fact(run.core, run.schedule_name)?);
+            facts.push(run_fact(run.core)?);
         }
         match page.next_cursor {
             Some(next) => cursor = next,
@@ -172,7 +174,7 @@ pub(crate) async fn evidence(
     let daemon = caller.daemon(proxy);
     let (runs_seen, schedules) = match kind {
         Kind::Run => (
-            vec![run_fact(daemon.run(id).await.ok()?.run.core, None).ok()?],
+            vec![run_fact(daemon.run(id).await.ok()?.run.core).ok()?],
             Vec::new(),
         ),
         Kind::Sched => {

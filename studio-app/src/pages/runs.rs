@@ -10,7 +10,7 @@ use axum::{
 use http::HeaderMap;
 use serde::Deserialize;
 
-use studio_api::{RunCore, RunListItem, RunStatus, Transition};
+use studio_api::{RunCore, RunDetail, RunListItem, RunStatus, Transition};
 
 use super::{Ctx, Nav, render, resolve, words};
 use crate::{
@@ -31,61 +31,66 @@ pub(crate) struct TransitionRow {
     pub(crate) at: Option<words::Stamp>,
 }
 
+/// How many lines of the failing stream a failed run's page shows above the fold.
+const WHY_LINES: usize = 20;
+
 /// One run, ready to print.
 #[derive(Debug, Clone)]
 pub(crate) struct RunRow {
     pub(crate) id: String,
+    /// The id's last eight characters: a UUIDv7's first ones are its creation time, so
+    /// runs made in the same minute would share them.
+    pub(crate) short_id: String,
     pub(crate) schedule_id: Option<String>,
+    /// The name the run ran under (kept when its schedule is renamed or deleted).
     pub(crate) schedule_name: Option<String>,
     pub(crate) kind: String,
     pub(crate) status: String,
     pub(crate) reason: String,
     pub(crate) created: Option<words::Stamp>,
     pub(crate) finished: Option<words::Stamp>,
+    /// How it ended, in words ("exited with code 3", "never started: …").
     pub(crate) outcome: String,
+    /// Why it failed, in one line; empty unless it failed or timed out.
+    pub(crate) error_line: String,
     pub(crate) duration: String,
     pub(crate) cost: String,
     pub(crate) active: bool,
     pub(crate) stdout_bytes: u64,
     pub(crate) stderr_bytes: u64,
     pub(crate) transitions: Vec<TransitionRow>,
+    /// The stream that says why it failed (stderr unless only stdout has anything), which
+    /// the log opens on; `stdout` for a run that did not fail.
+    pub(crate) error_stream: &'static str,
+    /// The last lines of that stream, for a run that failed or timed out.
+    pub(crate) error_tail: String,
 }
 
 impl RunRow {
-    /// A row of a list (with its schedule's name) or the run of a detail page (with its
-    /// transitions).
-    pub(crate) fn new(
-        r: &RunCore,
-        schedule_name: Option<&str>,
-        transitions: &[Transition],
-        ctx: &Ctx,
-    ) -> Self {
-        let outcome = match (r.exit_code, r.signal) {
-            (_, Some(sig)) => format!("signal {sig}"),
-            (Some(code), None) => format!("exit {code}"),
-            (None, None) => "—".into(),
-        };
+    /// A row of a list, or the run of a detail page (with its transitions).
+    pub(crate) fn new(r: &RunCore, transitions: &[Transition], ctx: &Ctx) -> Self {
+        let mut outcome = r.outcome();
+        if r.status == RunStatus::TimedOut && r.duration_ms.is_some() {
+            outcome = format!("{outcome}, after {}", words::duration_ms(r.duration_ms));
+        }
+        let bytes = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
         Self {
             id: r.id.clone(),
+            short_id: short_id(&r.id).to_owned(),
             schedule_id: r.schedule_id.clone(),
-            schedule_name: schedule_name.map(str::to_owned),
+            schedule_name: r.schedule_name.clone(),
             kind: r.kind.as_str().to_owned(),
             status: r.status.as_str().to_owned(),
             reason: r.reason.clone().unwrap_or_default(),
             created: words::Stamp::parse(Some(&r.created_at), ctx.now),
             finished: words::Stamp::parse(r.finished_at.as_deref(), ctx.now),
             outcome,
+            error_line: r.error_line.clone().unwrap_or_default(),
             duration: words::duration_ms(r.duration_ms),
             cost: words::money(r.cost_usd),
             active: r.active(),
-            stdout_bytes: r
-                .stdout_bytes
-                .and_then(|n| u64::try_from(n).ok())
-                .unwrap_or(0),
-            stderr_bytes: r
-                .stderr_bytes
-                .and_then(|n| u64::try_from(n).ok())
-                .unwrap_or(0),
+            stdout_bytes: bytes(r.stdout_bytes),
+            stderr_bytes: bytes(r.stderr_bytes),
             transitions: transitions
                 .iter()
                 .map(|t| TransitionRow {
@@ -95,12 +100,52 @@ impl RunRow {
                     at: words::Stamp::parse(Some(&t.at), ctx.now),
                 })
                 .collect(),
+            error_stream: "stdout",
+            error_tail: String::new(),
         }
     }
 
     /// A row of a run list.
     pub(crate) fn list(r: &RunListItem, ctx: &Ctx) -> Self {
-        Self::new(&r.core, r.schedule_name.as_deref(), &[], ctx)
+        Self::new(&r.core, &[], ctx)
+    }
+
+    /// The run of its own page: its history, and for a failure the lines that say why.
+    pub(crate) fn detail(d: &RunDetail, ctx: &Ctx) -> Self {
+        let mut row = Self::new(&d.run.core, &d.transitions, ctx);
+        if row.failed() {
+            let said =
+                |tail: &Option<String>| tail.as_deref().is_some_and(|t| !t.trim().is_empty());
+            let (stream, tail) = if said(&d.run.stderr_tail) || !said(&d.run.stdout_tail) {
+                ("stderr", &d.run.stderr_tail)
+            } else {
+                ("stdout", &d.run.stdout_tail)
+            };
+            row.error_stream = stream;
+            row.error_tail = last_lines(tail.as_deref().unwrap_or(""), WHY_LINES);
+        }
+        row
+    }
+
+    /// Whether it failed or timed out (its page says why).
+    pub(crate) fn failed(&self) -> bool {
+        matches!(self.status.as_str(), "failed" | "timed_out")
+    }
+
+    /// Its schedule's name, else (from before names were kept, schedule gone) "—".
+    pub(crate) fn name(&self) -> &str {
+        self.schedule_name.as_deref().unwrap_or("—")
+    }
+
+    /// A sign of its status for titles: how a tab says whether it went well.
+    pub(crate) fn mark(&self) -> &'static str {
+        match self.status.as_str() {
+            "completed" => "✓",
+            "failed" | "timed_out" => "✗",
+            "running" => "●",
+            "queued" => "○",
+            _ => "–",
+        }
     }
 
     pub(crate) fn href(&self) -> String {
@@ -112,6 +157,18 @@ impl RunRow {
             .as_deref()
             .map(|id| format!("/schedules/{}", encode(id)))
     }
+}
+
+/// The part of a run id people tell runs apart by.
+pub(crate) fn short_id(id: &str) -> &str {
+    let cut = id.char_indices().rev().nth(7).map_or(0, |(i, _)| i);
+    &id[cut..]
+}
+
+/// The last `n` lines of `text` that are not trailing blank ones.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -145,14 +202,6 @@ pub(crate) struct ListPage {
 }
 
 impl ListPage {
-    /// The name shown for a row's schedule: its name, else its id (a deleted schedule).
-    pub(crate) fn schedule_name(&self, row: &RunRow) -> String {
-        row.schedule_name
-            .clone()
-            .or_else(|| row.schedule_id.clone())
-            .unwrap_or_default()
-    }
-
     /// What the schedule box shows: the typed name, else the name of the schedule the
     /// page was linked to (known from its rows).
     pub(crate) fn schedule_text(&self) -> String {
@@ -280,7 +329,7 @@ pub(crate) async fn detail(
     };
     if let Some(p) = paired {
         match p.daemon(&state).run(&id).await {
-            Ok(r) => page.run = Some(RunRow::new(&r.run.core, None, &r.transitions, &ctx)),
+            Ok(r) => page.run = Some(RunRow::detail(&r, &ctx)),
             Err(e) => ctx.fail(&e),
         }
         page.ctx = ctx;

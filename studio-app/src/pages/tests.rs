@@ -32,13 +32,16 @@ fn schedule() -> Schedule {
 
 /// A run as its page shows it, and as a list row (named `nightly`).
 fn row(status: &str, ctx: &Ctx) -> runs::RunRow {
-    let r = run(status);
-    runs::RunRow::new(&r.run.core, Some("nightly"), &r.transitions, ctx)
+    runs::RunRow::detail(&run(status), ctx)
 }
 
 fn run(status: &str) -> RunDetail {
     serde_json::from_value(serde_json::json!({
-        "id": "run_1", "schedule_id": "sch_1", "kind": "scheduled", "status": status,
+        "id": "0190a8d2-7c1e-7000-8000-00000000run1", "schedule_id": "sch_1",
+        "schedule_name": "nightly", "kind": "scheduled", "status": status,
+        "error_line": "ERROR: relation \"sales\" does not exist",
+        "stdout_tail": "fetching sales\n",
+        "stderr_tail": "connecting\nERROR: relation \"sales\" does not exist\n",
         "attempt": 1, "counted": true, "chain_depth": 0,
         "created_at": "2026-01-01T11:00:00Z", "exit_code": 3, "duration_ms": 1200,
         "stdout_bytes": 10, "stderr_bytes": 0, "cost_usd": 0.25,
@@ -114,9 +117,15 @@ fn run_detail_has_transitions_outcome_and_log_view() {
         ctx,
     };
     let html = page.render().expect("renders");
-    assert!(html.contains(r#"data-testid="log-view" data-run="run_1" data-active="true""#));
+    assert!(html.contains(
+        r#"data-testid="log-view" data-run="0190a8d2-7c1e-7000-8000-00000000run1" data-active="true" data-open="stdout""#
+    ));
     assert!(html.contains(r#"data-testid="run-cancel""#));
-    assert!(html.contains("exit 3"));
+    assert!(
+        html.contains("<title>● nightly · Run 0000run1 · Studio</title>"),
+        "{html}"
+    );
+    assert!(!html.contains("run-why"), "a running run has not failed");
     assert!(html.contains("1.2 s"));
     assert!(html.contains("$0.2500"));
     assert_eq!(html.matches(r#"data-testid="transition""#).count(), 2);
@@ -125,6 +134,43 @@ fn run_detail_has_transitions_outcome_and_log_view() {
         ctx: paired(Nav::Runs),
     };
     assert!(!ended.render().expect("renders").contains("run-cancel"));
+}
+
+#[test]
+fn a_failed_run_leads_with_its_name_and_why_it_failed() {
+    let ctx = paired(Nav::Runs);
+    let page = runs::DetailPage {
+        run: Some(row("failed", &ctx)),
+        ctx,
+    };
+    let html = page.render().expect("renders");
+    assert!(
+        html.contains("<title>✗ nightly · Run 0000run1 · Studio</title>"),
+        "{html}"
+    );
+    assert!(html.contains(
+        r#"<h1 data-testid="run-heading"><a href="/schedules/sch_1" data-testid="run-schedule">nightly</a>"#
+    ));
+    let why = html.find(r#"data-testid="run-why""#).expect("a why box");
+    assert!(
+        why < html
+            .find(r#"data-testid="run-transitions""#)
+            .expect("history")
+    );
+    assert!(html.contains(r#"data-testid="run-why-outcome">exited with code 3<"#));
+    assert!(
+        html.contains("connecting\nERROR: relation &quot;sales&quot; does not exist</pre>")
+            || html.contains("connecting\nERROR: relation &#34;sales&#34; does not exist</pre>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"href="/api/runs/0190a8d2-7c1e-7000-8000-00000000run1/log?stream=stderr""#)
+    );
+    assert!(
+        html.contains(r#"data-open="stderr""#),
+        "the log opens on the failing stream"
+    );
+    assert!(html.contains(r#"data-stream="stderr" aria-pressed="true""#));
 }
 
 #[test]
@@ -147,7 +193,18 @@ fn runs_list_keeps_filters_in_the_next_link() {
         "{html}"
     );
     assert!(html.contains(r#"data-testid="run-status">failed"#));
-    assert!(html.contains(r#"<a href="/schedules/sch_1">nightly</a>"#));
+    assert!(
+        html.contains(r#"<td data-testid="run-schedule"><a href="/schedules/sch_1">nightly</a>"#)
+    );
+    assert!(
+        html.find(r#"data-testid="run-schedule""#) < html.find(r#"data-testid="run-link""#),
+        "the name leads, the id is last"
+    );
+    assert!(html.contains("<code>0000run1</code>"), "ids are shortened");
+    assert!(
+        html.contains(r#"data-testid="run-error-line">ERROR: relation"#),
+        "{html}"
+    );
     assert!(html.contains(r#"id="schedule_name" name="schedule_name" value="""#));
 }
 

@@ -2,14 +2,13 @@
 //! `/api/runs`, following `/api/events` and ranged log reads.
 
 use std::{
-    collections::HashMap,
     future::Future,
     io::{self, Write},
     time::Duration,
 };
 
 use reqwest::Method;
-use studio_api::{Run, RunCore, RunDetail, RunEvent, RunPage, Schedule, Transition};
+use studio_api::{Run, RunCore, RunDetail, RunEvent, RunPage, Transition};
 use studio_contract::home::Home;
 
 use crate::{
@@ -28,39 +27,10 @@ const LOG_POLL: Duration = Duration::from_millis(500);
 /// The most one log read asks for (the daemon's own cap).
 const LOG_CHUNK: u64 = 1024 * 1024;
 
-/// Run ids to schedule names, fetched once each; a deleted schedule reads `(deleted)`.
-struct Names<'a> {
-    client: &'a Client,
-    known: HashMap<String, String>,
-}
-
-impl<'a> Names<'a> {
-    fn new(client: &'a Client) -> Self {
-        Self {
-            client,
-            known: HashMap::new(),
-        }
-    }
-
-    async fn of(&mut self, schedule_id: Option<&str>) -> Result<String, Error> {
-        let Some(id) = schedule_id else {
-            return Ok("-".to_owned());
-        };
-        if let Some(name) = self.known.get(id) {
-            return Ok(name.clone());
-        }
-        let name = match self
-            .client
-            .get::<Schedule>(&format!("/api/schedules/{}", encode(id)))
-            .await
-        {
-            Ok(s) => text(&s.name),
-            Err(Error::Api(f)) if f.status == 404 => "(deleted)".to_owned(),
-            Err(e) => return Err(e),
-        };
-        self.known.insert(id.to_owned(), name.clone());
-        Ok(name)
-    }
+/// The name a run ran under (`-` for a run from before names were kept whose schedule
+/// is gone).
+fn name_of(name: Option<&str>) -> String {
+    name.map_or_else(|| "-".to_owned(), |n| text(&n))
 }
 
 pub(crate) async fn list(
@@ -83,8 +53,7 @@ pub(crate) async fn list(
         .get(&page_path(&args, schedule_id.as_deref()))
         .await?;
     let style = Style::detect();
-    let mut names = Names::new(&client);
-    print_page(&page, &args, &mut names, style).await?;
+    print_page(&page, &args, style)?;
     let Some(events) = events else {
         return Ok(0);
     };
@@ -93,7 +62,7 @@ pub(crate) async fn list(
         status: args.status.as_deref(),
     };
     let json = args.remote.json;
-    follow(Sse::new(events), filter, json, &mut names, style, shutdown).await
+    follow(Sse::new(events), filter, json, style, shutdown).await
 }
 
 /// `/api/runs` with the listing's filters.
@@ -109,12 +78,7 @@ fn page_path(args: &RunsArgs, schedule_id: Option<&str>) -> String {
 }
 
 /// The listing, oldest first, so followed changes continue at the bottom.
-async fn print_page(
-    page: &RunPage,
-    args: &RunsArgs,
-    names: &mut Names<'_>,
-    style: Style,
-) -> Result<(), Error> {
+fn print_page(page: &RunPage, args: &RunsArgs, style: Style) -> Result<(), Error> {
     let runs = page.runs.iter().rev();
     if args.remote.json {
         if args.follow {
@@ -134,7 +98,7 @@ async fn print_page(
     for run in runs.map(|r| &r.core) {
         table.row(vec![
             (text(&run.id), Tone::Plain),
-            (names.of(run.schedule_id.as_deref()).await?, Tone::Plain),
+            (name_of(run.schedule_name.as_deref()), Tone::Plain),
             (text(&run.kind), Tone::Plain),
             (text(&run.status), tone_of(run.status.as_str())),
             (text(&run.reason), Tone::Plain),
@@ -162,7 +126,6 @@ async fn follow(
     mut sse: Sse,
     filter: Filter<'_>,
     json: bool,
-    names: &mut Names<'_>,
     style: Style,
     shutdown: impl Future<Output = ()>,
 ) -> Result<u8, Error> {
@@ -178,19 +141,13 @@ async fn follow(
             ));
         };
         if kind == "run" {
-            print_event(&data, &filter, json, names, style).await?;
+            print_event(&data, &filter, json, style)?;
         }
     }
 }
 
 /// One followed run change (an event's `RunEvent`), when it passes the filter.
-async fn print_event(
-    data: &str,
-    filter: &Filter<'_>,
-    json: bool,
-    names: &mut Names<'_>,
-    style: Style,
-) -> Result<(), Error> {
+fn print_event(data: &str, filter: &Filter<'_>, json: bool, style: Style) -> Result<(), Error> {
     let Ok(run) = serde_json::from_str::<RunEvent>(data) else {
         return Ok(());
     };
@@ -209,7 +166,7 @@ async fn print_event(
         "{}  {}  {}  {}  {}  {}",
         jiff::Zoned::now().strftime("%H:%M:%S"),
         text(&run.id),
-        names.of(run.schedule_id.as_deref()).await?,
+        name_of(run.schedule_name.as_deref()),
         text(&run.kind),
         style.paint(&status, tone_of(&status)),
         text(&run.reason),
@@ -308,9 +265,7 @@ async fn show(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
     }
     let style = Style::detect();
     let run = &detail.run;
-    let schedule = Names::new(&client)
-        .of(run.core.schedule_id.as_deref())
-        .await?;
+    let schedule = name_of(run.core.schedule_name.as_deref());
     for (key, value, tone) in facts(&run.core, schedule, now_ms()) {
         outln!("{:<11} {}", format!("{key}:"), style.paint(&value, tone))?;
     }
@@ -328,7 +283,7 @@ async fn show(home: &Home, args: RunIdArgs) -> Result<u8, Error> {
 }
 
 /// The lines of `run show` above its transitions: label, value, tone.
-fn facts(run: &RunCore, schedule: String, now: i64) -> [(&'static str, String, Tone); 13] {
+fn facts(run: &RunCore, schedule: String, now: i64) -> [(&'static str, String, Tone); 14] {
     let output = format!(
         "{} B stdout, {} B stderr",
         text(&run.stdout_bytes),
@@ -341,6 +296,7 @@ fn facts(run: &RunCore, schedule: String, now: i64) -> [(&'static str, String, T
         ("kind", text(&run.kind), Tone::Plain),
         ("status", text(&run.status), tone_of(run.status.as_str())),
         ("reason", text(&run.reason), Tone::Plain),
+        ("outcome", run.outcome(), tone_of(run.status.as_str())),
         ("scheduled", instant(&run.scheduled_at, now), Tone::Plain),
         ("created", instant(&run.created_at, now), Tone::Plain),
         ("dispatched", instant(&run.dispatched_at, now), Tone::Plain),
@@ -447,7 +403,8 @@ mod tests {
     use super::*;
 
     /// A run as `GET /api/runs/{id}` sends it.
-    const DETAIL: &str = r#"{"id":"run_1","schedule_id":"sch_1","kind":"manual",
+    const DETAIL: &str = r#"{"id":"run_1","schedule_id":"sch_1","schedule_name":"demo/x",
+        "error_line":"it failed","kind":"manual",
         "status":"failed","reason":"exit_code",
         "action":{"kind":"command","executable":"false"},"scheduled_at":null,
         "created_at":"2025-12-31T23:57:00Z","dispatched_at":"2025-12-31T23:57:00Z",
@@ -489,6 +446,7 @@ mod tests {
                 "kind: manual",
                 "status: failed",
                 "reason: exit_code",
+                "outcome: exited with code 1",
                 "scheduled: - (-)",
                 "created: 2025-12-31T23:57:00Z (3m ago)",
                 "dispatched: 2025-12-31T23:57:00Z (3m ago)",

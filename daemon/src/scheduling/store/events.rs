@@ -38,9 +38,11 @@ pub(super) fn run_event(run: &RunRow) -> Value {
     event_data(&RunEvent {
         id: core.id,
         schedule_id: core.schedule_id,
+        schedule_name: core.schedule_name,
         kind: core.kind,
         status: core.status,
         reason: core.reason,
+        error_line: core.error_line,
     })
 }
 

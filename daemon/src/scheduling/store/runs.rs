@@ -20,19 +20,21 @@ const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
     chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
-    pid_start_ticks, boot_id";
+    pid_start_ticks, boot_id, schedule_name, error_line";
 
 /// A run as lists read it: its log tails (up to 64 KiB each) are left in the table.
 const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
     counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
-    pid_start_ticks, boot_id";
+    pid_start_ticks, boot_id, schedule_name, error_line";
 
 fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
         id: r.try_get("id")?,
         schedule_id: r.try_get("schedule_id")?,
+        schedule_name: r.try_get("schedule_name")?,
+        error_line: r.try_get("error_line")?,
         occurrence_key: r.try_get("occurrence_key")?,
         kind: r.try_get("kind")?,
         status: r.try_get("status")?,
@@ -132,6 +134,15 @@ pub(crate) struct Finish {
     pub tokens: Option<i64>,
 }
 
+/// The error line a transition to `to` with `finish` stores (none keeps the one stored).
+fn error_line(to: RunStatus, finish: &Finish) -> Option<String> {
+    crate::scheduling::model::error_line(
+        to,
+        finish.stderr_tail.as_deref(),
+        finish.stdout_tail.as_deref(),
+    )
+}
+
 /// Filters of the runs list; the cursor is `(created_at_ms, id)` of the last row seen.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RunFilter {
@@ -198,10 +209,11 @@ async fn insert_run(
 ) -> Result<RunRow, sqlx::Error> {
     let finished = run.status.is_terminal().then_some(now_ms);
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO runs (id, schedule_id, occurrence_key, kind, status, reason, action, \
-         scheduled_at_ms, created_at_ms, finished_at_ms, counted, chain_parent_id, chain_depth, \
-         replaces_run_id, follow_ups, attempt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-         RETURNING {RUN_COLUMNS}"
+        "INSERT INTO runs (id, schedule_id, schedule_name, occurrence_key, kind, status, reason, \
+         action, scheduled_at_ms, created_at_ms, finished_at_ms, counted, chain_parent_id, \
+         chain_depth, replaces_run_id, follow_ups, attempt) \
+         VALUES (?1, ?2, (SELECT name FROM schedules WHERE id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
+         ?10, ?11, ?12, ?13, ?14, ?15, ?16) RETURNING {RUN_COLUMNS}"
     )))
     .bind(&run.id)
     .bind(&run.schedule_id)
@@ -311,13 +323,15 @@ impl SchedStore {
     ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
         let mut tx = self.writer.begin().await?;
         let f = finish.cloned().unwrap_or_default();
+        let error_line = error_line(to, &f);
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE runs SET status = ?, reason = COALESCE(?, reason), \
              finished_at_ms = CASE WHEN ? THEN ? ELSE finished_at_ms END, \
              exit_code = COALESCE(?, exit_code), signal = COALESCE(?, signal), \
              stdout_tail = COALESCE(?, stdout_tail), stderr_tail = COALESCE(?, stderr_tail), \
              stdout_bytes = COALESCE(?, stdout_bytes), stderr_bytes = COALESCE(?, stderr_bytes), \
-             cost_usd = COALESCE(?, cost_usd), tokens = COALESCE(?, tokens) \
+             cost_usd = COALESCE(?, cost_usd), tokens = COALESCE(?, tokens), \
+             error_line = COALESCE(?, error_line) \
              WHERE id = ? AND status = ? RETURNING {RUN_COLUMNS}"
         )))
         .bind(to.as_str())
@@ -332,6 +346,7 @@ impl SchedStore {
         .bind(f.stderr_bytes)
         .bind(f.cost_usd)
         .bind(f.tokens)
+        .bind(error_line)
         .bind(id)
         .bind(from.as_str())
         .fetch_optional(&mut *tx)

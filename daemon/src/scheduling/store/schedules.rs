@@ -2,8 +2,6 @@
 //! delete), the queue's cursors, the derived cadence, and the reads the API and the
 //! engine make of schedules and their rollups (spend, health counts).
 
-use std::collections::HashMap;
-
 use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
 use studio_api::ScheduleOp;
 
@@ -328,25 +326,6 @@ impl SchedStore {
             .fetch_optional(&self.pool)
             .await?;
         Ok(spend.unwrap_or(0.0))
-    }
-
-    /// The names of the given schedules (those that still exist).
-    pub(crate) async fn schedule_names(
-        &self,
-        ids: &[&str],
-    ) -> Result<HashMap<String, String>, StoreError> {
-        if ids.is_empty() {
-            return Ok(HashMap::new());
-        }
-        // One bound JSON array: no statement text composed from input.
-        let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
-        let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT id, name FROM schedules WHERE id IN (SELECT value FROM json_each(?))",
-        )
-        .bind(list)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.into_iter().collect())
     }
 
     /// The id of the schedule named `name`.

@@ -339,7 +339,7 @@ async fn scheduler_summary_health_filter_and_runs_by_name() {
     let page: RunPage = reply.expect(200);
     assert_eq!(page.runs.len(), 1, "{reply}");
     assert_eq!(
-        page.runs[0].schedule_name.as_deref(),
+        page.runs[0].core.schedule_name.as_deref(),
         Some("mirror"),
         "{reply}"
     );

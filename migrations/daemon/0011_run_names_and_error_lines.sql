@@ -1,0 +1,9 @@
+-- A run keeps the name its schedule had when the run was created (a deleted or renamed
+-- schedule does not take it away), and the one line that says why it failed, so lists
+-- and the attention queue can show both without reading log tails.
+ALTER TABLE runs ADD COLUMN schedule_name TEXT;
+ALTER TABLE runs ADD COLUMN error_line TEXT;
+
+UPDATE runs
+SET schedule_name = (SELECT s.name FROM schedules s WHERE s.id = runs.schedule_id)
+WHERE schedule_id IS NOT NULL;

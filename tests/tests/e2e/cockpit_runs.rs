@@ -1,0 +1,140 @@
+//! A failed run in a real browser, as a daily user meets it: the run page leads with its
+//! schedule's name and a status mark, says why it failed above the fold (the outcome in
+//! words, the last lines of the stream that holds the error, a link to the full log) and
+//! opens its log on that stream; a run that never started shows its launch error; the
+//! runs list leads with names and shows the error line; the attention item carries it
+//! too. Set-up and helpers are the cockpit tests'.
+
+use serde_json::json;
+use studio_api::RunStatus;
+use studio_tests::{
+    Studio,
+    api::{command_spec, cron},
+    browser::Browser,
+};
+
+use super::cockpit::{Api, WAIT, open, paired_browser, sh, wait_terminal};
+
+/// Whether the element with `testid` lies wholly inside the viewport as the page opens.
+async fn above_the_fold(browser: &Browser, testid: &str) -> bool {
+    let script = "const e = document.querySelector(`[data-testid='${arguments[0]}']`); \
+                  if (!e) return false; const r = e.getBoundingClientRect(); \
+                  return r.top >= 0 && r.bottom <= window.innerHeight;";
+    browser.execute(script, vec![json!(testid)]).await == json!(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_says_why_at_the_top_and_its_name_leads_everywhere() {
+    let studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "sh")]);
+    let api = Api::new(&studio);
+    let error = r#"ERROR: relation "sales_2026" does not exist"#;
+    // Much more stdout than stderr: a log opened on stdout would not show the error.
+    let script = format!(
+        "for i in $(seq 1 400); do echo fetching sales, step $i; done; \
+         echo 'connecting to the warehouse' >&2; echo '{error}' >&2; exit 3"
+    );
+    let schedule = api.create(&sh("reports/daily-sales", &script)).await;
+    let run = api.trigger(&schedule).await;
+    assert_eq!(
+        wait_terminal(&api, &run).await.run.core.status,
+        RunStatus::Failed
+    );
+    let browser = paired_browser(&studio).await;
+
+    open(&browser, &studio, &format!("/runs/{run}"), "run-why").await;
+    let title = browser
+        .execute("return document.title", vec![])
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(title.starts_with("✗ reports/daily-sales · Run "), "{title}");
+    let heading = browser.text_of("run-heading").await.unwrap_or_default();
+    assert!(
+        heading.starts_with("reports/daily-sales · run "),
+        "{heading}"
+    );
+    assert!(!heading.contains(&run), "the id is shortened: {heading}");
+    assert_eq!(
+        browser.text_of("run-why-outcome").await.as_deref(),
+        Some("exited with code 3")
+    );
+    let tail = browser.text_of("run-why-tail").await.unwrap_or_default();
+    assert!(tail.ends_with(error), "{tail}");
+    assert!(
+        above_the_fold(&browser, "run-why-tail").await,
+        "below the fold"
+    );
+    let log = browser
+        .attr("run-why-log", "href")
+        .await
+        .unwrap_or_default();
+    assert!(
+        log.ends_with(&format!("/api/runs/{run}/log?stream=stderr")),
+        "{log}"
+    );
+    // The log opens on the stream that holds the error.
+    browser.wait_for_text("log-text", error, WAIT).await;
+    assert_eq!(
+        browser.attr("log-stderr", "aria-pressed").await.as_deref(),
+        Some("true")
+    );
+
+    // The runs list leads with the name and shows the line.
+    open(&browser, &studio, "/runs", "runs-table").await;
+    let row = format!(r#"[data-testid="run-row"][data-id="{run}"]"#);
+    let first = browser
+        .wait_for_css(&format!("{row} td:first-child"), WAIT)
+        .await;
+    assert_eq!(
+        first.text().await.unwrap_or_default(),
+        "reports/daily-sales"
+    );
+    let line = browser
+        .wait_for_css(&format!(r#"{row} [data-testid="run-error-line"]"#), WAIT)
+        .await;
+    assert_eq!(line.text().await.unwrap_or_default(), error);
+
+    // So does the attention item for the failed run.
+    open(&browser, &studio, "/attention", "attention-list").await;
+    let item = browser
+        .wait_for_css(
+            &format!(r#"[data-testid="attention-item"][data-id="run:{run}"]"#),
+            WAIT,
+        )
+        .await;
+    let text = item.text().await.unwrap_or_default();
+    assert!(
+        text.contains(&format!("exited with code 3: {error}")),
+        "{text}"
+    );
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_never_started_shows_its_launch_error() {
+    // `li` is allowed but is no program on studiod's PATH: the launch fails.
+    let studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "sh,li")]);
+    let api = Api::new(&studio);
+    let schedule = api
+        .create(&command_spec("ai/summarize", cron("0 0 1 1 *"), "li", &[]))
+        .await;
+    let run = api.trigger(&schedule).await;
+    let detail = wait_terminal(&api, &run).await;
+    assert_eq!(detail.run.core.reason.as_deref(), Some("spawn_failed"));
+    let stored = detail.run.core.error_line.clone().unwrap_or_default();
+    assert!(
+        stored.contains("li"),
+        "the launch error is stored: {stored}"
+    );
+
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, &format!("/runs/{run}"), "run-why").await;
+    let outcome = browser.text_of("run-why-outcome").await.unwrap_or_default();
+    assert_eq!(outcome, format!("never started: {stored}"));
+    assert!(
+        above_the_fold(&browser, "run-why-outcome").await,
+        "below the fold"
+    );
+    browser.close().await;
+}
