@@ -45,6 +45,26 @@ pub struct Schedule {
     pub owner_key: Option<String>,
     /// Where the owning document was read from.
     pub source: Option<String>,
+    /// Its newest runs, newest first: at most [`RECENT_RUNS`] (none in a create answer;
+    /// absent from a studiod older than this field, which reads as none).
+    #[serde(default)]
+    pub recent_runs: Vec<RecentRun>,
+}
+
+/// How many of a schedule's newest runs its answers carry.
+pub const RECENT_RUNS: usize = 10;
+
+/// One of a schedule's newest runs, for its history at a glance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RecentRun {
+    pub id: String,
+    pub status: crate::RunStatus,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(format = DateTime)]
+    pub finished_at: Option<String>,
+    /// Why it failed, in one line ([`crate::RunCore::error_line`]).
+    pub error_line: Option<String>,
 }
 
 /// `GET /api/schedules`: one page, by name.

@@ -151,6 +151,29 @@ impl RunRow {
     }
 }
 
+/// One of a schedule's newest runs, as its history strip shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RunMark {
+    pub schedule_id: String,
+    pub id: String,
+    pub status: String,
+    pub created_at_ms: i64,
+    pub finished_at_ms: Option<i64>,
+    pub error_line: Option<String>,
+}
+
+impl RunMark {
+    pub(crate) fn view(&self) -> studio_api::RecentRun {
+        studio_api::RecentRun {
+            id: self.id.clone(),
+            status: RunStatus::parse(&self.status).unwrap_or(RunStatus::Failed),
+            created_at: rfc3339(self.created_at_ms),
+            finished_at: self.finished_at_ms.map(rfc3339),
+            error_line: self.error_line.clone(),
+        }
+    }
+}
+
 /// The longest [`error_line`], in characters.
 const ERROR_LINE_CHARS: usize = 200;
 

@@ -1313,3 +1313,61 @@ fn the_error_line_is_the_last_said_line_of_the_stream_that_has_one() {
         "only a run that failed or timed out has one"
     );
 }
+
+#[tokio::test]
+async fn recent_runs_are_each_schedules_newest_through_its_index() {
+    let dir = TempDir::new("recent");
+    let s = store(&dir).await;
+    for id in ["a", "b", "c"] {
+        s.insert_schedule(&schedule(id, None, None))
+            .await
+            .expect("insert");
+    }
+    let mut made = Vec::new();
+    for (id, n) in [("a", 12), ("b", 2)] {
+        for i in 0..n {
+            let Claim::Claimed(r, _, _) = s
+                .claim(&run(id, None, RunKind::Manual), Cursor::Keep, 1_000 + i)
+                .await
+                .expect("claim")
+            else {
+                panic!("claimed");
+            };
+            made.push((id, r.id));
+        }
+    }
+    let marks = s.recent_runs(&["b", "a", "c"], 10).await.expect("recent");
+    let newest = |id: &str, n: usize| -> Vec<String> {
+        let mut ids: Vec<String> = made
+            .iter()
+            .filter(|(s, _)| *s == id)
+            .map(|(_, r)| r.clone())
+            .collect();
+        ids.reverse();
+        ids.truncate(n);
+        ids
+    };
+    let got: Vec<(String, String)> = marks
+        .iter()
+        .map(|m| (m.schedule_id.clone(), m.id.clone()))
+        .collect();
+    let want: Vec<(String, String)> = newest("b", 10)
+        .into_iter()
+        .map(|r| ("b".to_owned(), r))
+        .chain(newest("a", 10).into_iter().map(|r| ("a".to_owned(), r)))
+        .collect();
+    assert_eq!(
+        got, want,
+        "in the order asked, each newest first, ten at most"
+    );
+    assert!(marks.iter().all(|m| m.status == "running"));
+
+    // However many runs a schedule has, its ten are read through the index.
+    let plan = s.recent_runs_plan().await;
+    let plan = plan.join("\n");
+    assert!(plan.contains("runs_by_schedule"), "{plan}");
+    assert!(
+        !plan.contains("SCAN r") && !plan.contains("SCAN runs"),
+        "{plan}"
+    );
+}

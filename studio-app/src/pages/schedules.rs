@@ -9,6 +9,8 @@ use axum::{
 use http::HeaderMap;
 use serde::Deserialize;
 
+use studio_api::RecentRun;
+
 use super::{Ctx, Nav, render, resolve, runs::RunRow, words};
 use crate::{
     daemon::{Schedule, with_query},
@@ -35,11 +37,66 @@ pub(crate) struct ScheduleRow {
     pub(crate) spend: String,
     pub(crate) managed_by: Option<String>,
     pub(crate) spec_json: String,
+    /// Its newest runs, oldest first (the newest at the right, as time reads).
+    pub(crate) strip: Vec<StripMark>,
+    /// Whether one of them is queued or running.
+    pub(crate) running: bool,
+    /// How its newest finished run went, and when ("failed 5 min ago").
+    pub(crate) latest: String,
+}
+
+/// One run of a schedule's history strip.
+#[derive(Debug, Clone)]
+pub(crate) struct StripMark {
+    pub(crate) status: String,
+    pub(crate) href: String,
+    /// What a pointer or a screen reader gets: status, when, and why it failed.
+    pub(crate) label: String,
+}
+
+impl StripMark {
+    fn new(r: &RecentRun, ctx: &Ctx) -> Self {
+        let when = words::Stamp::parse(Some(&r.created_at), ctx.now)
+            .map(|t| t.relative())
+            .unwrap_or_default();
+        let status = r.status.as_str();
+        let label = match r.error_line.as_deref() {
+            Some(line) => format!("{status} {when}: {line}"),
+            None => format!("{status} {when}"),
+        };
+        Self {
+            status: status.to_owned(),
+            href: format!("/runs/{}", crate::daemon::encode(&r.id)),
+            label,
+        }
+    }
+}
+
+/// "failed 5 min ago": the newest finished run's status and when it ended.
+fn latest(runs: &[RecentRun], ctx: &Ctx) -> String {
+    runs.iter()
+        .find(|r| r.status.is_terminal())
+        .map(|r| {
+            let at = r.finished_at.as_deref().unwrap_or(&r.created_at);
+            let when = words::Stamp::parse(Some(at), ctx.now)
+                .map(|t| t.relative())
+                .unwrap_or_default();
+            format!("{} {when}", r.status.as_str().replace('_', " "))
+        })
+        .unwrap_or_default()
 }
 
 impl ScheduleRow {
     pub(crate) fn new(s: &Schedule, ctx: &Ctx) -> Self {
         Self {
+            strip: s
+                .recent_runs
+                .iter()
+                .rev()
+                .map(|r| StripMark::new(r, ctx))
+                .collect(),
+            running: s.recent_runs.iter().any(|r| !r.status.is_terminal()),
+            latest: latest(&s.recent_runs, ctx),
             id: s.id.clone(),
             name: s.name.clone(),
             enabled: s.enabled,
@@ -57,6 +114,16 @@ impl ScheduleRow {
 
     pub(crate) fn href(&self) -> String {
         format!("/schedules/{}", crate::daemon::encode(&self.id))
+    }
+
+    /// Its health in words a person reads without a glossary.
+    pub(crate) fn health_words(&self) -> &'static str {
+        words::health(&self.health).0
+    }
+
+    /// What its health means, for the badge's tooltip.
+    pub(crate) fn health_meaning(&self) -> &'static str {
+        words::health(&self.health).1
     }
 }
 

@@ -25,7 +25,12 @@ fn schedule() -> Schedule {
         "spec": {"trigger": {"cron": {"expression": "0 2 * * *"}}, "action": {"kind": "command", "executable": "backup"}},
         "next_fire_at": "2026-01-02T01:00:00Z", "last_fired_at": "2026-01-01T01:00:00Z",
         "health": "failing", "last_outcome": "failed", "runs_counted": 4, "spend_usd": 0.0, "revision": 3,
-        "trigger_kind": "cron", "created_at": "2025-12-01T00:00:00Z", "updated_at": "2025-12-01T00:00:00Z"
+        "trigger_kind": "cron", "created_at": "2025-12-01T00:00:00Z", "updated_at": "2025-12-01T00:00:00Z",
+        "recent_runs": [
+            {"id": "r3", "status": "running", "created_at": "2026-01-01T11:59:00Z", "finished_at": null, "error_line": null},
+            {"id": "r2", "status": "failed", "created_at": "2026-01-01T11:50:00Z", "finished_at": "2026-01-01T11:55:00Z", "error_line": "disk full"},
+            {"id": "r1", "status": "completed", "created_at": "2026-01-01T10:00:00Z", "finished_at": "2026-01-01T10:01:00Z", "error_line": null}
+        ]
     }))
     .expect("schedule")
 }
@@ -76,7 +81,22 @@ fn schedules_list_renders_rows_filters_and_the_next_page() {
     assert!(
         html.contains(r#"<time datetime="2026-01-02T01:00:00Z" title="2026-01-02 01:00:00 UTC""#)
     );
-    assert!(html.contains(r#"data-testid="health-badge">failing"#));
+    assert!(html.contains(r#"data-testid="health-badge" data-health="failing">failing"#));
+    // The strip: oldest first, each a link with its status, when, and why it failed.
+    let marks: Vec<&str> = html
+        .match_indices(r#"data-testid="strip-mark" data-status=""#)
+        .map(|(i, m)| html[i + m.len()..].split('"').next().unwrap_or(""))
+        .collect();
+    assert_eq!(marks, ["completed", "failed", "running"]);
+    assert!(
+        html.contains(r#"href="/runs/r2" title="failed 10 min ago: disk full""#),
+        "{html}"
+    );
+    assert!(html.contains(r#"data-testid="schedule-running""#));
+    assert!(
+        html.contains(r#"data-testid="schedule-latest">failed 5 min ago<"#),
+        "{html}"
+    );
     assert!(html.contains(r#"value="true" selected"#));
     assert!(html.contains(r#"<option value="failing" selected>"#));
     assert!(

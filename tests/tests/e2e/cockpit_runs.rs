@@ -138,3 +138,76 @@ async fn a_run_that_never_started_shows_its_launch_error() {
     );
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schedules_list_shows_recent_runs_at_a_glance() {
+    let studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "sh")]);
+    let api = Api::new(&studio);
+    let flaky = api
+        .create(&sh("etl/flaky", "echo 'disk full' >&2; exit 1"))
+        .await;
+    for _ in 0..2 {
+        let run = api.trigger(&flaky).await;
+        wait_terminal(&api, &run).await;
+    }
+    let gate = studio.home_path().join("go");
+    let slow = api
+        .create(&sh(
+            "ml/train",
+            &format!("while [ ! -e '{}' ]; do sleep 0.1; done", gate.display()),
+        ))
+        .await;
+    let running = api.trigger(&slow).await;
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, "/schedules", "schedules-table").await;
+
+    let row = |id: &str| format!(r#"[data-testid="schedule-row"][data-id="{id}"]"#);
+    let marks = browser
+        .find_all_css(&format!(r#"{} [data-testid="strip-mark"]"#, row(&flaky)))
+        .await;
+    assert_eq!(marks.len(), 2);
+    for mark in &marks {
+        assert_eq!(
+            mark.attr("data-status").await.ok().flatten().as_deref(),
+            Some("failed")
+        );
+        let title = mark.attr("title").await.ok().flatten().unwrap_or_default();
+        assert!(
+            title.starts_with("failed ") && title.ends_with(": disk full"),
+            "{title}"
+        );
+        let href = mark.attr("href").await.ok().flatten().unwrap_or_default();
+        assert!(href.contains("/runs/"), "{href}");
+    }
+    let latest = browser
+        .wait_for_css(
+            &format!(r#"{} [data-testid="schedule-latest"]"#, row(&flaky)),
+            WAIT,
+        )
+        .await;
+    let latest = latest.text().await.unwrap_or_default();
+    assert!(
+        latest.starts_with("failed ") && latest.ends_with(" ago") || latest == "failed now",
+        "{latest}"
+    );
+    browser
+        .wait_for_css(
+            &format!(r#"{} [data-testid="schedule-running"]"#, row(&slow)),
+            WAIT,
+        )
+        .await;
+    let health = browser
+        .wait_for_css(
+            &format!(r#"{} [data-testid="health-badge"]"#, row(&slow)),
+            WAIT,
+        )
+        .await;
+    assert_eq!(
+        health.text().await.unwrap_or_default(),
+        "no finished run yet"
+    );
+
+    std::fs::write(&gate, b"").expect("open the gate");
+    wait_terminal(&api, &running).await;
+    browser.close().await;
+}

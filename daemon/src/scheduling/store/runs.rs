@@ -12,7 +12,7 @@ use super::{
     is_unique_violation,
 };
 use crate::{
-    scheduling::model::{EventRow, RunKind, RunRow, RunStatus, TransitionRow},
+    scheduling::model::{EventRow, RunKind, RunMark, RunRow, RunStatus, TransitionRow},
     store::StoreError,
 };
 
@@ -28,6 +28,14 @@ const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, r
     NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
     counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
     pid_start_ticks, boot_id, schedule_name, error_line";
+
+/// [`SchedStore::recent_runs`]: for each listed schedule, its newest runs through the
+/// index (`?2` a schedule), then those rows by id.
+pub(super) const RECENT_RUNS: &str = "SELECT r.schedule_id, r.id, r.status, r.created_at_ms, \
+    r.finished_at_ms, r.error_line FROM json_each(?1) AS j \
+    JOIN runs AS r ON r.id IN (SELECT id FROM runs WHERE schedule_id = j.value \
+    ORDER BY created_at_ms DESC, id DESC LIMIT ?2) \
+    ORDER BY j.key, r.created_at_ms DESC, r.id DESC";
 
 fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
@@ -498,6 +506,54 @@ impl SchedStore {
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)
+    }
+
+    /// The newest `per` runs of each schedule in `ids`, newest first within each: one
+    /// walk of `runs_by_schedule` per schedule, however many runs each has.
+    pub(crate) async fn recent_runs(
+        &self,
+        ids: &[&str],
+        per: i64,
+    ) -> Result<Vec<RunMark>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One bound JSON array: no statement text composed from input.
+        let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+        let rows = sqlx::query(RECENT_RUNS)
+            .bind(list)
+            .bind(per)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                Ok(RunMark {
+                    schedule_id: r.try_get("schedule_id")?,
+                    id: r.try_get("id")?,
+                    status: r.try_get("status")?,
+                    created_at_ms: r.try_get("created_at_ms")?,
+                    finished_at_ms: r.try_get("finished_at_ms")?,
+                    error_line: r.try_get("error_line")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    /// How SQLite runs [`RECENT_RUNS`]: one line per step.
+    #[cfg(test)]
+    pub(crate) async fn recent_runs_plan(&self) -> Vec<String> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {RECENT_RUNS}"
+        )))
+        .bind("[\"a\"]")
+        .bind(10)
+        .fetch_all(&self.pool)
+        .await
+        .expect("a plan");
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("detail").unwrap_or_default())
+            .collect()
     }
 
     /// Top-level fires (not skipped, not chain steps) since `since_ms`.
