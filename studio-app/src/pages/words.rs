@@ -184,6 +184,25 @@ fn cron(expr: &str, zone: &str) -> String {
     }
 }
 
+/// A schedule's health code in words, and what it means.
+pub(crate) fn health(code: &str) -> (&'static str, &'static str) {
+    match code {
+        "healthy" => ("healthy", "its newest finished run succeeded"),
+        "failing" => ("failing", "its newest finished run failed or timed out"),
+        "overdue" => ("overdue", "it should have fired by now and has not"),
+        "no-evidence" => (
+            "no finished run yet",
+            "it has fired, but no run has finished yet",
+        ),
+        "never-fired" => ("not run yet", "its trigger has not fired yet"),
+        "disabled" => ("disabled", "it does not fire until it is enabled"),
+        _ => (
+            "unknown",
+            "studiod reported a health this page does not know",
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -260,24 +279,5 @@ mod tests {
         assert_eq!(duration_ms(Some(1500)), "1.5 s");
         assert_eq!(duration_ms(Some(7_800_000)), "2 h 10 min");
         assert_eq!(money(Some(0.0)), "—");
-    }
-}
-
-/// A schedule's health code in words, and what it means.
-pub(crate) fn health(code: &str) -> (&'static str, &'static str) {
-    match code {
-        "healthy" => ("healthy", "its newest finished run succeeded"),
-        "failing" => ("failing", "its newest finished run failed or timed out"),
-        "overdue" => ("overdue", "it should have fired by now and has not"),
-        "no-evidence" => (
-            "no finished run yet",
-            "it has fired, but no run has finished yet",
-        ),
-        "never-fired" => ("not run yet", "its trigger has not fired yet"),
-        "disabled" => ("disabled", "it does not fire until it is enabled"),
-        _ => (
-            "unknown",
-            "studiod reported a health this page does not know",
-        ),
     }
 }
