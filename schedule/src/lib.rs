@@ -1,7 +1,7 @@
 //! The one schedule spec, everywhere: the API, declaration files and export all use
 //! these types. This crate validates a spec (every problem at once, each naming its field
-//! path) and does the time arithmetic of its trigger. It reads no environment and no
-//! clock of its own: callers pass the default zone and "now".
+//! path), does the time arithmetic of its trigger and says the trigger in words. It reads
+//! no environment and no clock of its own: callers pass the default zone and "now".
 
 pub mod declaration;
 pub mod duration;
@@ -9,6 +9,7 @@ pub mod load;
 pub mod spec;
 pub mod trigger;
 pub mod validate;
+pub mod words;
 pub mod zone;
 
 pub use load::{

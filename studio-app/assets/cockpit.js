@@ -222,6 +222,54 @@ const RENDERED = (el) => (el.tagName === "SELECT"
   ? (Array.from(el.options).find((o) => o.defaultSelected) || el.options[0] || { value: "" }).value
   : el.defaultValue);
 
+// An instant on the wall clock of an IANA zone: "Wed 2 Dec 2026, 09:00" (seconds only
+// when a fire has them).
+function wallClock(date, zone) {
+  const parts = {};
+  for (const p of new Intl.DateTimeFormat("en-GB", {
+    timeZone: zone, weekday: "short", day: "numeric", month: "short", year: "numeric",
+    hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23",
+  }).formatToParts(date)) parts[p.type] = p.value;
+  const seconds = parts.second === "00" ? "" : ":" + parts.second;
+  return parts.weekday + " " + parts.day + " " + parts.month + " " + parts.year + ", " +
+    parts.hour + ":" + parts.minute + seconds;
+}
+
+// One previewed fire: in the schedule's zone, named, with the viewer's time beside it
+// when that reads differently; a trigger without a zone (every, at) in the viewer's own,
+// named too. `fire` is RFC 3339 with the zone's offset, as the daemon sends it.
+function fireItem(fire, zone) {
+  const date = new Date(fire);
+  const viewer = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  const li = document.createElement("li");
+  const t = document.createElement("time");
+  t.setAttribute("datetime", fire);
+  t.dataset.testid = "preview-fire";
+  t.title = date.toISOString().replace("T", " ").slice(0, 19) + " UTC";
+  li.append(t);
+  if (!zone) {
+    t.textContent = wallClock(date, viewer) + " " + viewer + " (your time zone)";
+    return li;
+  }
+  let there;
+  try {
+    there = wallClock(date, zone);
+  } catch (_) {
+    // A zone the daemon knows and this browser does not: its wall clock, from the offset.
+    there = fire.slice(0, 16).replace("T", " ");
+  }
+  t.textContent = there + " " + zone;
+  const here = wallClock(date, viewer);
+  if (here !== there) {
+    const mine = document.createElement("span");
+    mine.className = "muted";
+    mine.dataset.testid = "preview-fire-local";
+    mine.textContent = " (your time: " + here + " " + viewer + ")";
+    li.append(mine);
+  }
+  return li;
+}
+
 function wireForm() {
   const form = document.getElementById("schedule-form");
   if (!form) return;
@@ -364,35 +412,59 @@ function wireForm() {
     }
   }
 
+  // A field is judged once it has been typed in, or the form submitted: a new form does
+  // not open with errors for what nobody has entered yet.
+  const touched = new Set();
+  let submitted = false;
+  for (const type of ["input", "change"]) {
+    form.addEventListener(type, (ev) => {
+      const box = ev.target.closest && ev.target.closest(".field");
+      if (box) touched.add(box.dataset.field);
+    });
+  }
+  function judged(error) {
+    const { field } = fieldOf(error.path);
+    const boxless = field === "form" || field === "trigger";
+    return submitted || touched.has(field) || (boxless && touched.size > 0);
+  }
+
+  // The preview region is busy from a change until the answer to the latest one is shown;
+  // an answer overtaken by a newer request is dropped.
+  const section = document.getElementById("preview");
   let previewTimer = null;
+  let previewSeq = 0;
   async function preview() {
+    const seq = ++previewSeq;
+    previewTimer = null;
     const list = document.getElementById("preview-list");
-    clearErrors("preview");
+    const words = document.getElementById("cron-words");
+    section.setAttribute("aria-busy", "true");
     try {
       const r = await call("POST", "/api/schedules/preview", { trigger: trigger(v), count: 5 });
+      if (seq !== previewSeq) return;
+      clearErrors("preview");
       list.textContent = "";
+      words.textContent = "";
       if (!r.ok) {
-        if (r.data && r.data.errors) showErrors(r.data.errors, "preview");
+        const errors = ((r.data && r.data.errors) || []).filter(judged);
+        if (errors.length > 0) showErrors(errors, "preview");
+        else list.textContent = "The next fires show here once the trigger is complete.";
         return;
       }
-      for (const f of r.data.fires || []) {
-        const li = document.createElement("li");
-        const t = document.createElement("time");
-        t.setAttribute("datetime", f);
-        t.dataset.local = "";
-        t.title = new Date(f).toISOString().replace("T", " ").slice(0, 19) + " UTC";
-        t.textContent = f;
-        li.append(t);
-        list.append(li);
-      }
+      words.textContent = r.data.description || "";
+      for (const f of r.data.fires || []) list.append(fireItem(f, r.data.timezone));
       if ((r.data.fires || []).length === 0) list.textContent = "No future fires.";
-      localizeTimes(list);
     } catch (_) {
+      if (seq !== previewSeq) return;
       list.textContent = "Preview unavailable.";
+      words.textContent = "";
+    } finally {
+      if (seq === previewSeq && previewTimer === null) section.setAttribute("aria-busy", "false");
     }
   }
   function schedulePreview() {
     clearTimeout(previewTimer);
+    section.setAttribute("aria-busy", "true");
     previewTimer = setTimeout(preview, 300);
   }
   for (const name of ["trigger_kind", "cron", "timezone", "every", "at"]) {
@@ -407,6 +479,7 @@ function wireForm() {
 
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
+    submitted = true;
     clearErrors();
     const submit = form.querySelector('[type="submit"]');
     const local = localErrors();

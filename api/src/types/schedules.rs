@@ -103,4 +103,6 @@ pub struct Preview {
     pub fires: Vec<String>,
     /// The zone of a cron trigger; `null` for `every` and `at`.
     pub timezone: Option<String>,
+    /// The trigger in words, as the cockpit's pages say it.
+    pub description: String,
 }

@@ -17,7 +17,7 @@ use studio_contract::{
     error::{ApiError, Code},
     time::{now_ms, rfc3339},
 };
-use studio_schedule::{Action, Context, FieldError, ScheduleSpec, Validated, validate};
+use studio_schedule::{Action, Context, FieldError, ScheduleSpec, Validated, validate, words};
 
 use super::{
     ApiState, cursor,
@@ -431,8 +431,10 @@ pub(crate) async fn preview(
                 .to_string()
         })
         .collect();
+    let description = words::trigger(&v.spec.trigger, zone.as_deref());
     Ok(Json(Preview {
         fires,
         timezone: zone,
+        description,
     }))
 }

@@ -505,6 +505,9 @@ async fn sessions_disconnect_and_revoke() {
 #[path = "declarations_tests.rs"]
 mod declarations;
 
+#[path = "schedules_tests.rs"]
+mod schedules;
+
 /// The live router against the document: every (method, path) the document names is
 /// served (never the fallback's `not_found` nor `method_not_allowed`), and every method
 /// the document does not name on a path is answered `405` — so nothing is served that the

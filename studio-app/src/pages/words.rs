@@ -1,11 +1,12 @@
 //! Words and times for people: a trigger as a sentence ("every day at 02:00
-//! Europe/Berlin"), instants as `<time>` elements (UTC on the server; `cockpit.js` shows
-//! them in the viewer's zone and keeps UTC in the title), durations and money.
+//! Europe/Berlin", said by `studio_schedule::words`, which also words the form's preview),
+//! instants as `<time>` elements (UTC on the server; `cockpit.js` shows them in the
+//! viewer's zone and keeps UTC in the title), durations and money.
 
 use std::fmt;
 
 use jiff::{Timestamp, tz::TimeZone};
-use studio_api::schedule::Trigger;
+pub(crate) use studio_api::schedule::words::trigger;
 
 /// An instant the daemon reported, re-rendered from its parsed value (so the markup
 /// never carries text the daemon sent).
@@ -91,99 +92,6 @@ pub(crate) fn money(usd: Option<f64>) -> String {
     }
 }
 
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
-
-const DAYS: [&str; 7] = [
-    "Sunday",
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-];
-
-/// A spec's trigger in words; `zone` is the schedule's effective zone, used when a cron
-/// trigger names none.
-pub(crate) fn trigger(trigger: &Trigger, zone: Option<&str>) -> String {
-    match trigger {
-        Trigger::Every(every) => format!("every {every}"),
-        Trigger::At(at) => match at.parse::<Timestamp>() {
-            Ok(t) => format!(
-                "once at {} UTC",
-                t.to_zoned(TimeZone::UTC).strftime("%Y-%m-%d %H:%M")
-            ),
-            Err(_) => format!("once at {at}"),
-        },
-        Trigger::Cron(c) => cron(
-            &c.expression,
-            c.timezone.as_deref().or(zone).unwrap_or("UTC"),
-        ),
-    }
-}
-
-/// Common five-field shapes in words; anything else is shown as the expression itself.
-fn cron(expr: &str, zone: &str) -> String {
-    let fields: Vec<&str> = expr.split_whitespace().collect();
-    let num = |s: &str, max: u32| s.parse::<u32>().ok().filter(|n| *n <= max);
-    let fallback = || format!("cron “{expr}” ({zone})");
-    let [min, hour, dom, mon, dow] = fields.as_slice() else {
-        return fallback();
-    };
-    if let (Some(step), "*", "*", "*", "*") = (min.strip_prefix("*/"), *hour, *dom, *mon, *dow) {
-        return match num(step, 59) {
-            Some(1) => "every minute".into(),
-            Some(n) => format!("every {n} minutes"),
-            None => fallback(),
-        };
-    }
-    if (*min, *hour, *dom, *mon, *dow) == ("*", "*", "*", "*", "*") {
-        return "every minute".into();
-    }
-    let Some(m) = num(min, 59) else {
-        return fallback();
-    };
-    if (*hour, *dom, *mon, *dow) == ("*", "*", "*", "*") {
-        return format!("every hour at :{m:02}");
-    }
-    let Some(h) = num(hour, 23) else {
-        return fallback();
-    };
-    let at = format!("at {h:02}:{m:02} {zone}");
-    match (*dom, *mon, *dow) {
-        ("*", "*", "*") => format!("every day {at}"),
-        ("*", "*", "1-5") => format!("every weekday {at}"),
-        ("*", "*", d) => match num(d, 7) {
-            Some(d) => format!("every {} {at}", DAYS[(d % 7) as usize]),
-            None => fallback(),
-        },
-        (d, m, "*") if m != "*" => match (num(d, 31), num(m, 12)) {
-            (Some(d @ 1..), Some(m @ 1..)) => {
-                format!("every year on {d} {} {at}", MONTHS[(m - 1) as usize])
-            }
-            _ => fallback(),
-        },
-        (d, "*", "*") => match num(d, 31).filter(|d| *d >= 1) {
-            Some(d) => format!("on day {d} of every month {at}"),
-            None => fallback(),
-        },
-        _ => fallback(),
-    }
-}
-
 /// A schedule's health code in words, and what it means.
 pub(crate) fn health(code: &str) -> (&'static str, &'static str) {
     match code {
@@ -205,58 +113,7 @@ pub(crate) fn health(code: &str) -> (&'static str, &'static str) {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    #[test]
-    fn triggers_in_words() {
-        let berlin = Some("Europe/Berlin");
-        let parse =
-            |v: serde_json::Value| -> Trigger { serde_json::from_value(v).expect("trigger") };
-        let t = |v: serde_json::Value| trigger(&parse(v), berlin);
-        assert_eq!(
-            t(json!({"cron": {"expression": "0 2 * * *"}})),
-            "every day at 02:00 Europe/Berlin"
-        );
-        assert_eq!(
-            t(json!({"cron": {"expression": "30 9 * * 1", "timezone": "UTC"}})),
-            "every Monday at 09:30 UTC"
-        );
-        assert_eq!(
-            t(json!({"cron": {"expression": "0 8 * * 1-5"}})),
-            "every weekday at 08:00 Europe/Berlin"
-        );
-        assert_eq!(
-            t(json!({"cron": {"expression": "0 0 1 * *"}})),
-            "on day 1 of every month at 00:00 Europe/Berlin"
-        );
-        assert_eq!(
-            t(json!({"cron": {"expression": "*/15 * * * *"}})),
-            "every 15 minutes"
-        );
-        assert_eq!(
-            t(json!({"cron": {"expression": "5 * * * *"}})),
-            "every hour at :05"
-        );
-        assert_eq!(
-            t(json!({"cron": {"expression": "0 2 * 1 *"}})),
-            "cron “0 2 * 1 *” (Europe/Berlin)"
-        );
-        assert_eq!(
-            t(json!({"cron": {"expression": "0 0 1 1 *", "timezone": "UTC"}})),
-            "every year on 1 January at 00:00 UTC"
-        );
-        assert_eq!(t(json!({"every": "15m"})), "every 15m");
-        assert_eq!(
-            t(json!({"at": "2026-03-01T10:00:00+01:00"})),
-            "once at 2026-03-01 09:00 UTC"
-        );
-        assert_eq!(
-            trigger(&parse(json!({"cron": {"expression": "0 2 * * *"}})), None),
-            "every day at 02:00 UTC"
-        );
-    }
 
     #[test]
     fn stamps_are_utc_with_a_relative_hint() {

@@ -1,7 +1,9 @@
-//! The schedule form's "Advanced" section in a real browser: environment, policies and
-//! follow-ups are created through the form, their API errors sit next to their controls,
-//! and saving an untouched edit leaves the stored spec and its revision as they were.
-//! What is asserted about storage is read back through studiod's API.
+//! The schedule form in a real browser: a new form opens with nothing marked wrong; the
+//! preview shows the next fires in the schedule's own zone, named, and the cron in words;
+//! the "Advanced" section's environment, policies and follow-ups are created through the
+//! form, their API errors sit next to their controls, and saving an untouched edit leaves
+//! the stored spec and its revision as they were. What is asserted about storage is read
+//! back through studiod's API.
 
 // WebDriver script arguments and results are JSON values: the browser's protocol.
 use serde_json::json;
@@ -76,6 +78,120 @@ async fn value_of(browser: &Browser, testid: &str) -> String {
         .ok()
         .flatten()
         .unwrap_or_default()
+}
+
+/// The form's controls marked invalid (by name) and the error texts it shows.
+async fn marked_wrong(browser: &Browser) -> serde_json::Value {
+    browser
+        .execute(
+            r#"const form = document.getElementById('schedule-form');
+               const all = (css) => Array.from(form.querySelectorAll(css));
+               return {
+                 invalid: all('[aria-invalid="true"]').map((e) => e.name),
+                 errors: all('.field-error, [data-error-for="form"]:not([hidden])')
+                   .map((e) => e.textContent),
+               };"#,
+            vec![],
+        )
+        .await
+}
+
+/// The previewed fires as the page shows them: each one's text, its `datetime`, and the
+/// viewer's-time note beside it (empty when there is none).
+async fn previewed(browser: &Browser) -> Vec<(String, String, String)> {
+    let fires = browser
+        .execute(
+            r#"return Array.from(document.querySelectorAll('[data-testid="preview-list"] li'))
+                 .map((li) => {
+                   const t = li.querySelector('[data-testid="preview-fire"]');
+                   const note = li.querySelector('[data-testid="preview-fire-local"]');
+                   return [t ? t.textContent : '', t ? t.getAttribute('datetime') : '',
+                           note ? note.textContent : ''];
+                 });"#,
+            vec![],
+        )
+        .await;
+    serde_json::from_value(fires).expect("a list of fires")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preview_is_in_the_schedules_zone_with_the_cron_in_words() {
+    let studio = start();
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, "/schedules/new", "schedule-form").await;
+    // The preview of the empty cron is answered (the daemon refuses it) before anything
+    // is judged; nobody has typed, so nothing is marked.
+    browser
+        .wait_for_attr("preview", "aria-busy", &["false"], WAIT)
+        .await;
+    assert_eq!(
+        marked_wrong(&browser).await,
+        json!({"invalid": [], "errors": []}),
+        "a new form opens with nothing marked wrong"
+    );
+
+    browser.fill("field-trigger-kind", "cron").await;
+    browser.fill("field-cron", "0 9 * * *").await;
+    browser.fill("field-timezone", "America/Sao_Paulo").await;
+    browser
+        .wait_until(WAIT, "five fires named in America/Sao_Paulo", || async {
+            let fires = previewed(&browser).await;
+            fires.len() == 5 && fires.iter().all(|f| f.0.contains("America/Sao_Paulo"))
+        })
+        .await;
+    let viewer = browser
+        .execute(
+            "return Intl.DateTimeFormat().resolvedOptions().timeZone",
+            vec![],
+        )
+        .await;
+    let viewer = viewer.as_str().expect("the browser's zone").to_owned();
+    let viewer_tz = jiff::tz::TimeZone::get(&viewer).expect("an IANA zone");
+    for (text, datetime, note) in previewed(&browser).await {
+        assert!(
+            text.contains(", 09:00 America/Sao_Paulo"),
+            "the fire reads on the schedule's wall clock: {text:?}"
+        );
+        assert!(!text.contains("12:00"), "not in UTC: {text:?}");
+        assert!(datetime.ends_with("T09:00:00-03:00"), "{datetime:?}");
+        // The viewer's own time rides beside it whenever it reads differently.
+        let here = datetime
+            .parse::<jiff::Timestamp>()
+            .expect("an instant")
+            .to_zoned(viewer_tz.clone())
+            .strftime("%H:%M")
+            .to_string();
+        if here == "09:00" {
+            assert_eq!(note, "", "{text:?}");
+        } else {
+            assert!(note.contains(&format!("{here} {viewer}")), "{note:?}");
+        }
+    }
+    browser
+        .wait_for_text("cron-words", "every day at 09:00 America/Sao_Paulo", WAIT)
+        .await;
+
+    // Day-of-month and day-of-week both set: the words say either day fires.
+    browser.fill("field-cron", "0 9 1 */3 MON-FRI").await;
+    browser
+        .wait_for_text(
+            "cron-words",
+            "on day 1 of the month and every Monday through Friday at 09:00 \
+             America/Sao_Paulo, in January, April, July and October",
+            WAIT,
+        )
+        .await;
+    assert_eq!(
+        marked_wrong(&browser).await,
+        json!({"invalid": [], "errors": []})
+    );
+
+    // Typed into, a field is judged: a wrong cron is marked, and its words go.
+    browser.fill("field-cron", "61 * * * *").await;
+    browser.wait_for_testid("error-cron", WAIT).await;
+    assert!(error_beside(&browser, "error-cron", "field-cron").await);
+    assert_eq!(browser.text_of("cron-words").await.unwrap_or_default(), "");
+    browser.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
