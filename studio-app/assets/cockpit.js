@@ -541,7 +541,74 @@ async function wireAttention() {
   } catch (_) { /* the link to /attention stays */ }
 }
 
+// "5 min ago": the same words as the server's, from a number of seconds (negative: past).
+function relative(secs) {
+  const a = Math.abs(secs);
+  let span;
+  if (a < 60) span = a + " s";
+  else if (a < 3600) span = Math.floor(a / 60) + " min";
+  else if (a < 86400) {
+    const h = Math.floor(a / 3600), m = Math.floor((a % 3600) / 60);
+    span = m ? h + " h " + m + " min" : h + " h";
+  } else {
+    const d = Math.floor(a / 86400), h = Math.floor((a % 86400) / 3600);
+    span = h ? d + " d " + h + " h" : d + " d";
+  }
+  if (a < 5) return "now";
+  return secs > 0 ? "in " + span : span + " ago";
+}
+
+// Relative times tick: each is recomputed from its <time>'s instant.
+function tickTimes(root) {
+  const now = Date.now();
+  for (const t of root.querySelectorAll("time[data-local]")) {
+    const rel = t.nextElementSibling;
+    const at = Date.parse(t.getAttribute("datetime"));
+    if (!rel || !rel.classList.contains("rel") || isNaN(at)) continue;
+    rel.textContent = "(" + relative(Math.round((at - now) / 1000)) + ")";
+  }
+}
+
+// Live lists: the regions of a page marked data-live are rendered again by the server
+// when a run or a schedule changes (one request per burst of events), so what they show
+// follows the daemon without a reload.
+function wireLive() {
+  if (!document.querySelector("[data-live]")) return;
+  let timer = null;
+  let busy = false;
+  async function refresh() {
+    if (busy) { timer = setTimeout(refresh, 300); return; }
+    busy = true;
+    try {
+      const res = await fetch(location.href, { credentials: "same-origin", cache: "no-store" });
+      if (!res.ok) return;
+      const doc = new DOMParser().parseFromString(await res.text(), "text/html");
+      for (const region of document.querySelectorAll("[data-live]")) {
+        const fresh = doc.getElementById(region.id);
+        if (!fresh || fresh.innerHTML === region.innerHTML) continue;
+        const node = document.importNode(fresh, true);
+        localizeTimes(node);
+        tickTimes(node);
+        region.replaceWith(node);
+      }
+    } catch (_) {
+      /* the banner reports an unreachable app; the next event tries again */
+    } finally {
+      busy = false;
+    }
+  }
+  const events = new EventSource("/api/events");
+  for (const kind of ["run", "schedule"]) {
+    events.addEventListener(kind, () => {
+      clearTimeout(timer);
+      timer = setTimeout(refresh, 250);
+    });
+  }
+}
+
 localizeTimes(document);
+setInterval(() => tickTimes(document), 30000);
+wireLive();
 wireActions();
 wireLog();
 wireAttention();

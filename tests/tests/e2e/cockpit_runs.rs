@@ -211,3 +211,51 @@ async fn the_schedules_list_shows_recent_runs_at_a_glance() {
     wait_terminal(&api, &running).await;
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_lists_follow_new_runs_without_a_reload() {
+    let studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "sh")]);
+    let api = Api::new(&studio);
+    let schedule = api.create(&sh("ops/cleanup", "exit 0")).await;
+    let first = api.trigger(&schedule).await;
+    wait_terminal(&api, &first).await;
+    let browser = paired_browser(&studio).await;
+    // A mark that a reload would wipe.
+    let mark = "window.__studioStayed = true; return true;";
+    let stayed = "return window.__studioStayed === true;";
+
+    open(&browser, &studio, "/runs", "runs-table").await;
+    browser.execute(mark, vec![]).await;
+    let second = api.trigger(&schedule).await;
+    browser
+        .wait_for_css(
+            &format!(r#"[data-testid="run-row"][data-id="{second}"]"#),
+            WAIT,
+        )
+        .await;
+    assert_eq!(
+        browser.execute(stayed, vec![]).await,
+        json!(true),
+        "reloaded"
+    );
+
+    open(&browser, &studio, "/schedules", "schedules-table").await;
+    browser.execute(mark, vec![]).await;
+    let marks =
+        format!(r#"[data-testid="schedule-row"][data-id="{schedule}"] [data-testid="strip-mark"]"#);
+    wait_terminal(&api, &second).await;
+    assert_eq!(browser.find_all_css(&marks).await.len(), 2);
+    let third = api.trigger(&schedule).await;
+    wait_terminal(&api, &third).await;
+    browser
+        .wait_until(WAIT, "a third mark on the strip", || async {
+            browser.find_all_css(&marks).await.len() == 3
+        })
+        .await;
+    assert_eq!(
+        browser.execute(stayed, vec![]).await,
+        json!(true),
+        "reloaded"
+    );
+    browser.close().await;
+}
