@@ -76,30 +76,62 @@ function wireLog() {
     return { bytes: new Uint8Array(await res.arrayBuffer()), size };
   }
 
+  const newOutput = document.getElementById("log-new");
+  const wrap = document.getElementById("log-wrap");
+  const raw = document.getElementById("log-raw");
+  const download = document.getElementById("log-download");
+  // Whether the reader is at the end of the log (then new output keeps them there).
+  const atBottom = () => text.scrollHeight - text.scrollTop - text.clientHeight < 8;
+
   async function open(stream) {
     for (const a of view.querySelectorAll("[data-stream]")) {
       a.setAttribute("aria-pressed", String(a.dataset.stream === stream));
     }
+    // The stream is part of the page's address, so a link or a reload keeps it.
+    const url = new URL(location.href);
+    url.searchParams.set("stream", stream);
+    history.replaceState(null, "", url);
+    const rawUrl = "/api/runs/" + encodeURIComponent(run) + "/log?stream=" + stream;
+    raw.href = rawUrl;
+    download.href = rawUrl;
+    download.setAttribute("download", run.slice(-8) + "-" + stream + ".log");
     const known = Number(view.dataset[stream + "Bytes"] || "0");
     const start = Math.max(0, known - CHUNK);
     s = { stream, start, end: start, decoder: new TextDecoder() };
     text.textContent = "";
+    newOutput.hidden = true;
     await more(s);
+    text.scrollTop = text.scrollHeight;
   }
 
   async function more(cur) {
     try {
       const r = await range(cur.stream, cur.end, CHUNK * 4);
       if (cur !== s) return;
-      text.textContent += cur.decoder.decode(r.bytes, { stream: active });
+      if (r.bytes.length) {
+        const follow = atBottom();
+        text.textContent += cur.decoder.decode(r.bytes, { stream: active });
+        if (follow) text.scrollTop = text.scrollHeight;
+        else newOutput.hidden = false;
+      }
       cur.end += r.bytes.length;
       earlier.hidden = cur.start === 0;
+      view.dataset[cur.stream + "Bytes"] = String(r.size);
+      const tab = view.querySelector(`[data-stream="${cur.stream}"]`);
+      if (tab) tab.textContent = cur.stream + " (" + r.size + " B)";
       state.textContent = (active ? "live · " : "") + cur.end + " of " + r.size + " bytes";
       if (r.size > cur.end) return more(cur);
     } catch (e) {
       state.textContent = "log unavailable: " + e.message;
     }
   }
+
+  newOutput.addEventListener("click", () => {
+    text.scrollTop = text.scrollHeight;
+    newOutput.hidden = true;
+  });
+  text.addEventListener("scroll", () => { if (atBottom()) newOutput.hidden = true; });
+  wrap.addEventListener("change", () => text.classList.toggle("nowrap", !wrap.checked));
 
   earlier.addEventListener("click", async () => {
     const cur = s;
@@ -112,10 +144,13 @@ function wireLog() {
   for (const a of view.querySelectorAll("[data-stream]")) {
     a.addEventListener("click", (ev) => { ev.preventDefault(); open(a.dataset.stream); });
   }
-  // A failed run opens on the stream that says why.
-  open(view.dataset.open === "stderr" ? "stderr" : "stdout");
+  // The address's stream, else (a failed run) the one that says why.
+  const asked = new URL(location.href).searchParams.get("stream");
+  open(asked === "stderr" || asked === "stdout" ? asked : (view.dataset.open === "stderr" ? "stderr" : "stdout"));
 
   if (!active) return;
+  tickDuration();
+  const ticking = setInterval(tickDuration, 1000);
   // The tail polls the log; the status polls too, in case the end came before the
   // event stream connected.
   const timer = setInterval(async () => {
@@ -142,6 +177,7 @@ function wireLog() {
     ended = true;
     active = false;
     clearInterval(timer);
+    clearInterval(ticking);
     events.close();
     await more(s);
     window.location.reload();
@@ -541,21 +577,23 @@ async function wireAttention() {
   } catch (_) { /* the link to /attention stays */ }
 }
 
-// "5 min ago": the same words as the server's, from a number of seconds (negative: past).
-function relative(secs) {
+// "45 s", "5 min", "2 h 10 min", "3 d 4 h": whole units, two at most (as the server says).
+function span(secs) {
   const a = Math.abs(secs);
-  let span;
-  if (a < 60) span = a + " s";
-  else if (a < 3600) span = Math.floor(a / 60) + " min";
-  else if (a < 86400) {
+  if (a < 60) return a + " s";
+  if (a < 3600) return Math.floor(a / 60) + " min";
+  if (a < 86400) {
     const h = Math.floor(a / 3600), m = Math.floor((a % 3600) / 60);
-    span = m ? h + " h " + m + " min" : h + " h";
-  } else {
-    const d = Math.floor(a / 86400), h = Math.floor((a % 86400) / 3600);
-    span = h ? d + " d " + h + " h" : d + " d";
+    return m ? h + " h " + m + " min" : h + " h";
   }
-  if (a < 5) return "now";
-  return secs > 0 ? "in " + span : span + " ago";
+  const d = Math.floor(a / 86400), h = Math.floor((a % 86400) / 3600);
+  return h ? d + " d " + h + " h" : d + " d";
+}
+
+// "in 5 min", "3 h ago", "now", from a number of seconds (negative: past).
+function relative(secs) {
+  if (Math.abs(secs) < 5) return "now";
+  return secs > 0 ? "in " + span(secs) : span(secs) + " ago";
 }
 
 // Relative times tick: each is recomputed from its <time>'s instant.
@@ -567,6 +605,22 @@ function tickTimes(root) {
     if (!rel || !rel.classList.contains("rel") || isNaN(at)) continue;
     rel.textContent = "(" + relative(Math.round((at - now) / 1000)) + ")";
   }
+}
+
+// A running run's duration ticks: how long it has run, and how long its deadline leaves.
+function tickDuration() {
+  const el = document.getElementById("run-duration");
+  if (!el || !el.dataset.since) return;
+  const now = Date.now();
+  const since = Date.parse(el.dataset.since);
+  if (isNaN(since)) return;
+  const words = (ms) => span(Math.max(0, Math.floor(ms / 1000)));
+  let line = "running for " + words(now - since);
+  const deadline = Date.parse(el.dataset.deadline || "");
+  if (!isNaN(deadline)) {
+    line += deadline > now ? " · " + words(deadline - now) + " left before its deadline" : " · at its deadline";
+  }
+  el.textContent = line;
 }
 
 // Live lists: the regions of a page marked data-live are rendered again by the server

@@ -97,6 +97,9 @@ pub struct RunCore {
     /// Why a failed or timed-out run ended, in one line: the last line of its stderr (else
     /// stdout), or the reason it never started. `null` otherwise.
     pub error_line: Option<String>,
+    /// When its deadline ends the job, set once it is dispatched.
+    #[schema(format = DateTime)]
+    pub deadline_at: Option<String>,
     pub kind: RunKind,
     pub status: RunStatus,
     /// Why it has its status (`dispatched`, `exit_code`, `cancelled_by_user`, …).
@@ -241,6 +244,7 @@ mod tests {
             schedule_id: None,
             schedule_name: None,
             error_line: None,
+            deadline_at: None,
             kind: RunKind::Manual,
             status,
             reason: reason.map(Into::into),

@@ -126,6 +126,7 @@ impl Scheduler {
                 leader.pid,
                 Some(&leader),
                 Some(&job.program),
+                job.deadline.and_then(|d| i64::try_from(d.as_millis()).ok()),
                 now_ms(),
             )
             .await?;
@@ -212,7 +213,7 @@ impl Scheduler {
             && let Some(leader) = evidence::job(&self.runs_dir.join(&run.id))
         {
             self.store
-                .mark_dispatched(&run.id, leader.pid, Some(&leader), None, now_ms())
+                .mark_dispatched(&run.id, leader.pid, Some(&leader), None, None, now_ms())
                 .await?;
         }
         Ok(())

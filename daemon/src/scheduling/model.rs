@@ -70,6 +70,8 @@ pub(crate) struct RunRow {
     pub schedule_name: Option<String>,
     /// Why a failed or timed-out run ended, in one line ([`error_line`]).
     pub error_line: Option<String>,
+    /// When its deadline ends the job (from its dispatch).
+    pub deadline_at_ms: Option<i64>,
     pub occurrence_key: Option<String>,
     pub kind: String,
     pub status: String,
@@ -113,6 +115,7 @@ impl RunRow {
             schedule_id: self.schedule_id.clone(),
             schedule_name: self.schedule_name.clone(),
             error_line: self.error_line.clone(),
+            deadline_at: self.deadline_at_ms.map(rfc3339),
             kind: RunKind::parse(&self.kind).unwrap_or(RunKind::Manual),
             status: self.status().unwrap_or(RunStatus::Failed),
             reason: self.reason.clone(),

@@ -258,17 +258,22 @@ async fn a_never_dispatched_run_is_tombstoned_and_replaced_once() {
         panic!("claimed");
     };
     assert!(
-        s.mark_dispatched(&other.id, 42, None, Some("/bin/true"), 7)
+        s.mark_dispatched(&other.id, 42, None, Some("/bin/true"), Some(5_000), 7)
             .await
             .expect("stamp")
     );
     assert!(
-        !s.mark_dispatched(&other.id, 43, None, Some("/bin/true"), 8)
+        !s.mark_dispatched(&other.id, 43, None, Some("/bin/true"), None, 8)
             .await
             .expect("stamp"),
         "stamped once"
     );
     let other = s.run(&other.id).await.expect("read").expect("row");
+    assert_eq!(
+        other.deadline_at_ms,
+        Some(5_007),
+        "the deadline counts from the dispatch"
+    );
     assert!(
         s.tombstone_and_replace(&other, "r4", 9)
             .await
@@ -672,7 +677,7 @@ async fn measure_fire_database_work() {
         };
         claim += t.elapsed().as_micros();
         let t = std::time::Instant::now();
-        s.mark_dispatched(&r.id, 1, None, Some("/bin/true"), i)
+        s.mark_dispatched(&r.id, 1, None, Some("/bin/true"), None, i)
             .await
             .expect("stamp");
         stamp += t.elapsed().as_micros();
@@ -820,7 +825,14 @@ async fn dispatched(s: &super::Scheduler, leader: &studio_runner::ProcessIdentit
         panic!("claimed");
     };
     s.store
-        .mark_dispatched(&row.id, leader.pid, Some(leader), Some("/bin/sleep"), 2)
+        .mark_dispatched(
+            &row.id,
+            leader.pid,
+            Some(leader),
+            Some("/bin/sleep"),
+            None,
+            2,
+        )
         .await
         .expect("stamp");
     row.id

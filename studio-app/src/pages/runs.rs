@@ -64,6 +64,10 @@ pub(crate) struct RunRow {
     pub(crate) error_stream: &'static str,
     /// The last lines of that stream, for a run that failed or timed out.
     pub(crate) error_tail: String,
+    /// When it started running and when its deadline ends it (RFC 3339, or empty): the
+    /// page ticks the elapsed and the remaining time from them while it runs.
+    pub(crate) dispatched_at: String,
+    pub(crate) deadline_at: String,
 }
 
 impl RunRow {
@@ -102,6 +106,8 @@ impl RunRow {
                 .collect(),
             error_stream: "stdout",
             error_tail: String::new(),
+            dispatched_at: r.dispatched_at.clone().unwrap_or_default(),
+            deadline_at: r.deadline_at.clone().unwrap_or_default(),
         }
     }
 

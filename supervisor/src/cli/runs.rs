@@ -404,7 +404,7 @@ mod tests {
 
     /// A run as `GET /api/runs/{id}` sends it.
     const DETAIL: &str = r#"{"id":"run_1","schedule_id":"sch_1","schedule_name":"demo/x",
-        "error_line":"it failed","kind":"manual",
+        "error_line":"it failed","deadline_at":"2026-01-01T01:57:00Z","kind":"manual",
         "status":"failed","reason":"exit_code",
         "action":{"kind":"command","executable":"false"},"scheduled_at":null,
         "created_at":"2025-12-31T23:57:00Z","dispatched_at":"2025-12-31T23:57:00Z",

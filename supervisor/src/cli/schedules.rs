@@ -292,7 +292,7 @@ mod tests {
         "last_fired_at":null,"health":"never-fired","last_outcome":null,
         "last_outcome_at":null,"max_runs":null,"runs_counted":0,"spend_usd":0.0,
         "created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z",
-        "revision":3,"managed_by":null,"owner_key":null,"source":null}"#;
+        "revision":3,"managed_by":null,"owner_key":null,"source":null,"recent_runs":[]}"#;
 
     /// `--json` prints a typed answer exactly as it printed the JSON it was read from.
     #[test]

@@ -228,7 +228,13 @@ async fn a_triggered_run_appears_and_its_log_streams_live() {
     let url = browser.current_url().await;
     let run = url
         .rsplit_once("/runs/")
-        .map(|(_, id)| id.trim_end_matches('/').to_owned())
+        .map(|(_, id)| {
+            id.split(['?', '#'])
+                .next()
+                .unwrap_or(id)
+                .trim_end_matches('/')
+                .to_owned()
+        })
         .unwrap_or_else(|| panic!("not on a run page: {url}"));
     browser.wait_for_text("log-text", "first line", WAIT).await;
     browser.wait_for_text("run-status", "running", WAIT).await;

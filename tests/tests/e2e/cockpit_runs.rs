@@ -259,3 +259,69 @@ async fn open_lists_follow_new_runs_without_a_reload() {
     );
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_log_follows_its_output_and_the_clock_ticks() {
+    let studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "sh")]);
+    let api = Api::new(&studio);
+    let gate = studio.home_path().join("go");
+    // A line every 50 ms, until the gate opens.
+    let script = format!(
+        "i=0; while [ ! -e '{}' ]; do i=$((i+1)); echo line $i; sleep 0.05; done",
+        gate.display()
+    );
+    let mut spec = sh("ml/train", &script);
+    spec.policies.deadline = Some(600);
+    let schedule = api.create(&spec).await;
+    let run = api.trigger(&schedule).await;
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, &format!("/runs/{run}"), "log-view").await;
+    browser.wait_for_text("log-text", "line 40", WAIT).await;
+
+    // At the bottom, it stays at the bottom as lines arrive.
+    let at_bottom = "const t = document.getElementById('log-text'); \
+                     return t.scrollHeight - t.scrollTop - t.clientHeight < 8;";
+    browser.wait_for_text("log-text", "line 80", WAIT).await;
+    assert_eq!(browser.execute(at_bottom, vec![]).await, json!(true));
+    // Scrolled up, it stays put and offers the new output instead.
+    browser
+        .execute(
+            "document.getElementById('log-text').scrollTop = 0; return true;",
+            vec![],
+        )
+        .await;
+    browser
+        .wait_until(WAIT, "the new-output button", || async {
+            browser
+                .execute("return !document.getElementById('log-new').hidden;", vec![])
+                .await
+                == json!(true)
+        })
+        .await;
+    assert_eq!(browser.execute(at_bottom, vec![]).await, json!(false));
+    browser.click("log-new").await;
+    assert_eq!(browser.execute(at_bottom, vec![]).await, json!(true));
+
+    // The byte count, the elapsed time and the time left tick.
+    let tab = browser.text_of("log-stdout").await.unwrap_or_default();
+    assert!(
+        tab.starts_with("stdout (") && !tab.contains("(0 B)"),
+        "{tab}"
+    );
+    let clock = browser
+        .wait_for_text("run-duration", "left before its deadline", WAIT)
+        .await;
+    assert!(clock.starts_with("running for "), "{clock}");
+    // The stream is in the address.
+    assert!(browser.current_url().await.contains("stream=stdout"));
+    browser.click("log-stderr").await;
+    browser
+        .wait_until(WAIT, "the stream in the address", || async {
+            browser.current_url().await.contains("stream=stderr")
+        })
+        .await;
+
+    std::fs::write(&gate, b"").expect("open the gate");
+    wait_terminal(&api, &run).await;
+    browser.close().await;
+}

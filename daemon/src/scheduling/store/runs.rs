@@ -20,14 +20,14 @@ const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
     chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
-    pid_start_ticks, boot_id, schedule_name, error_line";
+    pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms";
 
 /// A run as lists read it: its log tails (up to 64 KiB each) are left in the table.
 const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
     counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
-    pid_start_ticks, boot_id, schedule_name, error_line";
+    pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms";
 
 /// [`SchedStore::recent_runs`]: for each listed schedule, its newest runs through the
 /// index (`?2` a schedule), then those rows by id.
@@ -43,6 +43,7 @@ fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
         schedule_id: r.try_get("schedule_id")?,
         schedule_name: r.try_get("schedule_name")?,
         error_line: r.try_get("error_line")?,
+        deadline_at_ms: r.try_get("deadline_at_ms")?,
         occurrence_key: r.try_get("occurrence_key")?,
         kind: r.try_get("kind")?,
         status: r.try_get("status")?,
@@ -376,17 +377,20 @@ impl SchedStore {
         pid: u32,
         leader: Option<&ProcessIdentity>,
         program: Option<&str>,
+        deadline_ms: Option<i64>,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE runs SET dispatched_at_ms = ?, pid = ?, pid_start_ticks = ?, boot_id = ?, \
-             program = COALESCE(?, program) WHERE id = ? AND dispatched_at_ms IS NULL",
+             program = COALESCE(?, program), deadline_at_ms = COALESCE(?, deadline_at_ms) \
+             WHERE id = ? AND dispatched_at_ms IS NULL",
         )
         .bind(now_ms)
         .bind(i64::from(pid))
         .bind(leader.and_then(|l| i64::try_from(l.start_ticks).ok()))
         .bind(leader.map(|l| l.boot_id.as_str()))
         .bind(program)
+        .bind(deadline_ms.map(|d| now_ms.saturating_add(d)))
         .bind(id)
         .execute(&self.writer)
         .await?;
