@@ -196,6 +196,36 @@ impl Browser {
         }
     }
 
+    /// Resizes the window so that the page's viewport is `width`×`height` CSS pixels (a
+    /// phone's, say), and returns the inner size the page then reports.
+    pub async fn set_viewport(&self, width: u32, height: u32) -> (u32, u32) {
+        let inner = || async {
+            let v = self
+                .execute("return [window.innerWidth, window.innerHeight]", vec![])
+                .await;
+            (
+                v[0].as_u64().unwrap_or_default() as u32,
+                v[1].as_u64().unwrap_or_default() as u32,
+            )
+        };
+        self.client
+            .set_window_size(width, height)
+            .await
+            .expect("set the window size");
+        // As at start: the window includes the browser's frame, so grow it by that much.
+        let (w, h) = inner().await;
+        if (w, h) != (width, height) {
+            self.client
+                .set_window_size(
+                    width + width.saturating_sub(w),
+                    height + height.saturating_sub(h),
+                )
+                .await
+                .expect("set the window size");
+        }
+        inner().await
+    }
+
     /// The underlying WebDriver client, for anything the helpers do not cover.
     pub fn client(&self) -> &Client {
         &self.client
