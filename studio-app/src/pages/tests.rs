@@ -214,7 +214,7 @@ fn runs_list_keeps_filters_in_the_next_link() {
     );
     assert!(html.contains(r#"data-testid="run-status">failed"#));
     assert!(
-        html.contains(r#"<td data-testid="run-schedule"><a href="/schedules/sch_1">nightly</a>"#)
+        html.contains(r#"<td class="card-name" data-label="Schedule" data-testid="run-schedule"><a href="/schedules/sch_1">nightly</a>"#)
     );
     assert!(
         html.find(r#"data-testid="run-schedule""#) < html.find(r#"data-testid="run-link""#),
@@ -373,11 +373,14 @@ fn overview_attention_and_devices_render() {
     assert!(dev.contains(r#"data-testid="device-row" data-id="ses_1""#));
     // The expiry in the viewer's zone, as every time on the pages (app.js reads `data-local`).
     assert!(
-        dev.contains(r#"<td data-testid="device-expires"><time datetime="2099-01-31T10:00:00Z""#),
+        dev.contains(r#"<td data-label="Expires" data-testid="device-expires"><time datetime="2099-01-31T10:00:00Z""#),
         "{dev}"
     );
     assert_eq!(dev.matches(r#"data-testid="device-revoke""#).count(), 0);
-    assert!(dev.contains("<td>expired</td>"), "{dev}");
+    assert!(
+        dev.contains(r#"<td data-label="Action">expired</td>"#),
+        "{dev}"
+    );
 }
 
 #[test]
