@@ -163,13 +163,13 @@ async fn the_schedules_list_shows_recent_runs_at_a_glance() {
 
     let row = |id: &str| format!(r#"[data-testid="schedule-row"][data-id="{id}"]"#);
     let marks = browser
-        .find_all_css(&format!(r#"{} [data-testid="strip-mark"]"#, row(&flaky)))
+        .find_all_css(&format!(r#"{} [data-testid="run-strip"] a"#, row(&flaky)))
         .await;
     assert_eq!(marks.len(), 2);
     for mark in &marks {
         assert_eq!(
-            mark.attr("data-status").await.ok().flatten().as_deref(),
-            Some("failed")
+            mark.attr("class").await.ok().flatten().as_deref(),
+            Some("mark m-failed")
         );
         let title = mark.attr("title").await.ok().flatten().unwrap_or_default();
         assert!(
@@ -241,8 +241,9 @@ async fn open_lists_follow_new_runs_without_a_reload() {
 
     open(&browser, &studio, "/schedules", "schedules-table").await;
     browser.execute(mark, vec![]).await;
-    let marks =
-        format!(r#"[data-testid="schedule-row"][data-id="{schedule}"] [data-testid="strip-mark"]"#);
+    let marks = format!(
+        r#"[data-testid="schedule-row"][data-id="{schedule}"] [data-testid="run-strip"] a"#
+    );
     wait_terminal(&api, &second).await;
     assert_eq!(browser.find_all_css(&marks).await.len(), 2);
     let third = api.trigger(&schedule).await;
