@@ -68,6 +68,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "run names and error lines",
         include_str!("../../migrations/daemon/0011_run_names_and_error_lines.sql"),
     ),
+    (
+        12,
+        "run strip index",
+        include_str!("../../migrations/daemon/0012_run_strip_index.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -6,6 +6,11 @@
 //! What has no plain shape here (`L`, `W`, `#`, a seconds field) is left to croner's own
 //! English.
 
+use std::{
+    collections::HashMap,
+    sync::{LazyLock, Mutex},
+};
+
 use croner::{CronComponent, CronPattern};
 use jiff::{Timestamp, tz::TimeZone};
 
@@ -58,8 +63,40 @@ pub fn trigger(trigger: &Trigger, zone: Option<&str>) -> String {
     }
 }
 
+/// Sentences kept for reuse, at most this many: a list page describes fifty crons, and
+/// parsing one costs tens of microseconds (croner fills a bit for every allowed year).
+const KEPT: usize = 4096;
+
+/// The longest expression or zone kept (a few hundred KiB in all): longer ones, which
+/// only a hand-made request sends, are described each time.
+const KEPT_CHARS: usize = 64;
+
 /// A cron expression in words, its clock read in `zone`.
 pub fn cron(expression: &str, zone: &str) -> String {
+    static KEPT_SENTENCES: LazyLock<Mutex<HashMap<(String, String), String>>> =
+        LazyLock::new(Mutex::default);
+    if expression.len() > KEPT_CHARS || zone.len() > KEPT_CHARS {
+        return describe_cron(expression, zone);
+    }
+    let key = (expression.to_owned(), zone.to_owned());
+    if let Some(known) = KEPT_SENTENCES
+        .lock()
+        .ok()
+        .and_then(|k| k.get(&key).cloned())
+    {
+        return known;
+    }
+    let sentence = describe_cron(expression, zone);
+    if let Ok(mut kept) = KEPT_SENTENCES.lock() {
+        if kept.len() >= KEPT {
+            kept.clear();
+        }
+        kept.insert(key, sentence.clone());
+    }
+    sentence
+}
+
+fn describe_cron(expression: &str, zone: &str) -> String {
     let Ok(parsed) = parse_cron(expression) else {
         return format!("cron “{expression}” ({zone})");
     };

@@ -207,9 +207,14 @@ impl<'a> Daemon<'a> {
 
 /// Percent-encodes everything but unreserved characters (RFC 3986 §2.3).
 pub(crate) fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+    let unreserved = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
+    if s.bytes().all(unreserved) {
+        // Every id Studio makes: nothing to escape.
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len() * 3);
     for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+        if unreserved(b) {
             out.push(char::from(b));
         } else {
             out.push_str(&format!("%{b:02X}"));

@@ -61,8 +61,6 @@ pub struct RecentRun {
     pub status: crate::RunStatus,
     #[schema(format = DateTime)]
     pub created_at: String,
-    #[schema(format = DateTime)]
-    pub finished_at: Option<String>,
     /// Why it failed, in one line ([`crate::RunCore::error_line`]).
     pub error_line: Option<String>,
 }

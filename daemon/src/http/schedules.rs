@@ -28,7 +28,7 @@ use crate::scheduling::{
     define::{new_row, revised_row},
     engine::EngineError,
     health::{HEALTHS, health},
-    model::ScheduleRow,
+    model::{RunMark, ScheduleRow},
     store::ScheduleFilter,
 };
 
@@ -143,10 +143,8 @@ async fn views(
         .recent_runs(&ids, per)
         .await
         .map_err(store_error)?;
-    for mark in &marks {
-        if let Some(s) = schedules.iter_mut().find(|s| s.id == mark.schedule_id) {
-            s.recent_runs.push(mark.view());
-        }
+    for (s, marks) in schedules.iter_mut().zip(&marks) {
+        s.recent_runs = marks.iter().map(RunMark::view).collect();
     }
     Ok(schedules)
 }

@@ -154,14 +154,13 @@ impl RunRow {
     }
 }
 
-/// One of a schedule's newest runs, as its history strip shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One of a schedule's newest runs, as its history strip shows it (read from the
+/// store's JSON array `[id, status, created_at_ms, error_line]`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub(crate) struct RunMark {
-    pub schedule_id: String,
     pub id: String,
     pub status: String,
     pub created_at_ms: i64,
-    pub finished_at_ms: Option<i64>,
     pub error_line: Option<String>,
 }
 
@@ -171,7 +170,6 @@ impl RunMark {
             id: self.id.clone(),
             status: RunStatus::parse(&self.status).unwrap_or(RunStatus::Failed),
             created_at: rfc3339(self.created_at_ms),
-            finished_at: self.finished_at_ms.map(rfc3339),
             error_line: self.error_line.clone(),
         }
     }

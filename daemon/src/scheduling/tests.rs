@@ -1359,25 +1359,21 @@ async fn recent_runs_are_each_schedules_newest_through_its_index() {
         ids.truncate(n);
         ids
     };
-    let got: Vec<(String, String)> = marks
+    let got: Vec<Vec<String>> = marks
         .iter()
-        .map(|m| (m.schedule_id.clone(), m.id.clone()))
-        .collect();
-    let want: Vec<(String, String)> = newest("b", 10)
-        .into_iter()
-        .map(|r| ("b".to_owned(), r))
-        .chain(newest("a", 10).into_iter().map(|r| ("a".to_owned(), r)))
+        .map(|ms| ms.iter().map(|m| m.id.clone()).collect())
         .collect();
     assert_eq!(
-        got, want,
+        got,
+        [newest("b", 10), newest("a", 10), Vec::new()],
         "in the order asked, each newest first, ten at most"
     );
-    assert!(marks.iter().all(|m| m.status == "running"));
+    assert!(marks.iter().flatten().all(|m| m.status == "running"));
 
-    // However many runs a schedule has, its ten are read through the index.
+    // However many runs a schedule has, its ten are read from the index alone.
     let plan = s.recent_runs_plan().await;
     let plan = plan.join("\n");
-    assert!(plan.contains("runs_by_schedule"), "{plan}");
+    assert!(plan.contains("COVERING INDEX runs_by_schedule"), "{plan}");
     assert!(
         !plan.contains("SCAN r") && !plan.contains("SCAN runs"),
         "{plan}"

@@ -36,7 +36,6 @@ pub(crate) struct ScheduleRow {
     pub(crate) runs_counted: i64,
     pub(crate) spend: String,
     pub(crate) managed_by: Option<String>,
-    pub(crate) spec_json: String,
     /// Its newest runs, oldest first (the newest at the right, as time reads).
     pub(crate) strip: Vec<StripMark>,
     /// Whether one of them is queued or running.
@@ -72,18 +71,15 @@ impl StripMark {
     }
 }
 
-/// "failed 5 min ago": the newest finished run's status and when it ended.
-fn latest(runs: &[RecentRun], ctx: &Ctx) -> String {
-    runs.iter()
-        .find(|r| r.status.is_terminal())
-        .map(|r| {
-            let at = r.finished_at.as_deref().unwrap_or(&r.created_at);
-            let when = words::Stamp::parse(Some(at), ctx.now)
-                .map(|t| t.relative())
-                .unwrap_or_default();
-            format!("{} {when}", r.status.as_str().replace('_', " "))
-        })
-        .unwrap_or_default()
+/// "failed 5 min ago": its last outcome and when it came.
+fn latest(s: &Schedule, ctx: &Ctx) -> String {
+    let (Some(outcome), Some(at)) = (&s.last_outcome, &s.last_outcome_at) else {
+        return String::new();
+    };
+    let when = words::Stamp::parse(Some(at), ctx.now)
+        .map(|t| t.relative())
+        .unwrap_or_default();
+    format!("{} {when}", outcome.replace('_', " "))
 }
 
 impl ScheduleRow {
@@ -96,7 +92,7 @@ impl ScheduleRow {
                 .map(|r| StripMark::new(r, ctx))
                 .collect(),
             running: s.recent_runs.iter().any(|r| !r.status.is_terminal()),
-            latest: latest(&s.recent_runs, ctx),
+            latest: latest(s, ctx),
             id: s.id.clone(),
             name: s.name.clone(),
             enabled: s.enabled,
@@ -108,7 +104,6 @@ impl ScheduleRow {
             runs_counted: s.runs_counted,
             spend: words::money(Some(s.spend_usd)),
             managed_by: s.managed_by.clone(),
-            spec_json: serde_json::to_string_pretty(&s.spec).unwrap_or_default(),
         }
     }
 
@@ -232,7 +227,14 @@ pub(crate) async fn list(
 pub(crate) struct DetailPage {
     pub(crate) ctx: Ctx,
     pub(crate) schedule: Option<ScheduleRow>,
+    /// Its spec as the API holds it, indented (only this page shows it).
+    pub(crate) spec_json: String,
     pub(crate) runs: Vec<RunRow>,
+}
+
+/// A schedule's spec as the API holds it, indented for reading.
+pub(crate) fn spec_json(s: &Schedule) -> String {
+    serde_json::to_string_pretty(&s.spec).unwrap_or_default()
 }
 
 #[tracing::instrument(skip_all)]
@@ -245,6 +247,7 @@ pub(crate) async fn detail(
     let mut page = DetailPage {
         ctx: ctx.clone(),
         schedule: None,
+        spec_json: String::new(),
         runs: Vec::new(),
     };
     if let Some(p) = paired {
@@ -253,7 +256,10 @@ pub(crate) async fn detail(
         let run_query = [("schedule", id.as_str()), ("limit", "20")];
         let (schedule, runs) = tokio::join!(daemon.schedule(&id), daemon.runs(&run_query));
         match schedule {
-            Ok(s) => page.schedule = Some(ScheduleRow::new(&s, &ctx)),
+            Ok(s) => {
+                page.spec_json = spec_json(&s);
+                page.schedule = Some(ScheduleRow::new(&s, &ctx));
+            }
             Err(e) => ctx.fail(&e),
         }
         match runs {

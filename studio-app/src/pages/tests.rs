@@ -24,12 +24,12 @@ fn schedule() -> Schedule {
         "id": "sch_1", "name": "nightly <backup>", "enabled": true, "timezone": "Europe/Berlin",
         "spec": {"trigger": {"cron": {"expression": "0 2 * * *"}}, "action": {"kind": "command", "executable": "backup"}},
         "next_fire_at": "2026-01-02T01:00:00Z", "last_fired_at": "2026-01-01T01:00:00Z",
-        "health": "failing", "last_outcome": "failed", "runs_counted": 4, "spend_usd": 0.0, "revision": 3,
+        "health": "failing", "last_outcome": "failed", "last_outcome_at": "2026-01-01T11:55:00Z", "runs_counted": 4, "spend_usd": 0.0, "revision": 3,
         "trigger_kind": "cron", "created_at": "2025-12-01T00:00:00Z", "updated_at": "2025-12-01T00:00:00Z",
         "recent_runs": [
-            {"id": "r3", "status": "running", "created_at": "2026-01-01T11:59:00Z", "finished_at": null, "error_line": null},
-            {"id": "r2", "status": "failed", "created_at": "2026-01-01T11:50:00Z", "finished_at": "2026-01-01T11:55:00Z", "error_line": "disk full"},
-            {"id": "r1", "status": "completed", "created_at": "2026-01-01T10:00:00Z", "finished_at": "2026-01-01T10:01:00Z", "error_line": null}
+            {"id": "r3", "status": "running", "created_at": "2026-01-01T11:59:00Z", "error_line": null},
+            {"id": "r2", "status": "failed", "created_at": "2026-01-01T11:50:00Z", "error_line": "disk full"},
+            {"id": "r1", "status": "completed", "created_at": "2026-01-01T10:00:00Z", "error_line": null}
         ]
     }))
     .expect("schedule")
@@ -112,6 +112,7 @@ fn schedule_detail_has_actions_spec_and_runs() {
     let ctx = paired(Nav::Schedules);
     let page = schedules::DetailPage {
         schedule: Some(schedules::ScheduleRow::new(&schedule(), &ctx)),
+        spec_json: schedules::spec_json(&schedule()),
         runs: vec![row("failed", &ctx)],
         ctx,
     };

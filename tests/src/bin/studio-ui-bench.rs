@@ -46,6 +46,13 @@ const PAGES: &[(&str, &str)] = &[
     ("/api/app/attention", "\"id\":"),
 ];
 
+/// The daemon's answers behind the heaviest pages, asked directly (bearer token, no app):
+/// what a page's time owes to studiod rather than to studio-app's render.
+const DAEMON_CALLS: &[(&str, &str)] = &[
+    ("/api/schedules?limit=50", "\"recent_runs\":"),
+    ("/api/schedules?limit=50&health=failing", "\"recent_runs\":"),
+];
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -112,8 +119,19 @@ async fn bench(sizes: &Sizes) {
     let cookie = pair(&studio).await;
     let label = format!("{} schedules, {total} runs", sizes.schedules);
     for (path, row) in PAGES {
-        let (p50, p99, bytes, rows) = measure(&studio, &cookie, path, row).await;
+        let (p50, p99, bytes, rows) = measure(path, row, |c| {
+            c.get(studio.app_url(path)).header("cookie", &cookie)
+        })
+        .await;
         println!("| `{path}` | {label} | {p50:.1} | {p99:.1} | {bytes} | {rows} |");
+    }
+    let token = studio.token();
+    for (path, row) in DAEMON_CALLS {
+        let (p50, p99, bytes, rows) = measure(path, row, |c| {
+            c.get(studio.daemon_url(path)).bearer_auth(&token)
+        })
+        .await;
+        println!("| studiod `{path}` | {label} | {p50:.1} | {p99:.1} | {bytes} | {rows} |");
     }
 }
 
@@ -268,17 +286,15 @@ async fn pair(studio: &Studio) -> String {
 }
 
 /// p50 and p99 in ms, the body's bytes, and how many `row` markers the page holds.
-async fn measure(studio: &Studio, cookie: &str, path: &str, row: &str) -> (f64, f64, usize, usize) {
+async fn measure(
+    path: &str,
+    row: &str,
+    request: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+) -> (f64, f64, usize, usize) {
     let client = http();
-    let url = studio.app_url(path);
     let get = || async {
         let t = Instant::now();
-        let resp = client
-            .get(&url)
-            .header("cookie", cookie)
-            .send()
-            .await
-            .expect("page");
+        let resp = request(&client).send().await.expect("page");
         assert_eq!(resp.status(), 200, "{path}");
         let body = resp.text().await.expect("page body");
         (t.elapsed(), body)
