@@ -65,9 +65,19 @@ const RUN_FILTERS: &[Param] = &[
         about: "runs of the schedule with this name",
     },
     Param {
+        name: "q",
+        kind: Kind::String,
+        about: "runs whose schedule name contains this text (any case)",
+    },
+    Param {
+        name: "project",
+        kind: Kind::String,
+        about: "runs whose schedule name starts with this project and a `/`",
+    },
+    Param {
         name: "status",
-        kind: Kind::OneOf(&RunStatus::WORDS),
-        about: "runs with this status",
+        kind: Kind::ListOf(&RunStatus::WORDS),
+        about: "comma-separated statuses",
     },
     Param {
         name: "since",

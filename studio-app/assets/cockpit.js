@@ -31,6 +31,30 @@ async function call(method, url, body) {
 }
 
 // Buttons with data-action: a confirmed JSON request, then a reload or a new page.
+// The daemon's event streams this page opened. A page left for another closes them (a
+// page kept for the back button would otherwise hold its connection, and a browser
+// allows few per host); one shown again from that cache reloads for fresh data.
+const streams = [];
+function stream() {
+  const es = new EventSource("/api/events");
+  streams.push(es);
+  return es;
+}
+window.addEventListener("pagehide", () => { for (const es of streams) es.close(); });
+window.addEventListener("pageshow", (e) => { if (e.persisted && streams.length) window.location.reload(); });
+
+// After an action that ends a run, wait (up to 30 s) until its status says it ended.
+async function settle(url) {
+  for (let i = 0; i < 60; i++) {
+    try {
+      const res = await fetch(url, { credentials: "same-origin", cache: "no-store" });
+      const d = await res.json();
+      if (res.ok && d.status && d.status !== "queued" && d.status !== "running") return;
+    } catch (_) { /* tried again below */ }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
 function wireActions() {
   for (const b of document.querySelectorAll("button[data-action]")) {
     b.addEventListener("click", async () => {
@@ -44,7 +68,11 @@ function wireActions() {
           return;
         }
         const then = b.dataset.then;
-        if (then === "run" && r.data && r.data.id) window.location.assign("/runs/" + encodeURIComponent(r.data.id));
+        if (then === "settle" && b.dataset.watch) {
+          if (out) out.textContent = "stopping…";
+          await settle(b.dataset.watch);
+          window.location.reload();
+        } else if (then === "run" && r.data && r.data.id) window.location.assign("/runs/" + encodeURIComponent(r.data.id));
         else if (then && then.startsWith("/")) window.location.assign(then);
         else window.location.reload();
       } catch (_) {
@@ -162,7 +190,7 @@ function wireLog() {
     } catch (_) { /* the banner reports an unreachable app */ }
   }, POLL_MS);
   // Status over server-sent events: when the run ends, read the rest and reload once.
-  const events = new EventSource("/api/events");
+  const events = stream();
   events.addEventListener("run", async (ev) => {
     let d;
     try { d = JSON.parse(ev.data); } catch (_) { return; }
@@ -651,7 +679,7 @@ function wireLive() {
       busy = false;
     }
   }
-  const events = new EventSource("/api/events");
+  const events = stream();
   for (const kind of ["run", "schedule"]) {
     events.addEventListener(kind, () => {
       clearTimeout(timer);
@@ -660,8 +688,39 @@ function wireLive() {
   }
 }
 
+// Filter forms marked data-autosubmit apply a choice as it is made (a text box when it
+// is left or Enter is pressed), and leave empty fields out of the address.
+function wireFilters() {
+  for (const form of document.querySelectorAll("form[data-autosubmit]")) {
+    form.addEventListener("change", () => form.requestSubmit());
+    form.addEventListener("submit", () => {
+      for (const el of form.elements) {
+        if (el.name && el.value === "" && el.type !== "checkbox") el.disabled = true;
+      }
+    });
+    // Coming back to this page from history restores the form as it was left.
+    window.addEventListener("pageshow", () => {
+      for (const el of form.elements) el.disabled = false;
+    });
+  }
+}
+
+// How long each listed run has run ("4 min"), from the instant it started.
+function tickElapsed() {
+  const now = Date.now();
+  for (const el of document.querySelectorAll(".elapsed[data-since]")) {
+    const since = Date.parse(el.dataset.since);
+    if (!isNaN(since)) el.textContent = "for " + span(Math.max(0, Math.floor((now - since) / 1000)));
+  }
+}
+
 localizeTimes(document);
 setInterval(() => tickTimes(document), 30000);
+if (document.querySelector(".elapsed[data-since]")) {
+  tickElapsed();
+  setInterval(tickElapsed, 1000);
+}
+wireFilters();
 wireLive();
 wireActions();
 wireLog();

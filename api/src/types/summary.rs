@@ -26,6 +26,22 @@ pub struct ScheduleCensus {
     pub total: i64,
     /// Every health, zero included.
     pub by_health: BTreeMap<String, i64>,
+    /// The next fires of enabled schedules, soonest first: at most [`UP_NEXT`] (absent
+    /// from a studiod older than this field, which reads as none).
+    #[serde(default)]
+    pub up_next: Vec<NextFire>,
+}
+
+/// How many of the next fires a summary carries.
+pub const UP_NEXT: usize = 5;
+
+/// A schedule's next fire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct NextFire {
+    pub schedule_id: String,
+    pub name: String,
+    #[schema(format = DateTime)]
+    pub at: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

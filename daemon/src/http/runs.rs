@@ -33,6 +33,11 @@ pub(crate) struct ListQuery {
     schedule: Option<String>,
     /// The schedule by its name (an unknown name is `404 schedule_not_found`).
     schedule_name: Option<String>,
+    /// Text the schedule name contains (any case).
+    q: Option<String>,
+    /// The part of a schedule name before its first `/`.
+    project: Option<String>,
+    /// Comma-separated statuses.
     status: Option<String>,
     since: Option<String>,
     until: Option<String>,
@@ -79,17 +84,35 @@ pub(crate) async fn list_for_schedule(
     list_filtered(&state, q, Some(id)).await
 }
 
+/// The statuses of a `status` filter (comma-separated), each checked, without repeats.
+fn statuses(text: Option<&str>) -> Result<Vec<RunStatus>, ApiError> {
+    let mut out = Vec::new();
+    for word in text
+        .unwrap_or_default()
+        .split(',')
+        .filter(|w| !w.is_empty())
+    {
+        let status = RunStatus::parse(word).ok_or_else(|| {
+            ApiError::new(
+                Code::BadRequest,
+                format!("unknown status {word:?} ({})", RunStatus::WORDS.join(", ")),
+            )
+        })?;
+        if !out.contains(&status) {
+            out.push(status);
+        }
+    }
+    Ok(out)
+}
+
 async fn list_filtered(
     state: &ApiState,
     q: ListQuery,
     schedule: Option<String>,
 ) -> Result<Json<RunPage>, ApiError> {
-    let status = match q.status.as_deref() {
-        Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
-            ApiError::new(Code::BadRequest, format!("unknown status {s:?} (queued, running, completed, failed, timed_out, cancelled, skipped)"))
-        })?),
-        None => None,
-    };
+    let statuses = statuses(q.status.as_deref())?;
+    let text = |t: Option<String>| t.filter(|t| !t.is_empty());
+    let (name_contains, project) = (text(q.q), text(q.project));
     let store = state.scheduler.reads();
     let named = match q.schedule_name.as_deref().filter(|n| !n.is_empty()) {
         Some(name) => Some(
@@ -114,9 +137,15 @@ async fn list_filtered(
     );
     // The list a cursor belongs to: every filter, resolved (a name and its id are one).
     let list = format!(
-        "runs|schedule={}|status={}|since={}|until={}",
+        "runs|schedule={}|status={}|q={}|project={}|since={}|until={}",
         schedule_id.as_deref().unwrap_or_default(),
-        status.map(RunStatus::as_str).unwrap_or_default(),
+        statuses
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        name_contains.as_deref().unwrap_or_default(),
+        project.as_deref().unwrap_or_default(),
         since_ms.map(|m| m.to_string()).unwrap_or_default(),
         until_ms.map(|m| m.to_string()).unwrap_or_default(),
     );
@@ -138,7 +167,9 @@ async fn list_filtered(
     };
     let filter = RunFilter {
         schedule_id,
-        status,
+        statuses,
+        name_contains,
+        project,
         since_ms,
         until_ms,
         before,

@@ -1,12 +1,12 @@
 //! `GET /api/summary`: what the cockpit's overview shows, exact and independent of how
 //! many runs are stored — schedule counts by health (one SQL `GROUP BY` over the
 //! schedules and their rollups), the runs of the last 24 hours from the hourly rollup,
-//! and the active runs.
+//! the active runs, and the next fires (read in the due index's order).
 
 use std::collections::BTreeMap;
 
 use axum::{Json, extract::State};
-use studio_api::{DaemonFacts, HourCount, RunCensus, ScheduleCensus, Summary};
+use studio_api::{DaemonFacts, HourCount, NextFire, RunCensus, ScheduleCensus, Summary, UP_NEXT};
 use studio_contract::{
     error::ApiError,
     time::{now_ms, rfc3339},
@@ -23,11 +23,22 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Summar
     let store = state.scheduler.reads();
     let now = now_ms();
     let first_hour = now - now.rem_euclid(HOUR_MS) - (HOURS - 1) * HOUR_MS;
-    let (census, counts, active) = tokio::join!(
+    let up_next = i64::try_from(UP_NEXT).unwrap_or(i64::MAX);
+    let (census, counts, active, next) = tokio::join!(
         store.health_counts(now),
         store.run_counts_since(first_hour),
         store.active_count(),
+        store.up_next(up_next),
     );
+    let up_next = next
+        .map_err(store_error)?
+        .into_iter()
+        .map(|(schedule_id, name, at)| NextFire {
+            schedule_id,
+            name,
+            at: rfc3339(at),
+        })
+        .collect();
     let census = census.map_err(store_error)?;
     let counts = counts.map_err(store_error)?;
     let active = active.map_err(store_error)?;
@@ -69,7 +80,11 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Summar
             started_at: rfc3339(state.started_at_ms),
             uptime_s: (now - state.started_at_ms).max(0) / 1000,
         },
-        schedules: ScheduleCensus { total, by_health },
+        schedules: ScheduleCensus {
+            total,
+            by_health,
+            up_next,
+        },
         runs: RunCensus {
             active,
             since: rfc3339(first_hour),

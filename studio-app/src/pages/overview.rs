@@ -1,16 +1,32 @@
-//! Overview (daemon identity, schedule health counts, runs of the last 24 h as an inline
-//! SVG bar chart), the attention page shell, and Devices (paired browsers).
+//! Overview, the cockpit's home page: what is running now (with its elapsed time and a
+//! cancel button), what failed in the last 24 h (with why), what fires next, schedule
+//! health counts and the runs of the last 24 h as an inline SVG bar chart (each bar
+//! opens its hour's runs); the daemon's version and epoch out of the way below. Also the
+//! attention page shell, and Devices (paired browsers).
 
 use askama::Template;
 use axum::{extract::State, response::Response};
 use http::HeaderMap;
 use jiff::Timestamp;
 
-use super::{Ctx, Nav, render, resolve, schedules::HEALTHS, words};
+use studio_api::RunPage;
+
+use super::{Ctx, Nav, render, resolve, runs::RunRow, schedules::HEALTHS, words};
 use crate::{
-    daemon::{HourCount, Session, Summary},
+    daemon::{HourCount, Session, Summary, encode, with_query},
     state::AppState,
 };
+
+/// Rows in each of the overview's lists (running now, failed in the last 24 h).
+const LISTED: &str = "10";
+
+/// A fire to come, ready to print.
+#[derive(Debug, Clone)]
+pub(crate) struct UpNext {
+    pub(crate) name: String,
+    pub(crate) href: String,
+    pub(crate) at: Option<words::Stamp>,
+}
 
 /// One hour's bar in the 24 h chart (`x`, `height` in SVG units).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +37,8 @@ pub(crate) struct Bar {
     pub(crate) failed_height: u32,
     pub(crate) failed_y: u32,
     pub(crate) label: String,
+    /// The runs created in that hour.
+    pub(crate) href: String,
 }
 
 /// Chart height in SVG units.
@@ -38,10 +56,19 @@ pub(crate) fn bars(hours: &[HourCount]) -> Vec<Bar> {
         .map(|(h, i)| {
             let height = scaled(h.total);
             let failed_height = scaled(h.failed.min(h.total));
-            let hour = h
-                .hour
-                .parse::<Timestamp>()
-                .map_or_else(|_| h.hour.clone(), |t| t.strftime("%H:00 UTC").to_string());
+            let start = h.hour.parse::<Timestamp>().ok();
+            let hour =
+                start.map_or_else(|| h.hour.clone(), |t| t.strftime("%H:00 UTC").to_string());
+            let href = start.map_or_else(
+                || "/runs".to_owned(),
+                |t| {
+                    let end = t + jiff::SignedDuration::from_hours(1);
+                    with_query(
+                        "/runs",
+                        &[("since", &t.to_string()), ("until", &end.to_string())],
+                    )
+                },
+            );
             Bar {
                 x: i * 10,
                 y: CHART_H - height,
@@ -49,6 +76,7 @@ pub(crate) fn bars(hours: &[HourCount]) -> Vec<Bar> {
                 failed_height,
                 failed_y: CHART_H - failed_height,
                 label: format!("from {hour}: {} runs, {} failed", h.total, h.failed),
+                href,
             }
         })
         .collect()
@@ -68,10 +96,18 @@ pub(crate) struct OverviewPage {
     pub(crate) runs_total: i64,
     pub(crate) runs_active: i64,
     pub(crate) bars: Vec<Bar>,
+    /// Queued and running runs, newest first.
+    pub(crate) running: Vec<RunRow>,
+    /// Runs that failed or timed out in the last 24 h, newest first.
+    pub(crate) failed: Vec<RunRow>,
+    /// Whether more failed than are listed.
+    pub(crate) more_failed: bool,
+    /// The next fires, soonest first.
+    pub(crate) up_next: Vec<UpNext>,
 }
 
 impl OverviewPage {
-    fn new(ctx: Ctx) -> Self {
+    pub(crate) fn new(ctx: Ctx) -> Self {
         Self {
             ctx,
             version: "—".into(),
@@ -82,7 +118,16 @@ impl OverviewPage {
             runs_total: 0,
             runs_active: 0,
             bars: Vec::new(),
+            running: Vec::new(),
+            failed: Vec::new(),
+            more_failed: false,
+            up_next: Vec::new(),
         }
+    }
+
+    /// The address of the failures of the last 24 h.
+    pub(crate) fn failed_href(&self) -> &'static str {
+        "/runs?status=failed&status=timed_out&window=24h"
     }
 
     /// Fills the numbers from the daemon's summary.
@@ -109,21 +154,59 @@ impl OverviewPage {
         self.runs_total = s.runs.total;
         self.runs_active = s.runs.active;
         self.bars = bars(&s.runs.hourly);
+        self.up_next = s
+            .schedules
+            .up_next
+            .iter()
+            .map(|n| UpNext {
+                name: n.name.clone(),
+                href: format!("/schedules/{}", encode(&n.schedule_id)),
+                at: words::Stamp::parse(Some(&n.at), self.ctx.now),
+            })
+            .collect();
+        self
+    }
+
+    /// Fills the running and failed lists.
+    pub(crate) fn with_runs(mut self, running: &RunPage, failed: &RunPage) -> Self {
+        let rows = |p: &RunPage| -> Vec<RunRow> {
+            p.runs.iter().map(|r| RunRow::list(r, &self.ctx)).collect()
+        };
+        self.running = rows(running);
+        self.failed = rows(failed);
+        self.more_failed = failed.next_cursor.is_some();
         self
     }
 }
 
-/// Two calls, concurrently: the daemon's identity and its summary.
+/// Four calls, concurrently: the daemon's identity, its summary, the active runs and the
+/// failures of the last 24 h.
 #[tracing::instrument(skip_all)]
 pub(crate) async fn overview(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let (mut ctx, paired) = resolve(&state, &headers, "/api/identity", Nav::Overview).await;
     let mut page = OverviewPage::new(ctx.clone());
     if let Some(p) = paired {
         let daemon = p.daemon(&state);
-        let (identity, summary) = tokio::join!(daemon.identity(), daemon.summary());
+        let day_ago = (ctx.now - jiff::SignedDuration::from_hours(24)).to_string();
+        let active = [("status", "queued,running"), ("limit", LISTED)];
+        let failures = [
+            ("status", "failed,timed_out"),
+            ("since", day_ago.as_str()),
+            ("limit", LISTED),
+        ];
+        let (identity, summary, running, failed) = tokio::join!(
+            daemon.identity(),
+            daemon.summary(),
+            daemon.runs(&active),
+            daemon.runs(&failures),
+        );
         match summary {
             Ok(s) => page = page.with_summary(&s),
             Err(e) => ctx.fail(&e),
+        }
+        match (running, failed) {
+            (Ok(running), Ok(failed)) => page = page.with_runs(&running, &failed),
+            (Err(e), _) | (_, Err(e)) => ctx.fail(&e),
         }
         match identity {
             Ok(id) => page.version = id.version,

@@ -8,7 +8,6 @@ use axum::{
     response::Response,
 };
 use http::HeaderMap;
-use serde::Deserialize;
 
 use studio_api::{RunCore, RunDetail, RunListItem, RunStatus, Transition};
 
@@ -177,25 +176,85 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The runs page's filters, read from its address (a status may repeat: one per box).
+#[derive(Debug, Default, Clone)]
 pub(crate) struct ListQuery {
     /// A schedule id (links from a schedule's page).
-    #[serde(default)]
     pub(crate) schedule: String,
-    /// A schedule name, typed into the filter.
-    #[serde(default)]
+    /// A schedule's exact name (links that name one).
     pub(crate) schedule_name: String,
-    #[serde(default)]
-    pub(crate) status: String,
-    /// A preset time window (`1h`, `24h`, `7d`), used when `since` is empty.
-    #[serde(default)]
+    /// Text the schedule name contains, typed into the filter.
+    pub(crate) q: String,
+    /// The part of a schedule name before its `/`.
+    pub(crate) project: String,
+    /// Any of these statuses (none: any).
+    pub(crate) statuses: Vec<String>,
+    /// A preset time window (`1h`, `24h`, `7d`), used when no start is given.
     pub(crate) window: String,
-    #[serde(default)]
+    /// An instant (RFC 3339) the runs were created at or after (links from the chart).
     pub(crate) since: String,
-    #[serde(default)]
+    /// An instant (RFC 3339) the runs were created before.
     pub(crate) until: String,
-    #[serde(default)]
+    /// The first day (`YYYY-MM-DD`, UTC) of the date pickers.
+    pub(crate) from: String,
+    /// The last day (`YYYY-MM-DD`, UTC), included.
+    pub(crate) to: String,
     pub(crate) cursor: String,
+}
+
+impl ListQuery {
+    /// From the address's pairs; unknown names are ignored, as a form may add some.
+    pub(crate) fn from_pairs(pairs: Vec<(String, String)>) -> Self {
+        let mut q = Self::default();
+        for (k, v) in pairs {
+            let v = v.trim().to_owned();
+            match k.as_str() {
+                "schedule" => q.schedule = v,
+                "schedule_name" => q.schedule_name = v,
+                "q" => q.q = v,
+                "project" => q.project = v,
+                "status" => {
+                    for s in v.split(',').filter(|s| STATUSES.contains(s)) {
+                        if !q.statuses.iter().any(|have| have == s) {
+                            q.statuses.push(s.to_owned());
+                        }
+                    }
+                }
+                "window" => q.window = v,
+                "since" => q.since = v,
+                "until" => q.until = v,
+                "from" => q.from = v,
+                "to" => q.to = v,
+                "cursor" => q.cursor = v,
+                _ => {}
+            }
+        }
+        q
+    }
+
+    /// The address's pairs for these filters (the cursor left to the caller).
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut out = vec![
+            ("schedule", self.schedule.clone()),
+            ("schedule_name", self.schedule_name.clone()),
+            ("q", self.q.clone()),
+            ("project", self.project.clone()),
+        ];
+        out.extend(self.statuses.iter().map(|s| ("status", s.clone())));
+        out.extend([
+            ("window", self.window.clone()),
+            ("since", self.since.clone()),
+            ("until", self.until.clone()),
+            ("from", self.from.clone()),
+            ("to", self.to.clone()),
+        ]);
+        out
+    }
+
+    /// Whether any filter narrows the list.
+    pub(crate) fn filtered(&self) -> bool {
+        self.pairs().iter().any(|(_, v)| !v.is_empty())
+    }
 }
 
 #[derive(Template)]
@@ -208,22 +267,33 @@ pub(crate) struct ListPage {
 }
 
 impl ListPage {
-    /// What the schedule box shows: the typed name, else the name of the schedule the
-    /// page was linked to (known from its rows).
-    pub(crate) fn schedule_text(&self) -> String {
+    /// The schedule the page is scoped to by a link, by name: the name given, else the
+    /// name of the linked schedule (known from its rows).
+    pub(crate) fn scope_name(&self) -> String {
         if !self.query.schedule_name.is_empty() {
             return self.query.schedule_name.clone();
+        }
+        if self.query.schedule.is_empty() {
+            return String::new();
         }
         self.rows
             .iter()
             .find(|r| r.schedule_id.as_deref() == Some(self.query.schedule.as_str()))
             .and_then(|r| r.schedule_name.clone())
-            .unwrap_or_default()
+            .unwrap_or_else(|| "one schedule".into())
     }
 
-    /// A schedule id filter the box cannot show as a name is kept as a hidden field.
-    pub(crate) fn keeps_schedule_id(&self) -> bool {
-        !self.query.schedule.is_empty() && self.schedule_text().is_empty()
+    /// The same filters without what a link set (its schedule, its instants).
+    pub(crate) fn unscoped_href(&self) -> String {
+        let q = ListQuery {
+            schedule: String::new(),
+            schedule_name: String::new(),
+            since: String::new(),
+            until: String::new(),
+            cursor: String::new(),
+            ..self.query.clone()
+        };
+        href(&q, None)
     }
 
     pub(crate) fn statuses(&self) -> &'static [&'static str] {
@@ -235,53 +305,67 @@ impl ListPage {
     }
 
     pub(crate) fn status_is(&self, s: &str) -> bool {
-        self.query.status == s
+        self.query.statuses.iter().any(|have| have == s)
+    }
+
+    /// Projects seen on this page, for the project box's suggestions (the current one
+    /// first).
+    pub(crate) fn projects(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let seen = self
+            .rows
+            .iter()
+            .filter_map(|r| r.schedule_name.as_deref()?.split_once('/'))
+            .map(|(p, _)| p);
+        for p in std::iter::once(self.query.project.as_str()).chain(seen) {
+            if !p.is_empty() && !out.iter().any(|have| have == p) {
+                out.push(p.to_owned());
+            }
+        }
+        out
     }
 
     pub(crate) fn next_href(&self) -> Option<String> {
-        let cursor = self.next.as_deref()?;
-        let q = &self.query;
-        Some(with_query(
-            "/runs",
-            &[
-                ("schedule", &q.schedule),
-                ("schedule_name", &q.schedule_name),
-                ("status", &q.status),
-                ("window", &q.window),
-                ("since", &q.since),
-                ("until", &q.until),
-                ("cursor", cursor),
-            ],
-        ))
+        Some(href(&self.query, Some(self.next.as_deref()?)))
     }
+}
+
+/// `/runs` with `q`'s filters and an optional cursor.
+fn href(q: &ListQuery, cursor: Option<&str>) -> String {
+    let mut pairs = q.pairs();
+    pairs.push(("cursor", cursor.unwrap_or_default().to_owned()));
+    let refs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    with_query("/runs", &refs)
 }
 
 #[tracing::instrument(skip_all)]
 pub(crate) async fn list(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Query(query): Query<ListQuery>,
+    Query(pairs): Query<Vec<(String, String)>>,
 ) -> Response {
     let (mut ctx, paired) = resolve(&state, &headers, "/api/runs", Nav::Runs).await;
     let mut page = ListPage {
         ctx: ctx.clone(),
-        query,
+        query: ListQuery::from_pairs(pairs),
         rows: Vec::new(),
         next: None,
     };
     if let Some(p) = paired {
         let q = &page.query;
-        let since = since(q, ctx.now);
-        let name = q.schedule_name.trim();
+        let (since, until) = (since(q, ctx.now), until(q));
+        let statuses = q.statuses.join(",");
         // One call: each run in the list carries its schedule's name.
         let answer = p
             .daemon(&state)
             .runs(&[
                 ("schedule", q.schedule.as_str()),
-                ("schedule_name", name),
-                ("status", q.status.as_str()),
+                ("schedule_name", q.schedule_name.as_str()),
+                ("q", q.q.as_str()),
+                ("project", q.project.as_str()),
+                ("status", statuses.as_str()),
                 ("since", since.as_str()),
-                ("until", q.until.as_str()),
+                ("until", until.as_str()),
                 ("cursor", q.cursor.as_str()),
                 ("limit", PAGE),
             ])
@@ -291,8 +375,14 @@ pub(crate) async fn list(
                 page.rows = list.runs.iter().map(|r| RunRow::list(r, &ctx)).collect();
                 page.next = list.next_cursor;
             }
-            Err(DaemonError::NotFound) if !name.is_empty() => {
-                ctx.problem = Some(format!("No schedule is named {name:?}."));
+            Err(DaemonError::NotFound) if !q.schedule_name.is_empty() => {
+                ctx.problem = Some(format!("No schedule is named {:?}.", q.schedule_name));
+            }
+            Err(DaemonError::Other {
+                status: 400,
+                message,
+            }) => {
+                ctx.problem = Some(format!("These filters cannot be used: {message}"));
             }
             Err(e) => ctx.fail(&e),
         }
@@ -301,10 +391,14 @@ pub(crate) async fn list(
     render(&page)
 }
 
-/// The `since` sent to the API: typed in, else the preset window back from `now`.
+/// The `since` sent to the API: an instant given, else the first picked day (UTC
+/// midnight), else the preset window back from `now`.
 pub(crate) fn since(q: &ListQuery, now: jiff::Timestamp) -> String {
     if !q.since.is_empty() {
         return q.since.clone();
+    }
+    if let Some(day) = midnight(&q.from, 0) {
+        return day;
     }
     let hours = match q.window.as_str() {
         "1h" => 1,
@@ -313,6 +407,24 @@ pub(crate) fn since(q: &ListQuery, now: jiff::Timestamp) -> String {
         _ => return String::new(),
     };
     (now - jiff::SignedDuration::from_hours(hours)).to_string()
+}
+
+/// The `until` sent to the API: an instant given, else the midnight after the last
+/// picked day (so that day is included).
+pub(crate) fn until(q: &ListQuery) -> String {
+    if !q.until.is_empty() {
+        return q.until.clone();
+    }
+    midnight(&q.to, 1).unwrap_or_default()
+}
+
+/// UTC midnight `days_after` a `YYYY-MM-DD` day, as RFC 3339; none for anything else
+/// (a malformed day is dropped rather than sent on).
+fn midnight(day: &str, days_after: i64) -> Option<String> {
+    let date: jiff::civil::Date = day.parse().ok()?;
+    let date = date.checked_add(jiff::Span::new().days(days_after)).ok()?;
+    let at = date.to_zoned(jiff::tz::TimeZone::UTC).ok()?.timestamp();
+    Some(at.to_string())
 }
 
 #[derive(Template)]

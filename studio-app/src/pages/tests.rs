@@ -6,6 +6,7 @@ use jiff::Timestamp;
 
 use super::{Ctx, Nav, overview, runs, schedules};
 use crate::daemon::{DaemonError, PageState, RunDetail, Schedule, Session, Summary};
+use studio_api::RunPage;
 
 fn now() -> Timestamp {
     "2026-01-01T12:00:00Z".parse().expect("ts")
@@ -200,19 +201,23 @@ fn runs_list_keeps_filters_in_the_next_link() {
     let page = runs::ListPage {
         rows: vec![row("failed", &ctx)],
         ctx,
-        query: runs::ListQuery {
-            status: "failed".into(),
-            ..Default::default()
-        },
+        query: runs::ListQuery::from_pairs(vec![
+            ("status".into(), "failed".into()),
+            ("status".into(), "timed_out,nonsense".into()),
+            ("q".into(), "night".into()),
+        ]),
         next: Some("abc".into()),
     };
     let html = page.render().expect("renders");
-    assert!(html.contains(r#"<option value="failed" selected>"#));
+    assert!(html.contains(r#"value="failed" checked"#), "{html}");
+    assert!(html.contains(r#"value="timed_out" checked"#), "{html}");
+    assert!(!html.contains(r#"value="completed" checked"#), "{html}");
     assert!(
-        html.contains("/runs?status=failed&amp;cursor=abc")
-            || html.contains("/runs?status=failed&#38;cursor=abc"),
+        html.contains("/runs?q=night&amp;status=failed&amp;status=timed_out&amp;cursor=abc")
+            || html.contains("/runs?q=night&#38;status=failed&#38;status=timed_out&#38;cursor=abc"),
         "{html}"
     );
+    assert!(html.contains(r#"data-testid="filter-clear""#), "{html}");
     assert!(html.contains(r#"data-testid="run-status">failed"#));
     assert!(
         html.contains(r#"<td class="card-name" data-label="Schedule" data-testid="run-schedule"><a href="/schedules/sch_1">nightly</a>"#)
@@ -226,7 +231,37 @@ fn runs_list_keeps_filters_in_the_next_link() {
         html.contains(r#"data-testid="run-error-line">ERROR: relation"#),
         "{html}"
     );
-    assert!(html.contains(r#"id="schedule_name" name="schedule_name" value="""#));
+    assert!(
+        html.contains(r#"name="q" type="search" value="night""#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"<option value="nightly">"#) || !html.contains("nightly/"),
+        "projects come from names with a /"
+    );
+}
+
+#[test]
+fn an_empty_list_says_whether_the_filters_matched_nothing() {
+    let ctx = paired(Nav::Runs);
+    let page = |query| runs::ListPage {
+        rows: Vec::new(),
+        ctx: ctx.clone(),
+        query,
+        next: None,
+    };
+    let html = page(runs::ListQuery::default()).render().expect("renders");
+    assert!(html.contains("No runs yet."), "{html}");
+    assert!(!html.contains(r#"data-testid="filter-clear""#), "{html}");
+    let html = page(runs::ListQuery::from_pairs(vec![(
+        "project".into(),
+        "etl".into(),
+    )]))
+    .render()
+    .expect("renders");
+    assert!(html.contains("No runs match these filters."), "{html}");
+    assert!(html.contains(r#"data-testid="filter-clear""#), "{html}");
+    assert!(html.contains(r#"<option value="etl">"#), "{html}");
 }
 
 #[test]
@@ -242,16 +277,19 @@ fn a_schedule_link_filter_shows_the_name_or_keeps_the_id() {
         next: None,
     };
     let named = linked(vec![row("completed", &ctx)]);
-    assert_eq!(named.schedule_text(), "nightly");
-    assert!(!named.keeps_schedule_id());
+    assert_eq!(named.scope_name(), "nightly");
     let html = named.render().expect("renders");
     assert!(
-        html.contains(r#"name="schedule_name" value="nightly""#),
+        html.contains(r#"Runs of <strong>nightly</strong>"#),
+        "{html}"
+    );
+    assert!(html.contains(r#"<input type="hidden" name="schedule" value="sch_1">"#));
+    assert!(
+        html.contains(r#"href="/runs" data-testid="filter-unscope""#),
         "{html}"
     );
     let unnamed = linked(vec![]);
-    assert_eq!(unnamed.schedule_text(), "");
-    assert!(unnamed.keeps_schedule_id());
+    assert_eq!(unnamed.scope_name(), "one schedule");
     let html = unnamed.render().expect("renders");
     assert!(html.contains(r#"<input type="hidden" name="schedule" value="sch_1">"#));
 }
@@ -267,6 +305,19 @@ fn a_preset_window_becomes_since_unless_one_is_typed() {
     assert_eq!(runs::since(&q, now()), "2026-01-01T00:00:00Z");
     q = runs::ListQuery::default();
     assert_eq!(runs::since(&q, now()), "");
+}
+
+#[test]
+fn picked_days_are_utc_midnights_the_last_one_included() {
+    let q = runs::ListQuery::from_pairs(vec![
+        ("from".into(), "2025-12-30".into()),
+        ("to".into(), "2025-12-31".into()),
+        ("window".into(), "24h".into()),
+    ]);
+    assert_eq!(runs::since(&q, now()), "2025-12-30T00:00:00Z");
+    assert_eq!(runs::until(&q), "2026-01-01T00:00:00Z");
+    let q = runs::ListQuery::from_pairs(vec![("from".into(), "30/12/2025".into())]);
+    assert_eq!(runs::since(&q, now()), "", "a malformed day is not sent on");
 }
 
 #[test]
@@ -310,7 +361,8 @@ fn summary() -> Summary {
     serde_json::from_value(serde_json::json!({
         "as_of": "2026-01-01T12:00:00Z",
         "daemon": {"started_at": "2026-01-01T09:00:00Z", "uptime_s": 10_800},
-        "schedules": {"total": 3, "by_health": {"failing": 1, "healthy": 2, "overdue": 0}},
+        "schedules": {"total": 3, "by_health": {"failing": 1, "healthy": 2, "overdue": 0},
+                      "up_next": [{"schedule_id": "sch 1", "name": "nightly", "at": "2026-01-02T01:00:00Z"}]},
         "runs": {"active": 1, "total": 2, "since": "2025-12-31T13:00:00Z", "by_status": {"failed": 1, "completed": 1, "skipped": 0},
                  "hourly": hourly},
     }))
@@ -320,18 +372,21 @@ fn summary() -> Summary {
 #[test]
 fn overview_attention_and_devices_render() {
     let ctx = paired(Nav::Overview);
-    let mut page = overview::OverviewPage {
-        version: "0.1.0".into(),
-        uptime: None,
-        health: vec![],
-        schedules_total: 0,
-        runs_by_status: vec![],
-        runs_total: 0,
-        runs_active: 0,
-        bars: vec![],
-        ctx,
-    }
-    .with_summary(&summary());
+    let page_of = |runs: Vec<RunDetail>, more: bool| -> RunPage {
+        serde_json::from_value(serde_json::json!({
+            "runs": runs.iter().map(|r| serde_json::to_value(&r.run.core).expect("core")).collect::<Vec<_>>(),
+            "next_cursor": more.then_some("c"),
+        }))
+        .expect("a page")
+    };
+    let mut running = run("running");
+    running.run.core.dispatched_at = Some("2026-01-01T11:58:00Z".into());
+    let mut page = overview::OverviewPage::new(ctx)
+        .with_summary(&summary())
+        .with_runs(
+            &page_of(vec![running], false),
+            &page_of(vec![run("failed")], true),
+        );
     assert_eq!(
         page.health,
         [("failing".to_owned(), 1), ("healthy".to_owned(), 2)],
@@ -343,6 +398,31 @@ fn overview_attention_and_devices_render() {
     let html = page.render().expect("renders");
     assert!(html.contains(r#"data-testid="daemon-version">0.1.0"#));
     assert!(html.contains(r#"data-testid="runs-chart""#));
+    assert!(
+        html.find(r#"data-testid="running-now""#) < html.find(r#"data-testid="daemon-facts""#),
+        "what runs comes first, the daemon's facts last"
+    );
+    assert!(
+        html.contains(r#"data-url="/api/runs/0190a8d2-7c1e-7000-8000-00000000run1/cancel""#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"data-since="2026-01-01T11:58:00Z""#),
+        "{html}"
+    );
+    assert!(
+        html.contains(
+            r#"data-testid="failed-error-line">ERROR: relation &#34;sales&#34; does not exist"#
+        ) || html.contains(
+            r#"data-testid="failed-error-line">ERROR: relation &quot;sales&quot; does not exist"#
+        ),
+        "{html}"
+    );
+    assert!(html.contains("More failures"), "{html}");
+    assert!(
+        html.contains(r#"<a href="/schedules/sch%201">nightly</a>"#),
+        "{html}"
+    );
     assert!(html.contains("ep_123"));
     assert!(html.contains(r#"href="/attention""#));
     let att = overview::AttentionPage {
@@ -392,6 +472,10 @@ fn the_chart_draws_the_daemons_hourly_counts() {
     assert_eq!(bars[22].height, 60);
     assert_eq!(bars[22].failed_height, 30);
     assert_eq!(bars[22].label, "from 22:00 UTC: 2 runs, 1 failed");
+    assert_eq!(
+        bars[22].href, "/runs?since=2026-01-01T22%3A00%3A00Z&until=2026-01-01T23%3A00%3A00Z",
+        "a bar opens its hour's runs"
+    );
     assert_eq!(bars[23].height, 0);
     assert_eq!(bars[23].x, 230);
 }

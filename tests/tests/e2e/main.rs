@@ -6,6 +6,7 @@ mod browser;
 mod cockpit;
 mod cockpit_attention;
 mod cockpit_form;
+mod cockpit_home;
 mod cockpit_phone;
 mod cockpit_runs;
 mod contract;

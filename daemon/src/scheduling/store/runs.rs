@@ -157,7 +157,12 @@ fn error_line(to: RunStatus, finish: &Finish) -> Option<String> {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RunFilter {
     pub schedule_id: Option<String>,
-    pub status: Option<RunStatus>,
+    /// Any of these (none: any status).
+    pub statuses: Vec<RunStatus>,
+    /// Text the schedule name contains, in any case.
+    pub name_contains: Option<String>,
+    /// The part of the schedule name before its first `/`.
+    pub project: Option<String>,
     pub since_ms: Option<i64>,
     pub until_ms: Option<i64>,
     pub before: Option<(i64, String)>,
@@ -165,15 +170,23 @@ pub(crate) struct RunFilter {
 }
 
 /// The run list's statement. It names only the filters given (fixed fragments; values
-/// are bound as `?1`…`?7`), so SQLite walks the index that matches them: written as
+/// are bound as `?1`…`?9`), so SQLite walks the index that matches them: written as
 /// `(?1 IS NULL OR schedule_id = ?1)` the plan could use no index for either filter.
 fn runs_query(f: &RunFilter) -> String {
     let mut clauses = vec!["1"];
     if f.schedule_id.is_some() {
         clauses.push("schedule_id = ?1");
     }
-    if f.status.is_some() {
-        clauses.push("status = ?2");
+    match f.statuses.len() {
+        0 => {}
+        1 => clauses.push("status = ?2"),
+        _ => clauses.push("status IN (SELECT value FROM json_each(?2))"),
+    }
+    if f.name_contains.is_some() {
+        clauses.push("instr(lower(schedule_name), lower(?8)) > 0");
+    }
+    if f.project.is_some() {
+        clauses.push("substr(schedule_name, 1, length(?9) + 1) = ?9 || '/'");
     }
     if f.since_ms.is_some() {
         clauses.push("created_at_ms >= ?3");
@@ -502,12 +515,21 @@ impl SchedStore {
             .map_or((None, None), |(a, i)| (Some(a), Some(i)));
         let rows = sqlx::query(sqlx::AssertSqlSafe(runs_query(f)))
             .bind(&f.schedule_id)
-            .bind(f.status.map(RunStatus::as_str))
+            .bind(match f.statuses.as_slice() {
+                [one] => Some(one.as_str().to_owned()),
+                [] => None,
+                many => Some(
+                    serde_json::to_string(&many.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+                        .unwrap_or_else(|_| "[]".into()),
+                ),
+            })
             .bind(f.since_ms)
             .bind(f.until_ms)
             .bind(before_at)
             .bind(before_id)
             .bind(f.limit)
+            .bind(&f.name_contains)
+            .bind(&f.project)
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)

@@ -338,6 +338,22 @@ impl SchedStore {
         )
     }
 
+    /// The `limit` soonest next fires of enabled schedules: `(id, name, at_ms)`, read in
+    /// `schedules_due`'s order.
+    pub(crate) async fn up_next(
+        &self,
+        limit: i64,
+    ) -> Result<Vec<(String, String, i64)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT id, name, next_fire_at_ms FROM schedules INDEXED BY schedules_due \
+             WHERE enabled = 1 AND next_fire_at_ms IS NOT NULL \
+             ORDER BY next_fire_at_ms, name LIMIT ?",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// How many schedules have each health at `now_ms` (healths with none left out).
     pub(crate) async fn health_counts(
         &self,

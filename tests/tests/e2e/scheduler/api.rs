@@ -316,6 +316,35 @@ async fn scheduler_run_listing_pages_newest_first_and_filters() {
         .map(|r| r.core.id.as_str())
         .collect();
     assert_eq!(failed_ids, [failed.as_str()]);
+
+    // Several statuses at once, a name's part in any case, a project (before the `/`).
+    let count = |path: &str| {
+        let api = &api;
+        let path = path.to_owned();
+        async move { api.get(&path).await.json::<RunPage>().runs.len() }
+    };
+    assert_eq!(
+        count("/api/runs?status=failed,completed&limit=100").await,
+        6
+    );
+    assert_eq!(count("/api/runs?status=running,queued").await, 0);
+    assert_eq!(count("/api/runs?q=BAD&limit=100").await, 1);
+    assert_eq!(count("/api/runs?q=st/o&limit=100").await, 5);
+    assert_eq!(count("/api/runs?project=list&limit=100").await, 6);
+    assert_eq!(count("/api/runs?project=lis&limit=100").await, 0);
+    assert_eq!(count("/api/runs?project=list&status=failed").await, 1);
+    let reply = api.get("/api/runs?status=failed,finished").await;
+    assert_eq!(reply.code(), (400, Code::BadRequest), "{reply}");
+    assert!(reply.text.contains("finished"), "{reply}");
+    // A cursor belongs to its statuses too.
+    let two: RunPage = api.get("/api/runs?status=completed&limit=2").await.json();
+    let c = encode(two.next_cursor.as_deref().expect("a cursor"));
+    let reply = api
+        .get(&format!(
+            "/api/runs?status=completed,failed&limit=2&cursor={c}"
+        ))
+        .await;
+    assert_eq!(reply.code(), (400, Code::InvalidCursor), "{reply}");
     let by_schedule: RunPage = api.get(&format!("/api/schedules/{bad}/runs")).await.json();
     assert_eq!(by_schedule.runs.len(), 1);
 }
@@ -403,6 +432,27 @@ async fn scheduler_summary_health_filter_and_runs_by_name() {
         Some("completed"),
         "{report:?}"
     );
+
+    // Up next: enabled schedules by their next fire (the same instant here: by name).
+    let up_next = |s: &Summary| -> Vec<String> {
+        s.schedules.up_next.iter().map(|n| n.name.clone()).collect()
+    };
+    assert_eq!(
+        up_next(&summary),
+        ["idle", "mirror", "report"],
+        "{summary:?}"
+    );
+    let fire = &summary.schedules.up_next[1];
+    assert_eq!(
+        (fire.schedule_id.as_str(), fire.at.as_str()),
+        (
+            bad.id.as_str(),
+            bad.next_fire_at.as_deref().unwrap_or_default()
+        )
+    );
+    api.disable(&bad.id).await;
+    let summary: Summary = api.get("/api/summary").await.expect(200);
+    assert_eq!(up_next(&summary), ["idle", "report"], "{summary:?}");
 }
 
 /// The runs page through the app: filtered by a schedule's name it lists that

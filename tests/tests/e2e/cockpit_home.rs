@@ -1,0 +1,167 @@
+//! The overview as a home page and the runs filters, in a real browser: what runs now
+//! (its time ticking, a cancel button), what failed in the last 24 h with why, what
+//! fires next, a chart bar that opens its hour's runs; filters by several statuses, a
+//! name's part, a project and days, applied as they are chosen, with a way back.
+
+use serde_json::json;
+use studio_api::RunStatus;
+use studio_tests::browser::Browser;
+
+use super::cockpit::{Api, WAIT, open, paired_browser, sh, start, wait_terminal};
+
+/// The ids of the rows the runs page shows now.
+async fn run_names(browser: &Browser) -> Vec<String> {
+    let mut names = Vec::new();
+    for e in browser.find_all("run-schedule").await {
+        names.push(e.text().await.unwrap_or_default());
+    }
+    names.sort();
+    names
+}
+
+/// Waits until the address holds `needle` and the runs list has been rendered again.
+async fn wait_for_url(browser: &Browser, needle: &str) {
+    browser
+        .wait_until(WAIT, &format!("an address with {needle}"), || async {
+            browser.current_url().await.contains(needle)
+        })
+        .await;
+    browser.wait_for_testid("runs-live", WAIT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_shows_what_runs_failed_and_fires_next() {
+    let studio = start();
+    let api = Api::new(&studio);
+    let slow = api.create(&sh("etl/load", "sleep 60")).await;
+    let broken = api
+        .create(&sh("etl/broken", "echo 'disk full on /var' >&2; exit 1"))
+        .await;
+    let failed = api.trigger(&broken).await;
+    assert_eq!(
+        wait_terminal(&api, &failed).await.run.core.status,
+        RunStatus::Failed
+    );
+    let running = api.trigger(&slow).await;
+    let browser = paired_browser(&studio).await;
+
+    open(&browser, &studio, "/", "running-run").await;
+    assert_eq!(
+        browser.text_of("running-link").await.as_deref(),
+        Some("etl/load")
+    );
+    // The elapsed time ticks in the page ("for 3 s").
+    browser.wait_for_text("running-elapsed", "for ", WAIT).await;
+    assert_eq!(
+        browser.text_of("failed-link").await.as_deref(),
+        Some("etl/broken")
+    );
+    assert_eq!(
+        browser.text_of("failed-error-line").await.as_deref(),
+        Some("disk full on /var")
+    );
+    let next = browser.text_of("up-next").await.unwrap_or_default();
+    assert!(
+        next.contains("etl/broken") && next.contains("etl/load"),
+        "{next}"
+    );
+    // The daemon's facts are out of the way, folded below.
+    let open_facts = browser
+        .execute(
+            "return document.querySelector('[data-testid=daemon-facts]').open",
+            vec![],
+        )
+        .await;
+    assert_eq!(open_facts, json!(false));
+
+    // This hour's bar opens this hour's runs: both are there.
+    browser
+        .execute(
+            "const bars = document.querySelectorAll('[data-testid=chart-bar]'); \
+             bars[bars.length - 1].dispatchEvent(new MouseEvent('click', {bubbles: true}));",
+            vec![],
+        )
+        .await;
+    wait_for_url(&browser, "until=").await;
+    browser.wait_for_testid("filter-scope", WAIT).await;
+    assert_eq!(run_names(&browser).await, ["etl/broken", "etl/load"]);
+
+    // Cancel from the overview, after a question.
+    open(&browser, &studio, "/", "running-cancel").await;
+    browser.click("running-cancel").await;
+    let asked = browser.accept_dialog(WAIT).await;
+    assert!(asked.contains("etl/load"), "{asked}");
+    browser.wait_for_testid("running-empty", WAIT).await;
+    assert_eq!(
+        wait_terminal(&api, &running).await.run.core.status,
+        RunStatus::Cancelled
+    );
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_filters_apply_as_chosen_and_clear() {
+    let studio = start();
+    let api = Api::new(&studio);
+    for (name, script) in [
+        ("etl/load", "true"),
+        ("etl/broken", "exit 1"),
+        ("web/ping", "true"),
+        ("web/flaky", "exit 2"),
+    ] {
+        let schedule = api.create(&sh(name, script)).await;
+        let run = api.trigger(&schedule).await;
+        wait_terminal(&api, &run).await;
+    }
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, "/runs", "run-row").await;
+    assert_eq!(run_names(&browser).await.len(), 4);
+    assert!(browser.try_find("filter-clear").await.is_none());
+
+    // A status box applies as it is ticked; a second one adds to it.
+    browser.click("filter-status-failed").await;
+    wait_for_url(&browser, "status=failed").await;
+    assert_eq!(run_names(&browser).await, ["etl/broken", "web/flaky"]);
+    browser.click("filter-status-completed").await;
+    wait_for_url(&browser, "status=completed").await;
+    assert_eq!(run_names(&browser).await.len(), 4);
+    let url = browser.current_url().await;
+    assert!(
+        !url.contains("q=&") && !url.contains("project=&"),
+        "empty fields stay out of the address: {url}"
+    );
+
+    // A project, then a part of a name in any case (Enter applies a text box).
+    browser.fill("filter-project", "web\u{E007}").await;
+    wait_for_url(&browser, "project=web").await;
+    assert_eq!(run_names(&browser).await, ["web/flaky", "web/ping"]);
+    browser.fill("filter-q", "FLA\u{E007}").await;
+    wait_for_url(&browser, "q=FLA").await;
+    assert_eq!(run_names(&browser).await, ["web/flaky"]);
+
+    // Days picked in the date boxes: tomorrow on has nothing, and says so.
+    let tomorrow = (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24))
+        .strftime("%Y-%m-%d")
+        .to_string();
+    browser
+        .execute(
+            "const f = document.querySelector('[data-testid=filter-from]'); \
+             f.value = arguments[0]; f.dispatchEvent(new Event('change', {bubbles: true}));",
+            vec![json!(tomorrow)],
+        )
+        .await;
+    wait_for_url(&browser, &format!("from={tomorrow}")).await;
+    let empty = browser.text_of("runs-empty").await.unwrap_or_default();
+    assert!(empty.contains("No runs match these filters"), "{empty}");
+
+    // One click clears them all.
+    browser.click("filter-clear").await;
+    browser
+        .wait_until(WAIT, "the plain runs page", || async {
+            browser.current_url().await.ends_with("/runs")
+        })
+        .await;
+    browser.wait_for_testid("run-row", WAIT).await;
+    assert_eq!(run_names(&browser).await.len(), 4);
+    browser.close().await;
+}
