@@ -1,4 +1,6 @@
-// Studio's pairing and connection banner (every page has it). The pairing code arrives in the URL fragment (never sent to a
+// Studio's pairing and connection state (every page has it): a small indicator while
+// paired, a banner with what to do when not paired, on an ended epoch or cut off from the
+// daemon. Disconnecting is on the Devices page. The pairing code arrives in the URL fragment (never sent to a
 // server by the browser), is removed from the address bar at once, and is redeemed with
 // one JSON POST. The admission token comes back as an HttpOnly cookie this script cannot
 // read; the decision token is kept in sessionStorage only.
@@ -17,7 +19,6 @@
 
   const el = (id) => document.getElementById(id);
   const main = el("status");
-  const disconnect = el("disconnect");
   let message = "";
   let justPaired = false;
 
@@ -30,9 +31,9 @@
     el("details").hidden = !epoch;
     el("epoch").textContent = epoch || "—";
     el("principal").textContent = (session && session.principal) || "—";
+    if (epoch) main.title = "epoch " + epoch + " · browser " + ((session && session.principal) || "—");
+    else main.removeAttribute("title");
     el("hint").hidden = !(state === "not-paired" || state === "epoch-ended");
-    disconnect.hidden = !paired;
-    el("disconnect-help").hidden = !paired;
     const msg = el("message");
     msg.textContent = paired ? "" : message;
     msg.hidden = paired || !message;
@@ -117,26 +118,6 @@
       show("not-paired", s);
     }
   }
-
-  disconnect.addEventListener("click", async () => {
-    disconnect.disabled = true;
-    try {
-      const r = await api("POST", "/api/studio/disconnect", {});
-      if (r.ok) {
-        sessionStorage.removeItem(DECISION_KEY);
-        message = "";
-        show("not-paired", null);
-        return;
-      }
-      message = failure(r, "disconnect");
-      await refresh();
-    } catch (_) {
-      message = "disconnect failed: the app could not be reached";
-      await refresh();
-    } finally {
-      disconnect.disabled = false;
-    }
-  });
 
   (async () => {
     message = await pairFromFragment();

@@ -123,7 +123,25 @@ async fn the_pairing_link_pairs_the_browser() {
         .as_str()
         .expect("daemon epoch")
         .to_owned();
-    browser.wait_for_text("epoch", &epoch, WAIT).await;
+    // Paired: a small indicator, its epoch in the tooltip; no disconnect button on
+    // every page (that is on Devices, and asks first).
+    browser
+        .wait_until(WAIT, "the epoch in the indicator's tooltip", || async {
+            browser
+                .attr("state-banner", "title")
+                .await
+                .is_some_and(|t| t.contains(&epoch))
+        })
+        .await;
+    assert_eq!(
+        browser
+            .text_of("state-banner")
+            .await
+            .as_deref()
+            .map(str::trim),
+        Some("Paired")
+    );
+    assert!(browser.try_find_css("button#disconnect").await.is_none());
     browser.wait_for_testid("daemon-facts", WAIT).await;
     assert!(
         !browser.current_url().await.contains("pair="),
