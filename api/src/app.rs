@@ -99,6 +99,19 @@ pub struct AttentionItem {
     pub hidden: bool,
     /// The stored disposition's revision (pass back when setting it again).
     pub revision: Option<i64>,
+    /// The schedule it is about (a run's schedule), by which the cockpit groups items;
+    /// none for a run whose schedule is gone and unnamed.
+    #[serde(default)]
+    pub schedule: Option<ItemSchedule>,
+}
+
+/// The schedule an attention item is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ItemSchedule {
+    /// Its id, when known (a deleted schedule's runs keep only the name).
+    pub id: Option<String>,
+    /// Its name (the name the run ran under, for a run).
+    pub name: Option<String>,
 }
 
 /// `GET /api/app/attention`.

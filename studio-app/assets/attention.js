@@ -235,7 +235,7 @@ function itemView(it, page) {
     testid: "attention-item", "data-id": it.id, "data-hidden": String(Boolean(it.hidden)),
   }, ...itemHead(it));
   const out = el("p", { className: "action-result", role: "status", testid: "attention-result" });
-  const reason = el("input", { id: key + "-reason", name: "reason", placeholder: "why (required to decide)", testid: "attention-reason", maxLength: 2000 });
+  const reason = el("input", { id: key + "-reason", name: "reason", placeholder: "why, for the history", testid: "attention-reason", maxLength: 2000 });
 
   // One write, then the list again (it changes what is hidden, and every revision).
   let errors = null;
@@ -283,7 +283,7 @@ function itemView(it, page) {
     });
     buttons.append(clear);
   }
-  li.append(el("div", { className: "actions" }, el("label", { htmlFor: reason.id }, "Reason"), reason),
+  li.append(el("div", { className: "actions" }, el("label", { htmlFor: reason.id }, "Reason ", el("span", { className: "muted" }, "(optional)")), reason),
     buttons, snooze.form, ledger.panel, out);
   return li;
 }
@@ -296,13 +296,66 @@ function render(box, count, data, all, page) {
     const words = all && listed.length === 0 ? "Nothing needs attention, and nothing is hidden." : "Nothing needs attention.";
     box.append(el("p", { className: "empty", testid: "attention-empty" }, words));
   }
-  const list = el("ul", { className: "attention" });
-  for (const it of listed) list.append(itemView(it, page));
-  if (listed.length > 0) box.append(list);
+  const views = [];
+  for (const group of groupsOf(listed)) {
+    const list = el("ul", { className: "attention" });
+    for (const it of group.items) {
+      const view = itemView(it, page);
+      list.append(view);
+      views.push(view);
+    }
+    box.append(groupView(group, list, page));
+  }
   const hidden = data.hidden || 0;
   count.textContent = hidden === 0 ? "Nothing hidden" : hidden + " hidden";
   count.dataset.count = String(hidden);
-  return [...list.children];
+  return views;
+}
+
+// Items by the schedule they are about, in the order the queue lists them (an item
+// about no known schedule is a group of its own).
+function groupsOf(items) {
+  const groups = new Map();
+  for (const it of items) {
+    const s = it.schedule || {};
+    const key = s.id || (s.name ? "name:" + s.name : it.id);
+    if (!groups.has(key)) groups.set(key, { key, id: s.id, name: s.name || it.title, items: [] });
+    groups.get(key).items.push(it);
+  }
+  return [...groups.values()];
+}
+
+// A schedule's items under its name, with one action that covers the ones still listed:
+// acknowledge them all (each keeps its own buttons for anything else).
+function groupView(group, list, page) {
+  const open = group.items.filter((it) => !it.hidden);
+  const name = group.id ? el("a", { href: "/schedules/" + encodeURIComponent(group.id) }, group.name) : group.name;
+  const n = group.items.length;
+  const head = el("div", { className: "att-group-head" },
+    el("h2", {}, name, el("span", { className: "muted" }, " · " + n + (n === 1 ? " item" : " items"))));
+  if (open.length > 1) {
+    const out = el("span", { className: "action-result", role: "status" });
+    const all = el("button", { type: "button", testid: "attention-group-ack", "aria-label": "Acknowledge all " + open.length + ": " + group.name }, "Acknowledge all " + open.length);
+    all.addEventListener("click", async () => {
+      all.disabled = true;
+      try {
+        for (const it of open) {
+          const body = { state: "acknowledged", reason: "acknowledged with its schedule's items in the cockpit" };
+          if (it.revision) body.revision = it.revision;
+          const r = await call("PUT", API + "/" + encodeURIComponent(it.id), body);
+          if (!r.ok) { out.textContent = it.title + ": " + failure(r); return; }
+        }
+        page.say("acknowledged: " + open.length + " items of " + group.name);
+        await page.reload();
+      } catch (_) {
+        out.textContent = "the app could not be reached";
+      } finally {
+        all.disabled = false;
+      }
+    });
+    head.append(el("div", { className: "actions" }, all, out));
+  }
+  return el("section", { className: "att-group", testid: "attention-group", "data-key": group.key, "aria-label": group.name }, head, list);
 }
 
 function wireAttention() {

@@ -127,6 +127,9 @@ pub(crate) struct Item {
     pub(crate) disposition: Option<Disposition>,
     /// Whether the disposition currently takes the item out of the queue.
     pub(crate) hidden: bool,
+    /// The schedule it is about: id and name, when known.
+    pub(crate) schedule_id: Option<String>,
+    pub(crate) schedule_name: Option<String>,
 }
 
 /// A run id or schedule id as an item id; `None` when `id` names neither kind.
@@ -229,6 +232,8 @@ fn run_item(run: &RunFact, names: &HashMap<&str, &str>) -> Item {
         evidence_ms: run.at_ms(),
         disposition: None,
         hidden: false,
+        schedule_id: run.schedule_id.clone(),
+        schedule_name: name.map(str::to_owned),
     }
 }
 
@@ -263,6 +268,8 @@ fn schedule_item(s: &ScheduleFact, latest_failure: Option<&i64>) -> Option<Item>
         evidence_ms,
         disposition: None,
         hidden: false,
+        schedule_id: Some(s.id.clone()),
+        schedule_name: Some(s.name.clone()),
     })
 }
 

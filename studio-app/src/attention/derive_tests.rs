@@ -84,6 +84,11 @@ fn failed_and_timed_out_runs_and_failing_or_overdue_schedules_are_items() {
     assert_eq!(r1.since_ms, 10 * MIN);
     assert_eq!(r1.link, "/runs/r1");
     assert_eq!(items[0].title, "run timed out");
+    // Grouped by schedule in the cockpit: a run and its schedule's item share one.
+    let group = |i: &Item| (i.schedule_id.clone(), i.schedule_name.clone());
+    let s1_group = (Some("s1".to_owned()), Some("job-s1".to_owned()));
+    assert_eq!(group(r1), s1_group);
+    assert_eq!(group(&items[2]), s1_group);
 
     let s1 = &items[2];
     assert_eq!(s1.kind, Kind::Sched);

@@ -12,7 +12,7 @@ use axum::{
 };
 use studio_api::app::{
     AttentionItem, AttentionList, DispositionClear, DispositionCleared, DispositionPut,
-    DispositionRecord, DispositionView, History, ItemKind, LedgerEntryView,
+    DispositionRecord, DispositionView, History, ItemKind, ItemSchedule, LedgerEntryView,
 };
 use studio_contract::{
     error::{ApiError, Code, FieldError},
@@ -118,6 +118,12 @@ fn item_view(item: &Item, revision: Option<i64>) -> AttentionItem {
             .map(|d| disposition_view(d, item.hidden)),
         hidden: item.hidden,
         revision,
+        schedule: (item.schedule_id.is_some() || item.schedule_name.is_some()).then(|| {
+            ItemSchedule {
+                id: item.schedule_id.clone(),
+                name: item.schedule_name.clone(),
+            }
+        }),
     }
 }
 

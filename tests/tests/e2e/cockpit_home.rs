@@ -165,3 +165,60 @@ async fn runs_filters_apply_as_chosen_and_clear() {
     assert_eq!(run_names(&browser).await.len(), 4);
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attention_groups_items_by_schedule_with_one_action_each() {
+    let studio = start();
+    let api = Api::new(&studio);
+    let flaky = api.create(&sh("etl/flaky", "exit 1")).await;
+    let other = api.create(&sh("web/down", "exit 2")).await;
+    for schedule in [&flaky, &flaky, &other] {
+        let run = api.trigger(schedule).await;
+        wait_terminal(&api, &run).await;
+    }
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, "/attention", "attention-group").await;
+    let group = |id: &str| format!(r#"[data-testid="attention-group"][data-key="{id}"]"#);
+    browser.wait_for_css(&group(&other), WAIT).await;
+    // Two runs and the failing schedule under one name; one action covers all three.
+    let items = browser
+        .find_all_css(&format!(r#"{} [data-testid="attention-item"]"#, group(&flaky)))
+        .await;
+    assert_eq!(items.len(), 3);
+    let heading = browser
+        .wait_for_css(&format!("{} h2", group(&flaky)), WAIT)
+        .await
+        .text()
+        .await
+        .unwrap_or_default();
+    assert_eq!(heading, "etl/flaky · 3 items");
+    let reason = browser
+        .wait_for_css(r#"label[for$="-reason"]"#, WAIT)
+        .await
+        .text()
+        .await
+        .unwrap_or_default();
+    assert_eq!(reason, "Reason (optional)");
+    let all = browser
+        .wait_for_css(
+            &format!(r#"{} [data-testid="attention-group-ack"]"#, group(&flaky)),
+            WAIT,
+        )
+        .await;
+    assert_eq!(all.text().await.unwrap_or_default(), "Acknowledge all 3");
+    all.click().await.expect("click");
+    browser
+        .wait_until(WAIT, "the acknowledged group to leave", || async {
+            browser.try_find_css(&group(&flaky)).await.is_none()
+        })
+        .await;
+    // The other schedule's items stay.
+    assert_eq!(
+        browser
+            .find_all_css(&format!(r#"{} [data-testid="attention-item"]"#, group(&other)))
+            .await
+            .len(),
+        2
+    );
+    browser.close().await;
+}
