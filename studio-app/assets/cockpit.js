@@ -104,6 +104,71 @@ function wireLog() {
     return { bytes: new Uint8Array(await res.arrayBuffer()), size };
   }
 
+  // The log as numbered lines (`#L12` links to one); the unfinished last line waits in
+  // `carry`. Numbers count from the first byte shown: from the log's start once it is
+  // loaded (a log up to one chunk, or an address naming a line, loads from the start).
+  const lines = { count: 0, carry: "", partial: null };
+  function lineEl(body, n) {
+    const line = document.createElement("span");
+    line.className = "ln";
+    line.id = "L" + n;
+    line.dataset.n = String(n);
+    line.textContent = body;
+    return line;
+  }
+  function append(str) {
+    const parts = (lines.carry + str).split("\n");
+    lines.carry = parts.pop();
+    const frag = document.createDocumentFragment();
+    for (const p of parts) frag.append(lineEl(p + "\n", ++lines.count));
+    if (lines.partial) lines.partial.remove();
+    lines.partial = lines.carry ? lineEl(lines.carry, lines.count + 1) : null;
+    if (lines.partial) frag.append(lines.partial);
+    text.append(frag);
+    if (find.value) highlight(false);
+  }
+  function reset(str) {
+    text.textContent = "";
+    Object.assign(lines, { count: 0, carry: "", partial: null });
+    append(str);
+  }
+  // A line number is a link to that line: the address keeps it, the line is marked.
+  text.addEventListener("click", (ev) => {
+    const line = ev.target.closest && ev.target.closest(".ln");
+    if (!line || ev.offsetX > (parseFloat(getComputedStyle(line).paddingLeft) || 0)) return;
+    history.replaceState(null, "", "#" + line.id);
+    mark(line);
+  });
+  function mark(line) {
+    for (const m of text.querySelectorAll(".ln.marked")) m.classList.remove("marked");
+    line.classList.add("marked");
+    line.scrollIntoView({ block: "center" });
+  }
+
+  // Search: the lines that contain the text (any case) are marked, Enter goes to the
+  // next one.
+  const find = document.getElementById("log-find");
+  const found = document.getElementById("log-found");
+  let hitAt = -1;
+  function highlight(jump) {
+    const q = find.value.toLowerCase();
+    const hits = [];
+    for (const line of text.querySelectorAll(".ln")) {
+      const hit = q !== "" && line.textContent.toLowerCase().includes(q);
+      line.classList.toggle("hit", hit);
+      if (hit) hits.push(line);
+    }
+    found.textContent = q === "" ? "" : hits.length === 1 ? "1 line" : hits.length + " lines";
+    if (jump && hits.length) {
+      hitAt = (hitAt + 1) % hits.length;
+      hits[hitAt].scrollIntoView({ block: "center" });
+    }
+  }
+  find.addEventListener("input", () => { hitAt = -1; highlight(true); });
+  find.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter") { ev.preventDefault(); highlight(true); }
+  });
+
   const newOutput = document.getElementById("log-new");
   const wrap = document.getElementById("log-wrap");
   const raw = document.getElementById("log-raw");
@@ -124,12 +189,15 @@ function wireLog() {
     download.href = rawUrl;
     download.setAttribute("download", run.slice(-8) + "-" + stream + ".log");
     const known = Number(view.dataset[stream + "Bytes"] || "0");
-    const start = Math.max(0, known - CHUNK);
+    const wanted = /^#L\d+$/.test(location.hash);
+    const start = wanted ? 0 : Math.max(0, known - CHUNK);
     s = { stream, start, end: start, decoder: new TextDecoder() };
-    text.textContent = "";
+    reset("");
     newOutput.hidden = true;
     await more(s);
-    text.scrollTop = text.scrollHeight;
+    const line = wanted && document.getElementById(location.hash.slice(1));
+    if (line) mark(line);
+    else text.scrollTop = text.scrollHeight;
   }
 
   async function more(cur) {
@@ -138,7 +206,7 @@ function wireLog() {
       if (cur !== s) return;
       if (r.bytes.length) {
         const follow = atBottom();
-        text.textContent += cur.decoder.decode(r.bytes, { stream: active });
+        append(cur.decoder.decode(r.bytes, { stream: active }));
         if (follow) text.scrollTop = text.scrollHeight;
         else newOutput.hidden = false;
       }
@@ -165,7 +233,8 @@ function wireLog() {
     const cur = s;
     const from = Math.max(0, cur.start - CHUNK);
     const r = await range(cur.stream, from, cur.start - from);
-    text.textContent = new TextDecoder().decode(r.bytes) + text.textContent;
+    const shown = [...text.querySelectorAll(".ln")].map((l) => l.textContent).join("");
+    reset(new TextDecoder().decode(r.bytes) + shown);
     cur.start = from;
     earlier.hidden = from === 0;
   });

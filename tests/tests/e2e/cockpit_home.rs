@@ -182,7 +182,10 @@ async fn attention_groups_items_by_schedule_with_one_action_each() {
     browser.wait_for_css(&group(&other), WAIT).await;
     // Two runs and the failing schedule under one name; one action covers all three.
     let items = browser
-        .find_all_css(&format!(r#"{} [data-testid="attention-item"]"#, group(&flaky)))
+        .find_all_css(&format!(
+            r#"{} [data-testid="attention-item"]"#,
+            group(&flaky)
+        ))
         .await;
     assert_eq!(items.len(), 3);
     let heading = browser
@@ -215,7 +218,10 @@ async fn attention_groups_items_by_schedule_with_one_action_each() {
     // The other schedule's items stay.
     assert_eq!(
         browser
-            .find_all_css(&format!(r#"{} [data-testid="attention-item"]"#, group(&other)))
+            .find_all_css(&format!(
+                r#"{} [data-testid="attention-item"]"#,
+                group(&other)
+            ))
             .await
             .len(),
         2

@@ -324,5 +324,41 @@ async fn the_live_log_follows_its_output_and_the_clock_ticks() {
 
     std::fs::write(&gate, b"").expect("open the gate");
     wait_terminal(&api, &run).await;
+
+    // Numbered lines: an address naming one opens the log at it, marked; the number is
+    // drawn beside the line, not part of its text.
+    open(
+        &browser,
+        &studio,
+        &format!("/runs/{run}?stream=stdout#L5"),
+        "log-view",
+    )
+    .await;
+    browser.wait_for_css("#L5.marked", WAIT).await;
+    let line5 = "const l = document.getElementById('L5');                  return [l.textContent, getComputedStyle(l, '::before').content];";
+    assert_eq!(
+        browser.execute(line5, vec![]).await,
+        json!(["line 5\n", "\"5\""])
+    );
+    // Search marks the lines that hold the text, in any case.
+    browser.fill("log-find", "LINE 12").await;
+    let found = browser.wait_for_text("log-found", "line", WAIT).await;
+    let hits = browser
+        .execute(
+            "return [...document.querySelectorAll('#log-text .ln.hit')].map(l => l.textContent)",
+            vec![],
+        )
+        .await;
+    let hits: Vec<String> = serde_json::from_value(hits).unwrap_or_default();
+    assert_eq!(
+        hits.first().map(String::as_str),
+        Some("line 12\n"),
+        "{hits:?}"
+    );
+    assert!(hits.iter().all(|h| h.starts_with("line 12")), "{hits:?}");
+    assert!(
+        found.starts_with(&hits.len().to_string()) || hits.len() == 1,
+        "{found}"
+    );
     browser.close().await;
 }
