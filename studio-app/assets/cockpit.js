@@ -783,8 +783,56 @@ function tickElapsed() {
   }
 }
 
+// Keyboard shortcuts, outside text fields: "/" finds (the page's search box), "g" then
+// a letter goes to a page, "?" lists them.
+const GO = { o: ["/", "Overview"], s: ["/schedules", "Schedules"], r: ["/runs", "Runs"], a: ["/attention", "Attention"], d: ["/devices", "Devices"] };
+function wireKeys() {
+  let help = null;
+  function toggleHelp() {
+    if (!help) {
+      help = document.createElement("dialog");
+      help.id = "keys";
+      help.dataset.testid = "keys-help";
+      help.setAttribute("aria-label", "Keyboard shortcuts");
+      const list = document.createElement("dl");
+      const add = (keys, what) => {
+        const dt = document.createElement("dt");
+        dt.append(...keys.map((k) => Object.assign(document.createElement("kbd"), { textContent: k })));
+        list.append(dt, Object.assign(document.createElement("dd"), { textContent: what }));
+      };
+      add(["/"], "find on this page");
+      for (const [key, [, name]] of Object.entries(GO)) add(["g", key], "go to " + name);
+      add(["?"], "show or hide this list");
+      const close = Object.assign(document.createElement("button"), { type: "button", textContent: "Close" });
+      close.addEventListener("click", () => help.close());
+      help.append(Object.assign(document.createElement("h2"), { textContent: "Keyboard shortcuts" }), list, close);
+      document.body.append(help);
+    }
+    if (help.open) help.close(); else help.showModal();
+  }
+  let pending = false;
+  document.addEventListener("keydown", (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const t = ev.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    if (pending) {
+      pending = false;
+      const to = GO[ev.key];
+      if (to) { ev.preventDefault(); window.location.assign(to[0]); }
+      return;
+    }
+    if (ev.key === "g") { pending = true; setTimeout(() => { pending = false; }, 1500); return; }
+    if (ev.key === "?") { ev.preventDefault(); toggleHelp(); return; }
+    if (ev.key === "/") {
+      const box = document.querySelector("main input[type=search], main #q");
+      if (box) { ev.preventDefault(); box.focus(); box.select(); }
+    }
+  });
+}
+
 localizeTimes(document);
 setInterval(() => tickTimes(document), 30000);
+wireKeys();
 if (document.querySelector(".elapsed[data-since]")) {
   tickElapsed();
   setInterval(tickElapsed, 1000);

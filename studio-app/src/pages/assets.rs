@@ -33,6 +33,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../../assets/cockpit.js"),
     ),
     (
+        "theme.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/theme.js"),
+    ),
+    (
         "attention.js",
         "text/javascript; charset=utf-8",
         include_str!("../../assets/attention.js"),

@@ -133,6 +133,10 @@ impl Ctx {
         assets::url("app.js")
     }
 
+    pub(crate) fn theme_js(&self) -> &'static str {
+        assets::url("theme.js")
+    }
+
     pub(crate) fn cockpit_js(&self) -> &'static str {
         assets::url("cockpit.js")
     }

@@ -67,6 +67,10 @@ pub(crate) struct RunRow {
     /// page ticks the elapsed and the remaining time from them while it runs.
     pub(crate) dispatched_at: String,
     pub(crate) deadline_at: String,
+    /// The run this one follows in a chain (a follow-up's parent), if any.
+    pub(crate) parent_id: Option<String>,
+    /// The run this one retries (it replaced that one), if any.
+    pub(crate) replaces_id: Option<String>,
 }
 
 impl RunRow {
@@ -107,7 +111,14 @@ impl RunRow {
             error_tail: String::new(),
             dispatched_at: r.dispatched_at.clone().unwrap_or_default(),
             deadline_at: r.deadline_at.clone().unwrap_or_default(),
+            parent_id: r.chain_parent_id.clone(),
+            replaces_id: r.replaces_run_id.clone(),
         }
+    }
+
+    /// A link to another run of this one's chain, shown by its short id.
+    pub(crate) fn run_link(id: &str) -> (String, String) {
+        (format!("/runs/{}", encode(id)), short_id(id).to_owned())
     }
 
     /// A row of a run list.

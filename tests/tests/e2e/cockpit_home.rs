@@ -228,3 +228,77 @@ async fn attention_groups_items_by_schedule_with_one_action_each() {
     );
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_a_theme_choice_and_a_runs_actions() {
+    let studio = start();
+    let api = Api::new(&studio);
+    let schedule = api.create(&sh("etl/load", "exit 4")).await;
+    let run = api.trigger(&schedule).await;
+    wait_terminal(&api, &run).await;
+    let browser = paired_browser(&studio).await;
+    let key = |k: &'static str| {
+        let browser = &browser;
+        async move {
+            browser
+                .execute(
+                    "document.body.dispatchEvent(new KeyboardEvent('keydown', \
+                     {key: arguments[0], bubbles: true})); return true;",
+                    vec![json!(k)],
+                )
+                .await;
+        }
+    };
+
+    // "?" lists the shortcuts; "g r" goes to the runs, "/" to their search box.
+    open(&browser, &studio, "/", "running-now").await;
+    key("?").await;
+    let help = browser.wait_for_testid("keys-help", WAIT).await;
+    assert!(help.text().await.unwrap_or_default().contains("go to Runs"));
+    key("?").await;
+    key("g").await;
+    key("r").await;
+    browser.wait_for_testid("run-filters", WAIT).await;
+    key("/").await;
+    let focused = browser
+        .execute("return document.activeElement.id", vec![])
+        .await;
+    assert_eq!(focused, json!("q"));
+
+    // A run offers to run its schedule again, and to edit it.
+    open(&browser, &studio, &format!("/runs/{run}"), "run-again").await;
+    assert!(
+        browser
+            .attr("run-edit", "href")
+            .await
+            .unwrap_or_default()
+            .ends_with(&format!("/schedules/{schedule}/edit"))
+    );
+    browser.click("run-again").await;
+    browser
+        .wait_until(WAIT, "the new run's page", || async {
+            let url = browser.current_url().await;
+            url.contains("/runs/") && !url.contains(&run)
+        })
+        .await;
+
+    // The theme: auto, then dark, kept across pages.
+    let theme = "return document.documentElement.dataset.theme || 'auto'";
+    assert_eq!(browser.execute(theme, vec![]).await, json!("auto"));
+    browser.click("theme-toggle").await;
+    assert_eq!(browser.execute(theme, vec![]).await, json!("dark"));
+    open(&browser, &studio, "/schedules", "schedules-live").await;
+    assert_eq!(browser.execute(theme, vec![]).await, json!("dark"));
+    let bg = browser
+        .execute(
+            "return getComputedStyle(document.body).backgroundColor",
+            vec![],
+        )
+        .await;
+    assert_eq!(bg, json!("rgb(21, 21, 21)"));
+    assert_eq!(
+        browser.text_of("theme-toggle").await.as_deref(),
+        Some("Theme: dark")
+    );
+    browser.close().await;
+}
