@@ -492,41 +492,64 @@ async fn screenshots_of_every_page() {
         ("devices", "/devices", "devices-table"),
         ("commands", "/commands", "commands-table"),
     ];
-    for (name, path, testid) in shots {
-        open(&browser, &studio, path, testid).await;
-        if name == "run" {
-            browser.wait_for_text("log-text", "done", WAIT).await;
-        }
-        if name == "attention" {
+    // Each page at a desktop's width and a phone's, in light and dark.
+    let looks = [
+        ("", (1280, 900), "light"),
+        ("-dark", (1280, 900), "dark"),
+        ("-phone", (420, 900), "light"),
+        ("-phone-dark", (420, 900), "dark"),
+    ];
+    for (suffix, (width, height), theme) in looks {
+        browser.set_viewport(width, height).await;
+        browser
+            .execute(
+                "localStorage.setItem('studio.theme', arguments[0]); return true;",
+                vec![json!(theme)],
+            )
+            .await;
+        for (name, path, testid) in &shots {
+            open(&browser, &studio, path, testid).await;
+            if *name == "run" {
+                browser.wait_for_text("log-text", "done", WAIT).await;
+            }
+            if *name == "attention" {
+                browser
+                    .wait_for_attr("attention-list", "data-state", &["loaded"], WAIT)
+                    .await;
+            }
             browser
-                .wait_for_attr("attention-list", "data-state", &["loaded"], WAIT)
+                .screenshot(&dir.join(format!("{name}{suffix}.png")))
                 .await;
         }
-        browser.screenshot(&dir.join(format!("{name}.png"))).await;
+        // The form, refusing an impossible cron expression next to the field.
+        open(&browser, &studio, "/schedules/new", "schedule-form").await;
+        browser.fill("field-name", "weekly-digest").await;
+        browser.fill("field-cron", "0 25 * * 1").await;
+        browser.fill("field-executable", "sh").await;
+        browser.fill("field-args", "-c\necho digest").await;
+        browser.click("schedule-submit").await;
+        browser.wait_for_testid("error-cron", WAIT).await;
+        browser
+            .screenshot(&dir.join(format!("schedule-new{suffix}.png")))
+            .await;
     }
-    // The form, refusing an impossible cron expression next to the field.
-    open(&browser, &studio, "/schedules/new", "schedule-form").await;
-    browser.fill("field-name", "weekly-digest").await;
-    browser.fill("field-cron", "0 25 * * 1").await;
-    browser.fill("field-executable", "sh").await;
-    browser.fill("field-args", "-c\necho digest").await;
-    browser.click("schedule-submit").await;
-    browser.wait_for_testid("error-cron", WAIT).await;
-    browser.screenshot(&dir.join("schedule-new.png")).await;
 
-    for name in [
-        "overview",
-        "schedules",
-        "schedule",
-        "schedule-new",
-        "runs",
-        "run",
-        "attention",
-        "devices",
-        "commands",
-    ] {
-        let png = std::fs::read(dir.join(format!("{name}.png"))).expect("screenshot written");
-        assert!(png.starts_with(b"\x89PNG"), "{name}.png is a PNG");
+    for (suffix, _, _) in looks {
+        for name in [
+            "overview",
+            "schedules",
+            "schedule",
+            "schedule-new",
+            "runs",
+            "run",
+            "attention",
+            "devices",
+            "commands",
+        ] {
+            let png = std::fs::read(dir.join(format!("{name}{suffix}.png")))
+                .expect("screenshot written");
+            assert!(png.starts_with(b"\x89PNG"), "{name}{suffix}.png is a PNG");
+        }
     }
     browser.close().await;
 }
