@@ -546,8 +546,8 @@ async fn screenshots_of_every_page() {
             "devices",
             "commands",
         ] {
-            let png = std::fs::read(dir.join(format!("{name}{suffix}.png")))
-                .expect("screenshot written");
+            let png =
+                std::fs::read(dir.join(format!("{name}{suffix}.png"))).expect("screenshot written");
             assert!(png.starts_with(b"\x89PNG"), "{name}{suffix}.png is a PNG");
         }
     }
