@@ -73,6 +73,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "run strip index",
         include_str!("../../migrations/daemon/0012_run_strip_index.sql"),
     ),
+    (
+        13,
+        "due index by name",
+        include_str!("../../migrations/daemon/0013_due_index_by_name.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -1379,3 +1379,12 @@ async fn recent_runs_are_each_schedules_newest_through_its_index() {
         "{plan}"
     );
 }
+
+#[tokio::test]
+async fn up_next_reads_the_due_index_in_order_without_sorting() {
+    let dir = TempDir::new("up-next");
+    let s = store(&dir).await;
+    let plan = s.up_next_plan().await.join("\n");
+    assert!(plan.contains("schedules_due"), "{plan}");
+    assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+}

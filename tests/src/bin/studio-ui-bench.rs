@@ -43,7 +43,7 @@ const PAGES: &[(&str, &str)] = &[
     ("/runs?status=timed_out", "data-testid=\"run-row\""),
     ("/runs?schedule_name=bench-00001", "data-testid=\"run-row\""),
     ("/", "data-testid=\"health-counts\""),
-    ("/api/app/attention", "\"id\":"),
+    ("/api/app/attention", "\"kind\":"),
 ];
 
 /// The daemon's answers behind the heaviest pages, asked directly (bearer token, no app):

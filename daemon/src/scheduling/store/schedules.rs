@@ -23,6 +23,10 @@ const SCHEDULE_COLUMNS: &str = "id, name, spec, enabled, trigger_kind, timezone,
     runs_counted, created_at_ms, updated_at_ms, revision, managed_by, owner_key, source";
 
 /// The rollup columns the database keeps on each schedule (read, never written from Rust).
+/// [`SchedStore::up_next`]'s statement.
+const UP_NEXT: &str = "SELECT id, name, next_fire_at_ms FROM schedules INDEXED BY schedules_due \
+    WHERE enabled = 1 AND next_fire_at_ms IS NOT NULL ORDER BY next_fire_at_ms, name LIMIT ?";
+
 const STATS_COLUMNS: &str = "has_runs, last_outcome, last_outcome_at_ms, spend_usd";
 
 fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
@@ -338,20 +342,28 @@ impl SchedStore {
         )
     }
 
-    /// The `limit` soonest next fires of enabled schedules: `(id, name, at_ms)`, read in
-    /// `schedules_due`'s order.
+    /// The `limit` soonest next fires of enabled schedules: `(id, name, at_ms)`, ties by
+    /// name, read in `schedules_due`'s order (nothing sorted).
     pub(crate) async fn up_next(
         &self,
         limit: i64,
     ) -> Result<Vec<(String, String, i64)>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT id, name, next_fire_at_ms FROM schedules INDEXED BY schedules_due \
-             WHERE enabled = 1 AND next_fire_at_ms IS NOT NULL \
-             ORDER BY next_fire_at_ms, name LIMIT ?",
-        )
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?)
+        Ok(sqlx::query_as(UP_NEXT)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// How SQLite runs [`UP_NEXT`]: one line per step.
+    #[cfg(test)]
+    pub(crate) async fn up_next_plan(&self) -> Vec<String> {
+        let rows: Vec<(i64, i64, i64, String)> =
+            sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {UP_NEXT}")))
+                .bind(5)
+                .fetch_all(&self.pool)
+                .await
+                .expect("a plan");
+        rows.into_iter().map(|r| r.3).collect()
     }
 
     /// How many schedules have each health at `now_ms` (healths with none left out).
