@@ -333,6 +333,23 @@ async fn scheduler_run_listing_pages_newest_first_and_filters() {
     assert_eq!(count("/api/runs?project=list&limit=100").await, 6);
     assert_eq!(count("/api/runs?project=lis&limit=100").await, 0);
     assert_eq!(count("/api/runs?project=list&status=failed").await, 1);
+    // What a browser types is text, never a pattern or statement: wildcards, quotes and
+    // a `/` inside a project match nothing here.
+    for hostile in [
+        "q=%25",
+        "q=_",
+        "q=%27%20OR%201%3D1--",
+        "project=_ist",
+        "project=%25",
+        "project=list%2Fok",
+        "project=list%27%20OR%20%271%27%3D%271",
+    ] {
+        assert_eq!(
+            count(&format!("/api/runs?{hostile}&limit=100")).await,
+            0,
+            "{hostile}"
+        );
+    }
     let reply = api.get("/api/runs?status=failed,finished").await;
     assert_eq!(reply.code(), (400, Code::BadRequest), "{reply}");
     assert!(reply.text.contains("finished"), "{reply}");
@@ -486,4 +503,14 @@ async fn scheduler_runs_page_filters_by_schedule_name() {
     assert!(html.contains(r#"data-testid="problem""#), "{html}");
     assert!(html.contains("No schedule is named"), "{html}");
     assert_eq!(html.matches(r#"data-testid="run-row""#).count(), 0);
+    // A filter the daemon refuses (an instant edited in the address) is said plainly.
+    let html = page("since=yesterday").await;
+    assert!(
+        html.contains("These filters cannot be used: since must be an RFC 3339 instant"),
+        "{html}"
+    );
+    assert_eq!(html.matches(r#"data-testid="run-row""#).count(), 0);
+    // An unknown status in the address is dropped, not sent on.
+    let html = page("status=nonsense").await;
+    assert_eq!(html.matches(r#"data-testid="run-row""#).count(), 1);
 }
