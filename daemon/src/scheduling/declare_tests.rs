@@ -488,7 +488,14 @@ mod round_trip {
             action(),
             policies(),
             any::<bool>(),
-            prop::collection::btree_map("[A-Z][A-Z0-9_]{0,6}", "[a-z0-9 ]{0,8}", 0..3),
+            // Only names a schedule may set: a generated `LD_` or `PATH` is refused, not exported.
+            prop::collection::btree_map(
+                "[A-Z][A-Z0-9_]{0,6}".prop_filter("a settable name", |n| {
+                    studio_contract::jobenv::refusal(n).is_none()
+                }),
+                "[a-z0-9 ]{0,8}",
+                0..3,
+            ),
             prop::option::of(action()),
             prop::option::of("[a-z ]{1,16}"),
         )
