@@ -78,6 +78,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "due index by name",
         include_str!("../../migrations/daemon/0013_due_index_by_name.sql"),
     ),
+    (
+        14,
+        "schedule list rollups",
+        include_str!("../../migrations/daemon/0014_schedule_list_rollups.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -306,6 +306,7 @@ function render(box, count, data, all, page) {
     }
     box.append(groupView(group, list, page));
   }
+  document.dispatchEvent(new CustomEvent("studio:attention-count", { detail: listed.filter((it) => !it.hidden).length }));
   const hidden = data.hidden || 0;
   count.textContent = hidden === 0 ? "Nothing hidden" : hidden + " hidden";
   count.dataset.count = String(hidden);

@@ -55,33 +55,34 @@ async function settle(url) {
   }
 }
 
+// One listener for every action button, those a live region brings in included.
 function wireActions() {
-  for (const b of document.querySelectorAll("button[data-action]")) {
-    b.addEventListener("click", async () => {
-      if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
-      const out = b.closest(".actions, main").querySelector(".action-result");
-      b.disabled = true;
-      try {
-        const r = await call(b.dataset.action, b.dataset.url);
-        if (!r.ok) {
-          if (out) out.textContent = (r.data && r.data.message) || "failed (HTTP " + r.status + ")";
-          return;
-        }
-        const then = b.dataset.then;
-        if (then === "settle" && b.dataset.watch) {
-          if (out) out.textContent = "stopping…";
-          await settle(b.dataset.watch);
-          window.location.reload();
-        } else if (then === "run" && r.data && r.data.id) window.location.assign("/runs/" + encodeURIComponent(r.data.id));
-        else if (then && then.startsWith("/")) window.location.assign(then);
-        else window.location.reload();
-      } catch (_) {
-        if (out) out.textContent = "the app could not be reached";
-      } finally {
-        b.disabled = false;
+  document.addEventListener("click", async (e) => {
+    const b = e.target.closest("button[data-action]");
+    if (!b || b.disabled) return;
+    if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
+    const out = b.closest(".actions, main").querySelector(".action-result");
+    b.disabled = true;
+    try {
+      const r = await call(b.dataset.action, b.dataset.url);
+      if (!r.ok) {
+        if (out) out.textContent = (r.data && r.data.message) || "failed (HTTP " + r.status + ")";
+        return;
       }
-    });
-  }
+      const then = b.dataset.then;
+      if (then === "settle" && b.dataset.watch) {
+        if (out) out.textContent = "stopping…";
+        await settle(b.dataset.watch);
+        window.location.reload();
+      } else if (then === "run" && r.data && r.data.id) window.location.assign("/runs/" + encodeURIComponent(r.data.id));
+      else if (then && then.startsWith("/")) window.location.assign(then);
+      else window.location.reload();
+    } catch (_) {
+      if (out) out.textContent = "the app could not be reached";
+    } finally {
+      b.disabled = false;
+    }
+  });
 }
 
 // The log view: the last chunk first, "load earlier" for the rest, a tail while running.
@@ -654,16 +655,21 @@ function wireForm() {
   });
 }
 
-// The overview's attention summary; the attention page itself is `attention.js`, which
-// only that page loads.
-async function wireAttention() {
+// How many items need attention, in the navigation of every paired page (and in words on
+// the overview). The queue is derived on each read, so a count is kept for this tab for
+// COUNT_FRESH_MS instead of asked again on every page; the attention page stores the
+// count it lists (the `studio:attention-count` event from attention.js).
+const COUNT_KEY = "studio.attention_count";
+const COUNT_FRESH_MS = 20000;
+function showAttentionCount(n) {
+  const badge = document.querySelector('[data-testid="nav-attention-count"]');
+  if (badge) {
+    badge.textContent = String(n);
+    badge.hidden = n === 0;
+    badge.title = n + (n === 1 ? " item needs" : " items need") + " attention";
+  }
   const summary = document.getElementById("attention-summary");
-  if (!summary) return;
-  try {
-    const res = await fetch("/api/app/attention", { credentials: "same-origin", cache: "no-store" });
-    const data = await res.json();
-    if (!res.ok) return;
-    const n = (data.items || []).length;
+  if (summary) {
     const link = document.createElement("a");
     link.href = "/attention";
     link.textContent = n === 0 ? "Nothing needs attention." :
@@ -671,6 +677,29 @@ async function wireAttention() {
     summary.textContent = "";
     summary.append(link);
     summary.dataset.count = String(n);
+  }
+}
+async function wireAttention() {
+  // The attention page says what it lists.
+  document.addEventListener("studio:attention-count", (e) => {
+    sessionStorage.setItem(COUNT_KEY, JSON.stringify({ n: e.detail, at: Date.now() }));
+    showAttentionCount(e.detail);
+  });
+  const state = document.getElementById("status");
+  if (!state || state.dataset.serverState !== "paired" || window.location.pathname === "/attention") return;
+  try {
+    const kept = JSON.parse(sessionStorage.getItem(COUNT_KEY) || "null");
+    // The overview always asks: it is where the count is read in words.
+    if (kept && Date.now() - kept.at < COUNT_FRESH_MS && !document.getElementById("attention-summary")) {
+      showAttentionCount(kept.n);
+      return;
+    }
+    const res = await fetch("/api/app/attention", { credentials: "same-origin", cache: "no-store" });
+    const data = await res.json();
+    if (!res.ok) return;
+    const n = (data.items || []).length;
+    sessionStorage.setItem(COUNT_KEY, JSON.stringify({ n, at: Date.now() }));
+    showAttentionCount(n);
   } catch (_) { /* the link to /attention stays */ }
 }
 
@@ -722,14 +751,17 @@ function tickDuration() {
 
 // Live lists: the regions of a page marked data-live are rendered again by the server
 // when a run or a schedule changes (one request per burst of events), so what they show
-// follows the daemon without a reload.
+// follows the daemon without a reload; at most one request a second, however busy the
+// daemon is.
 function wireLive() {
   if (!document.querySelector("[data-live]")) return;
   let timer = null;
   let busy = false;
+  let next = 0;
   async function refresh() {
     if (busy) { timer = setTimeout(refresh, 300); return; }
     busy = true;
+    next = Date.now() + 1000;
     try {
       const res = await fetch(location.href, { credentials: "same-origin", cache: "no-store" });
       if (!res.ok) return;
@@ -752,7 +784,7 @@ function wireLive() {
   for (const kind of ["run", "schedule"]) {
     events.addEventListener(kind, () => {
       clearTimeout(timer);
-      timer = setTimeout(refresh, 250);
+      timer = setTimeout(refresh, Math.max(250, next - Date.now()));
     });
   }
 }

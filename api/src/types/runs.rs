@@ -206,6 +206,20 @@ pub struct RunDetail {
     #[serde(flatten)]
     pub run: Run,
     pub transitions: Vec<Transition>,
+    /// Why a queued run has not started: its place in the queue (`null` unless queued).
+    pub queue: Option<QueuePlace>,
+}
+
+/// A queued run waits for one of the daemon's run slots (`STUDIO_MAX_CONCURRENT_RUNS`):
+/// "waiting for a slot: 4 of 4 running, 2 queued before it".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct QueuePlace {
+    /// Slots taken by running jobs now.
+    pub running: i64,
+    /// Runs that may run at once.
+    pub slots: i64,
+    /// Queued runs created before this one (slots go to waiting runs in order).
+    pub ahead: i64,
 }
 
 /// A run as lists show it: no output tails.

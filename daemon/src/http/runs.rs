@@ -10,7 +10,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::Deserialize;
-use studio_api::{Run, RunDetail, RunListItem, RunPage};
+use studio_api::{QueuePlace, Run, RunDetail, RunListItem, RunPage};
 use studio_contract::error::{ApiError, Code};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
@@ -212,9 +212,24 @@ pub(crate) async fn get_one(
         .iter()
         .map(|t| t.view())
         .collect();
+    let queue = if run.status() == Some(RunStatus::Queued) {
+        let ahead = store
+            .queued_before(run.created_at_ms, &run.id)
+            .await
+            .map_err(store_error)?;
+        let (running, slots) = state.scheduler.slots_taken();
+        Some(QueuePlace {
+            running: i64::try_from(running).unwrap_or(i64::MAX),
+            slots: i64::try_from(slots).unwrap_or(i64::MAX),
+            ahead,
+        })
+    } else {
+        None
+    };
     Ok(Json(RunDetail {
         run: run.view(),
         transitions,
+        queue,
     }))
 }
 

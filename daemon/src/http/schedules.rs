@@ -12,7 +12,7 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use studio_api::{Deleted, Preview, PreviewRequest, RECENT_RUNS, Run, Schedule, SchedulePage};
+use studio_api::{Deleted, Preview, PreviewRequest, Run, Schedule, SchedulePage};
 use studio_contract::{
     error::{ApiError, Code},
     time::{now_ms, rfc3339},
@@ -122,37 +122,13 @@ pub(crate) fn view(row: &ScheduleRow, now: i64) -> Result<Schedule, ApiError> {
         managed_by: row.managed_by.clone(),
         owner_key: row.owner_key.clone(),
         source: row.source.clone(),
-        recent_runs: Vec::new(),
+        recent_runs: row.stats.recent.iter().map(RunMark::view).collect(),
     })
 }
 
-/// The views of `rows` with each one's newest runs (one query for all of them).
-async fn views(
-    state: &ApiState,
-    rows: &[ScheduleRow],
-    now: i64,
-) -> Result<Vec<Schedule>, ApiError> {
-    let mut schedules = rows
-        .iter()
-        .map(|row| view(row, now))
-        .collect::<Result<Vec<_>, _>>()?;
-    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-    let per = i64::try_from(RECENT_RUNS).unwrap_or(i64::MAX);
-    let marks = scheduler(state)
-        .reads()
-        .recent_runs(&ids, per)
-        .await
-        .map_err(store_error)?;
-    for (s, marks) in schedules.iter_mut().zip(&marks) {
-        s.recent_runs = marks.iter().map(RunMark::view).collect();
-    }
-    Ok(schedules)
-}
-
-/// The view of one schedule with its newest runs.
-async fn view_one(state: &ApiState, row: &ScheduleRow) -> Result<Json<Schedule>, ApiError> {
-    let mut one = views(state, std::slice::from_ref(row), now_ms()).await?;
-    Ok(Json(one.remove(0)))
+/// The view of one schedule as of now.
+fn view_one(row: &ScheduleRow) -> Result<Json<Schedule>, ApiError> {
+    Ok(Json(view(row, now_ms())?))
 }
 
 async fn load(state: &ApiState, id: &str) -> Result<ScheduleRow, ApiError> {
@@ -238,7 +214,10 @@ pub(crate) async fn list(
         .map_err(store_error)?;
     let more = rows.len() > usize::try_from(limit).unwrap_or(usize::MAX);
     let rows = &rows[..rows.len().min(usize::try_from(limit).unwrap_or(usize::MAX))];
-    let schedules = views(&state, rows, now).await?;
+    let schedules = rows
+        .iter()
+        .map(|row| view(row, now))
+        .collect::<Result<_, _>>()?;
     let next = more
         .then(|| rows.last().map(|r| cursor::encode(&list, &r.name)))
         .flatten();
@@ -253,7 +232,7 @@ pub(crate) async fn get_one(
     Path(id): Path<String>,
 ) -> Result<Json<Schedule>, ApiError> {
     let row = load(&state, &id).await?;
-    view_one(&state, &row).await
+    view_one(&row)
 }
 
 /// RFC 7396 merge, except that `trigger`, `action`, `on_success` and `on_fail` are replaced
@@ -301,13 +280,13 @@ pub(crate) async fn patch(
     let row = revised_row(&current, &validated, now);
     if row.spec == current.spec {
         // Nothing to change: no write, no revision, no event (as declarations behave).
-        return view_one(&state, &current).await;
+        return view_one(&current);
     }
     scheduler(&state)
         .update_schedule(&row, current.revision)
         .await
         .map_err(engine_error)?;
-    view_one(&state, &row).await
+    view_one(&row)
 }
 
 async fn set_enabled(
@@ -325,7 +304,7 @@ async fn set_enabled(
             EngineError::NameTaken(_) => ApiError::new(Code::Conflict, "name collision"),
             other => engine_error(other),
         })?;
-    view_one(state, &row).await
+    view_one(&row)
 }
 
 pub(crate) async fn enable(

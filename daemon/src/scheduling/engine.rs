@@ -234,6 +234,12 @@ impl Scheduler {
         self.events.subscribe()
     }
 
+    /// Run slots taken now, and how many there are.
+    pub(crate) fn slots_taken(&self) -> (usize, usize) {
+        let slots = self.config.max_concurrent.max(1);
+        (slots.saturating_sub(self.slots.available_permits()), slots)
+    }
+
     /// The store, to read: its write methods are visible only inside `scheduling`.
     pub(crate) fn reads(&self) -> &SchedStore {
         &self.store

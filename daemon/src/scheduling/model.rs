@@ -45,6 +45,8 @@ pub(crate) struct ScheduleStats {
     pub last_outcome: Option<Outcome>,
     /// The reported cost of all its runs.
     pub spend_usd: f64,
+    /// Its newest runs, newest first (migration 0014 keeps ten).
+    pub recent: Vec<RunMark>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,7 +157,7 @@ impl RunRow {
 }
 
 /// One of a schedule's newest runs, as its history strip shows it (read from the
-/// store's JSON array `[id, status, created_at_ms, error_line]`).
+/// schedule's `recent_runs`, JSON arrays `[id, status, created_at_ms, error_line]`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub(crate) struct RunMark {
     pub id: String,

@@ -401,6 +401,7 @@ fn health_follows_the_evidence() {
                 at_ms,
             }),
             spend_usd: 0.0,
+            recent: Vec::new(),
         };
         health(&row, now)
     };
@@ -1327,7 +1328,7 @@ fn the_error_line_is_the_last_said_line_of_the_stream_that_has_one() {
 }
 
 #[tokio::test]
-async fn recent_runs_are_each_schedules_newest_through_its_index() {
+async fn each_schedule_keeps_its_newest_runs_as_they_come_change_and_go() {
     let dir = TempDir::new("recent");
     let s = store(&dir).await;
     for id in ["a", "b", "c"] {
@@ -1348,43 +1349,94 @@ async fn recent_runs_are_each_schedules_newest_through_its_index() {
             made.push((id, r.id));
         }
     }
-    let marks = s.recent_runs(&["b", "a", "c"], 10).await.expect("recent");
-    let newest = |id: &str, n: usize| -> Vec<String> {
+    let newest = |id: &str, skip: usize| -> Vec<String> {
         let mut ids: Vec<String> = made
             .iter()
             .filter(|(s, _)| *s == id)
             .map(|(_, r)| r.clone())
             .collect();
         ids.reverse();
-        ids.truncate(n);
-        ids
+        ids.into_iter()
+            .skip(skip)
+            .take(studio_api::RECENT_RUNS)
+            .collect()
     };
-    let got: Vec<Vec<String>> = marks
-        .iter()
-        .map(|ms| ms.iter().map(|m| m.id.clone()).collect())
-        .collect();
+    let strip = |id: &'static str| {
+        let s = &s;
+        async move {
+            s.schedule(id)
+                .await
+                .expect("read")
+                .expect("a schedule")
+                .stats
+                .recent
+        }
+    };
+    let ids = |marks: &[crate::scheduling::model::RunMark]| {
+        marks.iter().map(|m| m.id.clone()).collect::<Vec<_>>()
+    };
     assert_eq!(
-        got,
-        [newest("b", 10), newest("a", 10), Vec::new()],
-        "in the order asked, each newest first, ten at most"
+        ids(&strip("a").await),
+        newest("a", 0),
+        "newest first, ten at most"
     );
-    assert!(marks.iter().flatten().all(|m| m.status == "running"));
+    assert_eq!(ids(&strip("b").await), newest("b", 0));
+    assert!(strip("c").await.is_empty());
+    assert!(strip("a").await.iter().all(|m| m.status == "running"));
 
-    // However many runs a schedule has, its ten are read from the index alone.
-    let plan = s.recent_runs_plan().await;
-    let plan = plan.join("\n");
-    assert!(plan.contains("COVERING INDEX runs_by_schedule"), "{plan}");
-    assert!(
-        !plan.contains("SCAN r") && !plan.contains("SCAN runs"),
-        "{plan}"
-    );
+    // A change of status shows.
+    let last = newest("b", 0)[0].clone();
+    s.transition(
+        &last,
+        RunStatus::Running,
+        RunStatus::Cancelled,
+        None,
+        None,
+        2_000,
+    )
+    .await
+    .expect("transition")
+    .expect("it was running");
+    assert_eq!(strip("b").await[0].status, "cancelled");
+
+    // A shown run deleted, the next older one comes in; an older one deleted changes
+    // nothing.
+    s.delete_run(&newest("a", 0)[0]).await;
+    assert_eq!(ids(&strip("a").await), newest("a", 1));
+    let oldest = made
+        .iter()
+        .find(|(s, _)| *s == "a")
+        .expect("a run")
+        .1
+        .clone();
+    s.delete_run(&oldest).await;
+    assert_eq!(ids(&strip("a").await), newest("a", 1));
 }
 
 #[tokio::test]
 async fn up_next_reads_the_due_index_in_order_without_sorting() {
     let dir = TempDir::new("up-next");
     let s = store(&dir).await;
-    let plan = s.up_next_plan().await.join("\n");
+    let plan = s.plan(super::store::UP_NEXT, 1).await.join("\n");
     assert!(plan.contains("schedules_due"), "{plan}");
     assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+}
+
+#[tokio::test]
+async fn health_is_read_from_its_index_not_from_the_specs() {
+    let dir = TempDir::new("health-plan");
+    let s = store(&dir).await;
+    let plan = s
+        .plan(&super::store::health_counts_sql(), 1)
+        .await
+        .join("\n");
+    assert!(plan.contains("COVERING INDEX schedules_health"), "{plan}");
+    for filtered in [false, true] {
+        let plan = s
+            .plan(&super::store::list_sql(filtered), 6)
+            .await
+            .join("\n");
+        assert!(plan.contains("USING INDEX schedules_health"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+    }
 }

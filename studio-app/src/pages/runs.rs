@@ -9,7 +9,7 @@ use axum::{
 };
 use http::HeaderMap;
 
-use studio_api::{RunCore, RunDetail, RunListItem, RunStatus, Transition};
+use studio_api::{QueuePlace, RunCore, RunDetail, RunListItem, RunStatus, Transition};
 
 use super::{Ctx, Nav, render, resolve, words};
 use crate::{
@@ -71,6 +71,22 @@ pub(crate) struct RunRow {
     pub(crate) parent_id: Option<String>,
     /// The run this one retries (it replaced that one), if any.
     pub(crate) replaces_id: Option<String>,
+    /// Why a queued run has not started ("waiting for a slot: 4 of 4 running"); empty
+    /// otherwise, and on list rows.
+    pub(crate) waiting: String,
+}
+
+/// "waiting for a slot: 4 of 4 running, 2 queued before it".
+pub(crate) fn waiting_words(q: &QueuePlace) -> String {
+    let before = match q.ahead {
+        0 => String::from(", next in line"),
+        1 => String::from(", 1 queued before it"),
+        n => format!(", {n} queued before it"),
+    };
+    format!(
+        "waiting for a slot: {} of {} running{before}",
+        q.running, q.slots
+    )
 }
 
 impl RunRow {
@@ -113,6 +129,7 @@ impl RunRow {
             deadline_at: r.deadline_at.clone().unwrap_or_default(),
             parent_id: r.chain_parent_id.clone(),
             replaces_id: r.replaces_run_id.clone(),
+            waiting: String::new(),
         }
     }
 
@@ -129,6 +146,9 @@ impl RunRow {
     /// The run of its own page: its history, and for a failure the lines that say why.
     pub(crate) fn detail(d: &RunDetail, ctx: &Ctx) -> Self {
         let mut row = Self::new(&d.run.core, &d.transitions, ctx);
+        if let Some(q) = &d.queue {
+            row.waiting = waiting_words(q);
+        }
         if row.failed() {
             let said =
                 |tail: &Option<String>| tail.as_deref().is_some_and(|t| !t.trim().is_empty());

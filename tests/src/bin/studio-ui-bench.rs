@@ -1,6 +1,9 @@
 //! studio-ui-bench: the cockpit's figures for `docs/PERFORMANCE.md`.
 //!
-//! `cargo run --release -p studio-tests --bin studio-ui-bench [-- --quick]`
+//! `cargo run --release -p studio-tests --bin studio-ui-bench [-- --quick] [--hold]`
+//!
+//! `--hold` keeps the large home running after its figures, printing its addresses,
+//! cookie and token, until interrupted: a home to profile a page on.
 //!
 //! A real `studio up` with 10 schedules and 10 runs, then one with 10,000 schedules
 //! (created through the API) and 100,000 runs; on each, the time for a paired browser's
@@ -56,6 +59,7 @@ const DAEMON_CALLS: &[(&str, &str)] = &[
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    let hold = std::env::args().any(|a| a == "--hold");
     let large = if quick {
         Sizes {
             schedules: 1_000,
@@ -81,13 +85,12 @@ async fn main() {
     );
     println!("| page | home | p50 ms | p99 ms | bytes | rows shown |");
     println!("|---|---|---|---|---|---|");
-    for sizes in [small, large] {
-        bench(&sizes).await;
-    }
+    bench(&small, false).await;
+    bench(&large, hold).await;
 }
 
 /// Builds a home of `sizes`, then measures every page on it.
-async fn bench(sizes: &Sizes) {
+async fn bench(sizes: &Sizes, hold: bool) {
     let env = [
         ("STUDIO_COMMAND_ALLOWLIST", "true"),
         ("STUDIO_MAX_CONCURRENT_RUNS", "16"),
@@ -132,6 +135,15 @@ async fn bench(sizes: &Sizes) {
         })
         .await;
         println!("| studiod `{path}` | {label} | {p50:.1} | {p99:.1} | {bytes} | {rows} |");
+    }
+    if hold {
+        eprintln!(
+            "holding (Ctrl-C ends it): app {} cookie {cookie:?}; studiod {} token {token}; home {}",
+            studio.app_url("/"),
+            studio.daemon_url("/"),
+            studio.home_path().display()
+        );
+        tokio::signal::ctrl_c().await.expect("wait for Ctrl-C");
     }
 }
 

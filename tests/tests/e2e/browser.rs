@@ -1,67 +1,53 @@
-//! A real browser (headless Chromium) opens the pairing link and ends up paired.
+//! A real browser (headless Chromium) opens the pairing link and ends up paired; the
+//! link works once; with the daemon unable to answer, the page says so.
 
-use std::{process::Command, time::Duration};
+use std::time::Duration;
 
-use studio_tests::{
-    Studio, TempDir,
-    browser::{CHROMIUM_FLAGS, chromium},
-};
+use studio_tests::{Studio, browser::Browser};
 
-/// Loads `url` headless, lets its scripts run, and returns the resulting DOM.
-fn dump_dom(profile: &TempDir, url: &str) -> String {
-    let out = Command::new(chromium())
-        .args(CHROMIUM_FLAGS)
-        .args(["--virtual-time-budget=15000", "--dump-dom"])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(url)
-        .output()
-        .expect("run chromium");
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+const WAIT: Duration = Duration::from_secs(30);
 
-#[test]
-fn chromium_opens_the_pairing_link_and_is_paired() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chromium_opens_the_pairing_link_and_is_paired() {
     let studio = Studio::start();
-    let profile = TempDir::new("chrome");
-    let dom = dump_dom(&profile, &studio.pair_url);
-    assert!(dom.contains(r#"data-state="paired""#), "not paired:\n{dom}");
-    assert!(
-        dom.contains(
-            &studio.child("daemon")["epoch"]
-                .as_str()
-                .expect("epoch")
-                .to_owned()
-        )
-    );
+    let epoch = studio.child("daemon")["epoch"]
+        .as_str()
+        .expect("epoch")
+        .to_owned();
+    let browser = Browser::start().await;
+    browser.goto(&studio.pair_url).await;
+    browser
+        .wait_for_attr("state-banner", "data-server-state", &["paired"], WAIT)
+        .await;
+    assert!(browser.source().await.contains(&epoch));
+    browser.close().await;
 
     // The link works once: a second browser gets "not paired", with what to do next.
-    let other = TempDir::new("chrome2");
-    let dom = dump_dom(&other, &studio.pair_url);
-    assert!(
-        dom.contains(r#"data-state="unpaired""#)
-            || dom.contains(r#"data-state="not_paired""#)
-            || dom.contains(r#"data-state="not-paired""#),
-        "{dom}"
-    );
+    let other = Browser::start().await;
+    other.goto(&studio.pair_url).await;
+    other
+        .wait_for_attr(
+            "state-banner",
+            "data-state",
+            &["unpaired", "not_paired", "not-paired"],
+            WAIT,
+        )
+        .await;
+    let dom = other.source().await;
     assert!(
         dom.contains("studio pair"),
         "the page says how to get a new link:\n{dom}"
     );
+    other.close().await;
 
     // Without a daemon the page says so.
-    signal_stop_daemon(&studio);
+    let daemon = studio.child_pid("daemon");
+    studio_tests::signal(daemon, rustix::process::Signal::STOP);
     std::thread::sleep(Duration::from_secs(3));
-    let third = TempDir::new("chrome3");
-    let dom = dump_dom(&third, &studio.app_url("/"));
-    studio_tests::signal(studio.child_pid("daemon"), rustix::process::Signal::CONT);
+    let third = Browser::start().await;
+    third.goto(&studio.app_url("/")).await;
+    let dom = third.source().await;
+    studio_tests::signal(daemon, rustix::process::Signal::CONT);
+    third.close().await;
     assert!(dom.contains("unavailable"), "{dom}");
-}
-
-fn signal_stop_daemon(studio: &Studio) {
-    studio_tests::signal(studio.child_pid("daemon"), rustix::process::Signal::STOP);
 }

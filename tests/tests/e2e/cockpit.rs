@@ -78,7 +78,7 @@ impl Api {
         reply.expect::<Run>(202).core.id
     }
 
-    async fn run(&self, id: &str) -> RunDetail {
+    pub(super) async fn run(&self, id: &str) -> RunDetail {
         self.send(Method::GET, &format!("/api/runs/{id}"), None)
             .await
             .expect(200)

@@ -65,6 +65,37 @@ async fn the_overview_shows_what_runs_failed_and_fires_next() {
         next.contains("etl/broken") && next.contains("etl/load"),
         "{next}"
     );
+    // A failure while the page is open shows up in it, without a reload.
+    browser
+        .execute("window.__studioStayed = true; return true;", vec![])
+        .await;
+    let late = api
+        .create(&sh("etl/late", "echo 'quota exceeded' >&2; exit 1"))
+        .await;
+    let late_run = api.trigger(&late).await;
+    wait_terminal(&api, &late_run).await;
+    browser
+        .wait_for_css(
+            &format!(r#"[data-testid="failed-run"][data-id="{late_run}"]"#),
+            WAIT,
+        )
+        .await;
+    assert_eq!(
+        browser
+            .execute("return window.__studioStayed === true;", vec![])
+            .await,
+        json!(true),
+        "the overview reloaded"
+    );
+    // Cancel, from the lists as rendered again, after a question.
+    browser.click("running-cancel").await;
+    let asked = browser.accept_dialog(WAIT).await;
+    assert!(asked.contains("etl/load"), "{asked}");
+    browser.wait_for_testid("running-empty", WAIT).await;
+    assert_eq!(
+        wait_terminal(&api, &running).await.run.core.status,
+        RunStatus::Cancelled
+    );
     // The daemon's facts are out of the way, folded below.
     let open_facts = browser
         .execute(
@@ -84,17 +115,9 @@ async fn the_overview_shows_what_runs_failed_and_fires_next() {
         .await;
     wait_for_url(&browser, "until=").await;
     browser.wait_for_testid("filter-scope", WAIT).await;
-    assert_eq!(run_names(&browser).await, ["etl/broken", "etl/load"]);
-
-    // Cancel from the overview, after a question.
-    open(&browser, &studio, "/", "running-cancel").await;
-    browser.click("running-cancel").await;
-    let asked = browser.accept_dialog(WAIT).await;
-    assert!(asked.contains("etl/load"), "{asked}");
-    browser.wait_for_testid("running-empty", WAIT).await;
     assert_eq!(
-        wait_terminal(&api, &running).await.run.core.status,
-        RunStatus::Cancelled
+        run_names(&browser).await,
+        ["etl/broken", "etl/late", "etl/load"]
     );
     browser.close().await;
 }
@@ -188,6 +211,10 @@ async fn attention_groups_items_by_schedule_with_one_action_each() {
         ))
         .await;
     assert_eq!(items.len(), 3);
+    // The navigation counts what the page lists.
+    browser
+        .wait_for_text("nav-attention-count", "5", WAIT)
+        .await;
     let heading = browser
         .wait_for_css(&format!("{} h2", group(&flaky)), WAIT)
         .await
@@ -226,6 +253,14 @@ async fn attention_groups_items_by_schedule_with_one_action_each() {
             .len(),
         2
     );
+    browser
+        .wait_for_text("nav-attention-count", "2", WAIT)
+        .await;
+    // Every page's navigation says it (kept for a moment, not asked again per page).
+    open(&browser, &studio, "/runs", "runs-live").await;
+    browser
+        .wait_for_text("nav-attention-count", "2", WAIT)
+        .await;
     browser.close().await;
 }
 

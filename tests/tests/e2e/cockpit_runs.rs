@@ -362,3 +362,51 @@ async fn the_live_log_follows_its_output_and_the_clock_ticks() {
     );
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_run_says_what_it_waits_for() {
+    let studio = Studio::start_with(&[
+        ("STUDIO_COMMAND_ALLOWLIST", "sh"),
+        ("STUDIO_MAX_CONCURRENT_RUNS", "1"),
+    ]);
+    let api = Api::new(&studio);
+    let gate = studio.home_path().join("go");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", gate.display());
+    let mut spec = sh("etl/hold", &script);
+    spec.policies.overlap = studio_api::schedule::Overlap::Allow;
+    let schedule = api.create(&spec).await;
+    let holding = api.trigger(&schedule).await;
+    let started = std::time::Instant::now();
+    while api.run(&holding).await.run.core.status != RunStatus::Running {
+        assert!(started.elapsed() < WAIT, "the first run did not start");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let second = api.trigger(&schedule).await;
+    let third = api.trigger(&schedule).await;
+
+    let detail = api.run(&third).await;
+    assert_eq!(detail.run.core.status, RunStatus::Queued);
+    let place = detail.queue.expect("a queued run names its place");
+    assert_eq!((place.running, place.slots, place.ahead), (1, 1, 1));
+    let place = api.run(&second).await.queue.expect("queued");
+    assert_eq!(place.ahead, 0);
+    assert_eq!(
+        api.run(&holding).await.queue,
+        None,
+        "a running run waits for nothing"
+    );
+
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, &format!("/runs/{third}"), "run-waiting").await;
+    assert_eq!(
+        browser.text_of("run-waiting").await.as_deref(),
+        Some("waiting for a slot: 1 of 1 running, 1 queued before it")
+    );
+    browser.close().await;
+
+    std::fs::write(&gate, b"").expect("open the gate");
+    for run in [&holding, &second, &third] {
+        wait_terminal(&api, run).await;
+    }
+    assert_eq!(api.run(&third).await.queue, None);
+}

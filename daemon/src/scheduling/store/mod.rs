@@ -20,6 +20,8 @@ pub(crate) use allowlist::AllowEntry;
 pub(crate) use plans::{PlanError, PlanWrite};
 pub(crate) use runs::{Claim, Cursor, Finish, NewRun, RunFilter};
 pub(crate) use schedules::{ScheduleFilter, WriteError};
+#[cfg(test)]
+pub(in crate::scheduling) use schedules::{UP_NEXT, health_counts_sql, list_sql};
 
 /// The scheduler's tables in `state.db`: read through the reader pool, written through
 /// the one writer.

@@ -12,7 +12,7 @@ use super::{
     is_unique_violation,
 };
 use crate::{
-    scheduling::model::{EventRow, RunKind, RunMark, RunRow, RunStatus, TransitionRow},
+    scheduling::model::{EventRow, RunKind, RunRow, RunStatus, TransitionRow},
     store::StoreError,
 };
 
@@ -28,15 +28,6 @@ const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, r
     NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
     counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
     pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms";
-
-/// [`SchedStore::recent_runs`]: for each listed schedule (`?1`, a JSON array), one row:
-/// its `?2` newest runs as a JSON array of `[id, status, created_at_ms, error_line]`,
-/// read from `runs_by_schedule` alone.
-pub(super) const RECENT_RUNS: &str = "SELECT (SELECT json_group_array(json_array(id, status, \
-    created_at_ms, error_line)) \
-    FROM (SELECT id, status, created_at_ms, error_line FROM runs \
-    WHERE schedule_id = j.value ORDER BY created_at_ms DESC, id DESC LIMIT ?2)) AS marks \
-    FROM json_each(?1) AS j ORDER BY j.key";
 
 fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
@@ -535,51 +526,14 @@ impl SchedStore {
         Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)
     }
 
-    /// The newest `per` runs of each schedule in `ids`, newest first within each: one
-    /// walk of `runs_by_schedule` per schedule, however many runs each has.
-    pub(crate) async fn recent_runs(
-        &self,
-        ids: &[&str],
-        per: i64,
-    ) -> Result<Vec<Vec<RunMark>>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        // One bound JSON array: no statement text composed from input. One row per
-        // schedule, its marks one JSON array: a tenth of the rows to carry out of SQLite.
-        let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
-        let rows: Vec<String> = sqlx::query_scalar(RECENT_RUNS)
-            .bind(list)
-            .bind(per)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|marks| {
-                let mut marks: Vec<RunMark> = serde_json::from_str(marks)
-                    .map_err(|e| StoreError::Sqlx(sqlx::Error::Decode(Box::new(e))))?;
-                // An aggregate's input order is SQLite's choice: newest first, here.
-                marks.sort_unstable_by(|a, b| {
-                    (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id))
-                });
-                Ok(marks)
-            })
-            .collect()
-    }
-
-    /// How SQLite runs [`RECENT_RUNS`]: one line per step.
+    /// Deletes a run, as retention will.
     #[cfg(test)]
-    pub(crate) async fn recent_runs_plan(&self) -> Vec<String> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN QUERY PLAN {RECENT_RUNS}"
-        )))
-        .bind("[\"a\"]")
-        .bind(10)
-        .fetch_all(&self.pool)
-        .await
-        .expect("a plan");
-        rows.iter()
-            .map(|r| r.try_get::<String, _>("detail").unwrap_or_default())
-            .collect()
+    pub(crate) async fn delete_run(&self, id: &str) {
+        sqlx::query("DELETE FROM runs WHERE id = ?")
+            .bind(id)
+            .execute(&self.writer)
+            .await
+            .expect("delete a run");
     }
 
     /// Top-level fires (not skipped, not chain steps) since `since_ms`.
@@ -599,6 +553,22 @@ impl SchedStore {
     }
 
     /// Queued and running runs.
+    /// Queued runs created before the run made at `created_at_ms` with `id` (a range of
+    /// `runs_by_status`).
+    pub(crate) async fn queued_before(
+        &self,
+        created_at_ms: i64,
+        id: &str,
+    ) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND (created_at_ms, id) < (?, ?)",
+        )
+        .bind(created_at_ms)
+        .bind(id)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
     pub(crate) async fn active_count(&self) -> Result<i64, StoreError> {
         Ok(
             sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE status IN ('queued', 'running')")

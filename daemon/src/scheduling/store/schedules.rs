@@ -13,7 +13,7 @@ use super::{
 use crate::{
     scheduling::{
         health::health_sql,
-        model::{EventRow, Outcome, ScheduleRow, ScheduleStats},
+        model::{EventRow, Outcome, RunMark, ScheduleRow, ScheduleStats},
     },
     store::StoreError,
 };
@@ -24,10 +24,38 @@ const SCHEDULE_COLUMNS: &str = "id, name, spec, enabled, trigger_kind, timezone,
 
 /// The rollup columns the database keeps on each schedule (read, never written from Rust).
 /// [`SchedStore::up_next`]'s statement.
-const UP_NEXT: &str = "SELECT id, name, next_fire_at_ms FROM schedules INDEXED BY schedules_due \
+pub(in crate::scheduling) const UP_NEXT: &str = "SELECT id, name, next_fire_at_ms FROM schedules INDEXED BY schedules_due \
     WHERE enabled = 1 AND next_fire_at_ms IS NOT NULL ORDER BY next_fire_at_ms, name LIMIT ?";
 
-const STATS_COLUMNS: &str = "has_runs, last_outcome, last_outcome_at_ms, spend_usd";
+const STATS_COLUMNS: &str = "has_runs, last_outcome, last_outcome_at_ms, spend_usd, recent_runs";
+
+/// [`SchedStore::list_schedules`]'s statement: `?1` enabled, `?2` a name's part, `?3`
+/// the name to list after, `?4` the limit, and with `health` `?5` now and `?6` the
+/// healths (a JSON array). In name order through `schedules_health`, whose columns
+/// answer every condition, so a row is read from the table only once it matched.
+pub(in crate::scheduling) fn list_sql(health: bool) -> String {
+    let health = if health {
+        format!("({}) IN (SELECT value FROM json_each(?6))", health_sql(5))
+    } else {
+        "1".to_owned()
+    };
+    format!(
+        "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules \
+         WHERE (?1 IS NULL OR enabled = ?1) AND (?2 IS NULL OR instr(lower(name), lower(?2)) > 0) \
+         AND (?3 IS NULL OR name > ?3) AND {health} ORDER BY name LIMIT ?4"
+    )
+}
+
+/// [`SchedStore::health_counts`]'s statement (`?1` now). Health is computed once per
+/// row in the subquery (its `LIMIT -1` keeps SQLite from folding it into the grouping,
+/// which computes it again per row and sorts wider records: 3.4 ms against 1.3 ms for
+/// 10,000 schedules), from `schedules_health` alone (migration 0014).
+pub(in crate::scheduling) fn health_counts_sql() -> String {
+    format!(
+        "SELECT health, COUNT(*) FROM (SELECT {} AS health FROM schedules LIMIT -1) GROUP BY 1",
+        health_sql(1)
+    )
+}
 
 fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
     Ok(ScheduleRow {
@@ -63,7 +91,17 @@ fn stats_from(r: &SqliteRow) -> Result<ScheduleStats, sqlx::Error> {
             .zip(at)
             .map(|(status, at_ms)| Outcome { status, at_ms }),
         spend_usd: r.try_get("spend_usd")?,
+        recent: recent_from(r.try_get("recent_runs")?)?,
     })
+}
+
+/// A schedule's `recent_runs`, newest first: the order of an aggregate's input is
+/// SQLite's choice, so the marks are sorted here.
+fn recent_from(json: &str) -> Result<Vec<RunMark>, sqlx::Error> {
+    let mut marks: Vec<RunMark> =
+        serde_json::from_str(json).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+    marks.sort_unstable_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
+    Ok(marks)
 }
 
 /// What `GET /api/schedules` filters on.
@@ -271,24 +309,15 @@ impl SchedStore {
         f: &ScheduleFilter<'_>,
         now_ms: i64,
     ) -> Result<Vec<ScheduleRow>, StoreError> {
-        let health = if f.health.is_empty() {
-            "1".to_owned()
-        } else {
-            format!("({}) IN (SELECT value FROM json_each(?6))", health_sql(5))
-        };
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules \
-             WHERE (?1 IS NULL OR enabled = ?1) AND (?2 IS NULL OR instr(lower(name), lower(?2)) > 0) \
-             AND (?3 IS NULL OR name > ?3) AND {health} ORDER BY name LIMIT ?4"
-        )))
-        .bind(f.enabled.map(i64::from))
-        .bind(f.query)
-        .bind(f.after_name)
-        .bind(f.limit)
-        .bind(now_ms)
-        .bind(serde_json::to_string(f.health).unwrap_or_else(|_| "[]".into()))
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(list_sql(!f.health.is_empty())))
+            .bind(f.enabled.map(i64::from))
+            .bind(f.query)
+            .bind(f.after_name)
+            .bind(f.limit)
+            .bind(now_ms)
+            .bind(serde_json::to_string(f.health).unwrap_or_else(|_| "[]".into()))
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows.iter().map(schedule_from).collect::<Result<_, _>>()?)
     }
 
@@ -354,15 +383,15 @@ impl SchedStore {
             .await?)
     }
 
-    /// How SQLite runs [`UP_NEXT`]: one line per step.
+    /// How SQLite runs `sql` (its `params` parameters bound to NULL): one line per step.
     #[cfg(test)]
-    pub(crate) async fn up_next_plan(&self) -> Vec<String> {
-        let rows: Vec<(i64, i64, i64, String)> =
-            sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {UP_NEXT}")))
-                .bind(5)
-                .fetch_all(&self.pool)
-                .await
-                .expect("a plan");
+    pub(crate) async fn plan(&self, sql: &str, params: usize) -> Vec<String> {
+        let explain = format!("EXPLAIN QUERY PLAN {sql}");
+        let mut query = sqlx::query_as(sqlx::AssertSqlSafe(explain));
+        for _ in 0..params {
+            query = query.bind(None::<i64>);
+        }
+        let rows: Vec<(i64, i64, i64, String)> = query.fetch_all(&self.pool).await.expect("a plan");
         rows.into_iter().map(|r| r.3).collect()
     }
 
@@ -371,13 +400,10 @@ impl SchedStore {
         &self,
         now_ms: i64,
     ) -> Result<Vec<(String, i64)>, StoreError> {
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {} AS health, COUNT(*) FROM schedules GROUP BY 1",
-            health_sql(1)
-        )))
-        .bind(now_ms)
-        .fetch_all(&self.pool)
-        .await?)
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(health_counts_sql()))
+            .bind(now_ms)
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     /// Schedules whose cadence was never derived (stored before it existed), with their
