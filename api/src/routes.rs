@@ -29,6 +29,7 @@ pub enum Op {
     DisableSchedule,
     TriggerSchedule,
     ListScheduleRuns,
+    ListProjects,
     Summary,
     ListRuns,
     GetRun,
@@ -356,6 +357,14 @@ pub const ROUTES: &[Route<Op>] = &[
             ok::<RunPage>(),
         )
     },
+    route(
+        Op::ListProjects,
+        "list_projects",
+        Get,
+        "/api/projects",
+        "The projects schedule names name (the part before their first `/`), by name",
+        ok::<ProjectList>(),
+    ),
     route(
         Op::Summary,
         "summary",

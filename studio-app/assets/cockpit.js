@@ -806,6 +806,27 @@ function wireFilters() {
   }
 }
 
+// The project box suggests every project (the page renders those of its own rows), read
+// once, when the box is first used.
+function wireProjects() {
+  const box = document.querySelector('input[list="projects"]');
+  const list = document.getElementById("projects");
+  if (!box || !list) return;
+  box.addEventListener("focus", async () => {
+    try {
+      const res = await fetch("/api/projects", { credentials: "same-origin", cache: "no-store" });
+      if (!res.ok) return;
+      const data = await res.json();
+      list.replaceChildren(...(data.projects || []).map((p) =>
+        Object.assign(document.createElement("option"), {
+          value: p.name,
+          label: p.schedules + (p.schedules === 1 ? " schedule" : " schedules"),
+        })));
+      list.dataset.loaded = "true";
+    } catch (_) { /* the page's own suggestions stay */ }
+  }, { once: true });
+}
+
 // How long each listed run has run ("4 min"), from the instant it started.
 function tickElapsed() {
   const now = Date.now();
@@ -870,6 +891,7 @@ if (document.querySelector(".elapsed[data-since]")) {
   setInterval(tickElapsed, 1000);
 }
 wireFilters();
+wireProjects();
 wireLive();
 wireActions();
 wireLog();

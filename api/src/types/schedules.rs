@@ -73,6 +73,21 @@ pub struct SchedulePage {
     pub next_cursor: Option<String>,
 }
 
+/// `GET /api/projects`: the projects schedule names name, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProjectList {
+    pub projects: Vec<Project>,
+}
+
+/// A project: the part of schedule names before their first `/` (`etl` for
+/// `etl/nightly`), as the runs filter `project` takes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Project {
+    pub name: String,
+    /// How many schedules it has.
+    pub schedules: i64,
+}
+
 /// `DELETE /api/schedules/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Deleted {

@@ -75,6 +75,7 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::DisableSchedule => on(m, schedules::disable),
         Op::TriggerSchedule => on(m, schedules::trigger),
         Op::ListScheduleRuns => on(m, runs::list_for_schedule),
+        Op::ListProjects => on(m, schedules::projects),
         Op::Summary => on(m, summary::summary),
         Op::ListRuns => on(m, runs::list),
         Op::GetRun => on(m, runs::get_one),

@@ -12,7 +12,9 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use studio_api::{Deleted, Preview, PreviewRequest, Run, Schedule, SchedulePage};
+use studio_api::{
+    Deleted, Preview, PreviewRequest, Project, ProjectList, Run, Schedule, SchedulePage,
+};
 use studio_contract::{
     error::{ApiError, Code},
     time::{now_ms, rfc3339},
@@ -414,4 +416,17 @@ pub(crate) async fn preview(
         timezone: zone,
         description,
     }))
+}
+
+/// `GET /api/projects`.
+pub(crate) async fn projects(State(state): State<ApiState>) -> Result<Json<ProjectList>, ApiError> {
+    let projects = scheduler(&state)
+        .reads()
+        .projects()
+        .await
+        .map_err(store_error)?
+        .into_iter()
+        .map(|(name, schedules)| Project { name, schedules })
+        .collect();
+    Ok(Json(ProjectList { projects }))
 }

@@ -154,6 +154,30 @@ async fn runs_filters_apply_as_chosen_and_clear() {
         "empty fields stay out of the address: {url}"
     );
 
+    // The project box suggests every project, those of runs not on the page included.
+    api.create(&sh("ml/train", "true")).await;
+    browser
+        .execute(
+            "document.querySelector('[data-testid=filter-project]').focus(); return true;",
+            vec![],
+        )
+        .await;
+    browser.wait_for_css("#projects[data-loaded]", WAIT).await;
+    let offered = browser
+        .execute(
+            "return [...document.querySelectorAll('#projects option')].map(o => [o.value, o.label]);",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        offered,
+        json!([
+            ["etl", "2 schedules"],
+            ["ml", "1 schedule"],
+            ["web", "2 schedules"]
+        ])
+    );
+
     // A project, then a part of a name in any case (Enter applies a text box).
     browser.fill("filter-project", "web\u{E007}").await;
     wait_for_url(&browser, "project=web").await;

@@ -395,6 +395,17 @@ impl SchedStore {
         rows.into_iter().map(|r| r.3).collect()
     }
 
+    /// Each project (the part of a name before its first `/`) with its number of
+    /// schedules, by name: one pass over `schedules_health`, however many there are.
+    pub(crate) async fn projects(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT substr(name, 1, instr(name, '/') - 1) AS project, COUNT(*) \
+             FROM schedules WHERE instr(name, '/') > 1 GROUP BY 1 ORDER BY 1",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// How many schedules have each health at `now_ms` (healths with none left out).
     pub(crate) async fn health_counts(
         &self,

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 use studio_api::{
-    Code, Deleted, FieldError, Preview, PreviewRequest, SchedulePage, Summary,
+    Code, Deleted, FieldError, Preview, PreviewRequest, ProjectList, SchedulePage, Summary,
     schedule::CronTrigger,
 };
 
@@ -513,4 +513,25 @@ async fn scheduler_runs_page_filters_by_schedule_name() {
     // An unknown status in the address is dropped, not sent on.
     let html = page("status=nonsense").await;
     assert_eq!(html.matches(r#"data-testid="run-row""#).count(), 1);
+}
+
+/// `GET /api/projects`: each project a name names (before its first `/`), counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_lists_projects_by_name_with_their_counts() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    for name in ["web/ping", "etl/load", "etl/nightly/sales", "plain"] {
+        api.create(&sh(name, cron("0 3 1 1 *"), "true")).await;
+    }
+    let list: ProjectList = api.get("/api/projects").await.expect(200);
+    let got: Vec<(&str, i64)> = list
+        .projects
+        .iter()
+        .map(|p| (p.name.as_str(), p.schedules))
+        .collect();
+    assert_eq!(
+        got,
+        [("etl", 2), ("web", 1)],
+        "a name without `/` is no project"
+    );
 }
