@@ -97,8 +97,8 @@ impl DaemonError {
 }
 
 pub(crate) use studio_api::{
-    AllowEntry, AllowList, HourCount, Identity, RunDetail, RunPage, Schedule, SchedulePage,
-    Session, Sessions, Summary,
+    AllowEntry, AllowList, HourCount, RunDetail, RunPage, Schedule, SchedulePage, Session,
+    Sessions, Summary,
 };
 
 /// One page request's view of the daemon: its bearer and origin, borrowed from the page.
@@ -198,10 +198,6 @@ impl<'a> Daemon<'a> {
 
     pub(crate) async fn allowlist(&self) -> Result<AllowList, DaemonError> {
         self.get("/api/admin/allowlist", &[]).await
-    }
-
-    pub(crate) async fn identity(&self) -> Result<Identity, DaemonError> {
-        self.get("/api/identity", &[]).await
     }
 }
 

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+use super::RunListItem;
+
+/// Everything the cockpit's overview shows, in one answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Summary {
     #[schema(format = DateTime)]
     pub as_of: String,
@@ -16,6 +19,8 @@ pub struct Summary {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct DaemonFacts {
+    /// studiod's version.
+    pub version: String,
     #[schema(format = DateTime)]
     pub started_at: String,
     pub uptime_s: i64,
@@ -44,10 +49,20 @@ pub struct NextFire {
     pub at: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// How many runs each list of a summary carries at most.
+pub const LISTED: usize = 10;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RunCensus {
     /// Runs queued or running now.
     pub active: i64,
+    /// The newest of them, at most [`LISTED`].
+    pub running: Vec<RunListItem>,
+    /// The newest runs created in the last 24 hours that failed or timed out, at most
+    /// [`LISTED`].
+    pub failed: Vec<RunListItem>,
+    /// Whether more than those failed or timed out in that time.
+    pub more_failed: bool,
     /// The start of the first hour counted.
     #[schema(format = DateTime)]
     pub since: String,

@@ -1,19 +1,24 @@
-//! `GET /api/summary`: what the cockpit's overview shows, exact and independent of how
-//! many runs are stored — schedule counts by health (one SQL `GROUP BY` over the
-//! schedules and their rollups), the runs of the last 24 hours from the hourly rollup,
-//! the active runs, and the next fires (read in the due index's order).
+//! `GET /api/summary`: what the cockpit's overview shows, in one answer, exact and
+//! independent of how many runs are stored — schedule counts by health (one SQL
+//! `GROUP BY` over `schedules_health`), the runs of the last 24 hours from the hourly
+//! rollup, the active runs (counted, and the newest listed), the newest failures of the
+//! last 24 hours, and the next fires (read in the due index's order).
 
 use std::collections::BTreeMap;
 
 use axum::{Json, extract::State};
-use studio_api::{DaemonFacts, HourCount, NextFire, RunCensus, ScheduleCensus, Summary, UP_NEXT};
+use studio_api::{
+    DaemonFacts, HourCount, LISTED, NextFire, RunCensus, RunListItem, RunStatus, ScheduleCensus,
+    Summary, UP_NEXT,
+};
 use studio_contract::{
+    VERSION,
     error::ApiError,
     time::{now_ms, rfc3339},
 };
 
 use super::{ApiState, schedules::store_error};
-use crate::scheduling::health::HEALTHS;
+use crate::scheduling::{health::HEALTHS, store::RunFilter};
 
 const HOUR_MS: i64 = 3_600_000;
 /// Hourly buckets shown: the current hour and the 23 before it.
@@ -24,12 +29,32 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Summar
     let now = now_ms();
     let first_hour = now - now.rem_euclid(HOUR_MS) - (HOURS - 1) * HOUR_MS;
     let up_next = i64::try_from(UP_NEXT).unwrap_or(i64::MAX);
-    let (census, counts, active, next) = tokio::join!(
+    let listed = i64::try_from(LISTED).unwrap_or(i64::MAX);
+    let running = RunFilter {
+        statuses: vec![RunStatus::Queued, RunStatus::Running],
+        limit: listed,
+        ..RunFilter::default()
+    };
+    // One more than listed says whether there are more.
+    let failed = RunFilter {
+        statuses: vec![RunStatus::Failed, RunStatus::TimedOut],
+        since_ms: Some(now - 24 * HOUR_MS),
+        limit: listed + 1,
+        ..RunFilter::default()
+    };
+    let (census, counts, active, next, running, failed) = tokio::join!(
         store.health_counts(now),
         store.run_counts_since(first_hour),
         store.active_count(),
         store.up_next(up_next),
+        store.list_runs(&running),
+        store.list_runs(&failed),
     );
+    let item = |r: &crate::scheduling::model::RunRow| RunListItem { core: r.core() };
+    let running: Vec<RunListItem> = running.map_err(store_error)?.iter().map(item).collect();
+    let failed = failed.map_err(store_error)?;
+    let more_failed = failed.len() > LISTED;
+    let failed: Vec<RunListItem> = failed.iter().take(LISTED).map(item).collect();
     let up_next = next
         .map_err(store_error)?
         .into_iter()
@@ -77,6 +102,7 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Summar
     Ok(Json(Summary {
         as_of: rfc3339(now),
         daemon: DaemonFacts {
+            version: VERSION.into(),
             started_at: rfc3339(state.started_at_ms),
             uptime_s: (now - state.started_at_ms).max(0) / 1000,
         },
@@ -87,6 +113,9 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Summar
         },
         runs: RunCensus {
             active,
+            running,
+            failed,
+            more_failed,
             since: rfc3339(first_hour),
             total: hourly.iter().map(|(t, _)| t).sum::<i64>(),
             by_status,

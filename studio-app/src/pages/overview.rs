@@ -9,16 +9,13 @@ use axum::{extract::State, response::Response};
 use http::HeaderMap;
 use jiff::Timestamp;
 
-use studio_api::RunPage;
+use studio_api::RunListItem;
 
 use super::{Ctx, Nav, render, resolve, runs::RunRow, schedules::HEALTHS, words};
 use crate::{
     daemon::{HourCount, Session, Summary, encode, with_query},
     state::AppState,
 };
-
-/// Rows in each of the overview's lists (running now, failed in the last 24 h).
-const LISTED: &str = "10";
 
 /// A fire to come, ready to print.
 #[derive(Debug, Clone)]
@@ -154,6 +151,13 @@ impl OverviewPage {
         self.runs_total = s.runs.total;
         self.runs_active = s.runs.active;
         self.bars = bars(&s.runs.hourly);
+        self.version = s.daemon.version.clone();
+        let rows = |runs: &[RunListItem]| -> Vec<RunRow> {
+            runs.iter().map(|r| RunRow::list(r, &self.ctx)).collect()
+        };
+        self.running = rows(&s.runs.running);
+        self.failed = rows(&s.runs.failed);
+        self.more_failed = s.runs.more_failed;
         self.up_next = s
             .schedules
             .up_next
@@ -166,50 +170,16 @@ impl OverviewPage {
             .collect();
         self
     }
-
-    /// Fills the running and failed lists.
-    pub(crate) fn with_runs(mut self, running: &RunPage, failed: &RunPage) -> Self {
-        let rows = |p: &RunPage| -> Vec<RunRow> {
-            p.runs.iter().map(|r| RunRow::list(r, &self.ctx)).collect()
-        };
-        self.running = rows(running);
-        self.failed = rows(failed);
-        self.more_failed = failed.next_cursor.is_some();
-        self
-    }
 }
 
-/// Four calls, concurrently: the daemon's identity, its summary, the active runs and the
-/// failures of the last 24 h.
+/// One call: the daemon's summary carries everything the page shows.
 #[tracing::instrument(skip_all)]
 pub(crate) async fn overview(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let (mut ctx, paired) = resolve(&state, &headers, "/api/identity", Nav::Overview).await;
+    let (mut ctx, paired) = resolve(&state, &headers, "/api/summary", Nav::Overview).await;
     let mut page = OverviewPage::new(ctx.clone());
     if let Some(p) = paired {
-        let daemon = p.daemon(&state);
-        let day_ago = (ctx.now - jiff::SignedDuration::from_hours(24)).to_string();
-        let active = [("status", "queued,running"), ("limit", LISTED)];
-        let failures = [
-            ("status", "failed,timed_out"),
-            ("since", day_ago.as_str()),
-            ("limit", LISTED),
-        ];
-        let (identity, summary, running, failed) = tokio::join!(
-            daemon.identity(),
-            daemon.summary(),
-            daemon.runs(&active),
-            daemon.runs(&failures),
-        );
-        match summary {
+        match p.daemon(&state).summary().await {
             Ok(s) => page = page.with_summary(&s),
-            Err(e) => ctx.fail(&e),
-        }
-        match (running, failed) {
-            (Ok(running), Ok(failed)) => page = page.with_runs(&running, &failed),
-            (Err(e), _) | (_, Err(e)) => ctx.fail(&e),
-        }
-        match identity {
-            Ok(id) => page.version = id.version,
             Err(e) => ctx.fail(&e),
         }
         page.ctx = ctx;
