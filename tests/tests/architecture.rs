@@ -88,6 +88,11 @@ fn the_crate_graph_runs_one_way() {
         "the front door knows the error contract and the Host rule, no route and no store"
     );
     assert_eq!(
+        studio_deps(deps("studio-evidence")),
+        ["studio-contract"],
+        "evidence verifies offline: no store, no daemon, no route"
+    );
+    assert_eq!(
         studio_deps(deps("studio-api")),
         ["studio-contract", "studio-schedule"],
         "the API contract stands on contract and the spec only"
