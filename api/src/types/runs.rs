@@ -206,7 +206,8 @@ pub struct RunDetail {
     #[serde(flatten)]
     pub run: Run,
     pub transitions: Vec<Transition>,
-    /// Why a queued run has not started: its place in the queue (`null` unless queued).
+    /// Why a queued run has not started: its place in the queue (absent unless queued).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueuePlace>,
 }
 

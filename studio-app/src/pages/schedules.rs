@@ -44,29 +44,29 @@ pub(crate) struct ScheduleRow {
     pub(crate) latest: String,
 }
 
-/// One run of a schedule's history strip.
+/// One run of a schedule's history strip. A page holds 500 of these: the template writes
+/// its link and its tooltip (status, when, and why it failed) from these parts, with no
+/// string made per mark beyond its id and its time. Its status, id (percent-encoded to
+/// unreserved characters) and time are written unescaped: none can hold markup.
 #[derive(Debug, Clone)]
 pub(crate) struct StripMark {
-    pub(crate) status: String,
-    pub(crate) href: String,
-    /// What a pointer or a screen reader gets: status, when, and why it failed.
-    pub(crate) label: String,
+    pub(crate) status: &'static str,
+    /// The run's id as a path segment.
+    pub(crate) id: String,
+    /// "2 min ago".
+    pub(crate) when: String,
+    pub(crate) error_line: Option<String>,
 }
 
 impl StripMark {
     fn new(r: &RecentRun, ctx: &Ctx) -> Self {
-        let when = words::Stamp::parse(Some(&r.created_at), ctx.now)
-            .map(|t| t.relative())
-            .unwrap_or_default();
-        let status = r.status.as_str();
-        let label = match r.error_line.as_deref() {
-            Some(line) => format!("{status} {when}: {line}"),
-            None => format!("{status} {when}"),
-        };
         Self {
-            status: status.to_owned(),
-            href: format!("/runs/{}", crate::daemon::encode(&r.id)),
-            label,
+            status: r.status.as_str(),
+            id: crate::daemon::encode(&r.id),
+            when: words::Stamp::parse(Some(&r.created_at), ctx.now)
+                .map(|t| t.relative())
+                .unwrap_or_default(),
+            error_line: r.error_line.clone(),
         }
     }
 }
