@@ -1431,12 +1431,20 @@ async fn health_is_read_from_its_index_not_from_the_specs() {
         .await
         .join("\n");
     assert!(plan.contains("COVERING INDEX schedules_health"), "{plan}");
-    for filtered in [false, true] {
-        let plan = s
-            .plan(&super::store::list_sql(filtered), 6)
-            .await
-            .join("\n");
-        assert!(plan.contains("USING INDEX schedules_health"), "{plan}");
+    let healths = ["failing"];
+    let filters = [
+        ScheduleFilter::default(),
+        ScheduleFilter {
+            enabled: Some(true),
+            query: Some("nightly"),
+            after_name: Some("a"),
+            health: &healths,
+            limit: 50,
+        },
+    ];
+    for f in &filters {
+        let plan = s.plan(&super::store::list_sql(f), 6).await.join("\n");
+        assert!(plan.contains("INDEX schedules_health"), "{plan}");
         assert!(!plan.contains("TEMP B-TREE"), "{plan}");
     }
 }

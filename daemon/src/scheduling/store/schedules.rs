@@ -29,20 +29,33 @@ pub(in crate::scheduling) const UP_NEXT: &str = "SELECT id, name, next_fire_at_m
 
 const STATS_COLUMNS: &str = "has_runs, last_outcome, last_outcome_at_ms, spend_usd, recent_runs";
 
-/// [`SchedStore::list_schedules`]'s statement: `?1` enabled, `?2` a name's part, `?3`
-/// the name to list after, `?4` the limit, and with `health` `?5` now and `?6` the
-/// healths (a JSON array). In name order through `schedules_health`, whose columns
-/// answer every condition, so a row is read from the table only once it matched.
-pub(in crate::scheduling) fn list_sql(health: bool) -> String {
-    let health = if health {
-        format!("({}) IN (SELECT value FROM json_each(?6))", health_sql(5))
-    } else {
-        "1".to_owned()
-    };
+/// [`SchedStore::list_schedules`]'s statement for `f`: `?1` enabled, `?2` a name's part,
+/// `?3` the name to list after, `?4` the limit, `?5` now and `?6` the healths (a JSON
+/// array). It names only the filters given (fixed fragments; values are bound), as the
+/// runs list does: a condition written `(?1 IS NULL OR …)` costs its evaluation on every
+/// row scanned. In name order through `schedules_health`, whose columns answer every
+/// condition, so a row is read from the table only once it matched.
+pub(in crate::scheduling) fn list_sql(f: &ScheduleFilter<'_>) -> String {
+    let mut clauses = vec!["1".to_owned()];
+    if f.enabled.is_some() {
+        clauses.push("enabled = ?1".into());
+    }
+    if f.query.is_some() {
+        clauses.push("instr(lower(name), lower(?2)) > 0".into());
+    }
+    if f.after_name.is_some() {
+        clauses.push("name > ?3".into());
+    }
+    if !f.health.is_empty() {
+        clauses.push(format!(
+            "({}) IN (SELECT value FROM json_each(?6))",
+            health_sql(5)
+        ));
+    }
     format!(
-        "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules \
-         WHERE (?1 IS NULL OR enabled = ?1) AND (?2 IS NULL OR instr(lower(name), lower(?2)) > 0) \
-         AND (?3 IS NULL OR name > ?3) AND {health} ORDER BY name LIMIT ?4"
+        "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules INDEXED BY schedules_health \
+         WHERE {} ORDER BY name LIMIT ?4",
+        clauses.join(" AND ")
     )
 }
 
@@ -309,7 +322,7 @@ impl SchedStore {
         f: &ScheduleFilter<'_>,
         now_ms: i64,
     ) -> Result<Vec<ScheduleRow>, StoreError> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(list_sql(!f.health.is_empty())))
+        let rows = sqlx::query(sqlx::AssertSqlSafe(list_sql(f)))
             .bind(f.enabled.map(i64::from))
             .bind(f.query)
             .bind(f.after_name)
