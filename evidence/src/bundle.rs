@@ -77,6 +77,7 @@ pub fn read_bundle(input: impl BufRead) -> Result<(Header, Vec<Sealed>), Broken>
         position,
         seq: 0,
         what,
+        not_a_bundle: true,
     };
     let first = lines
         .next()
@@ -111,6 +112,7 @@ pub fn verify_bundle(input: impl BufRead, key: Option<&Key>) -> Result<Verified,
         position: 0,
         seq: 0,
         what: what.to_owned(),
+        not_a_bundle: false,
     };
     let previous = digest_of(&header.previous_chain_sha256)
         .ok_or_else(|| at_header("its previous chain hash is not 64 hex digits"))?;

@@ -113,6 +113,9 @@ pub struct Broken {
     pub position: usize,
     pub seq: i64,
     pub what: String,
+    /// The input is no bundle at all (unreadable, or a line that is no header or row),
+    /// rather than a bundle that does not verify.
+    pub not_a_bundle: bool,
 }
 
 /// What a run of rows that verified holds.
@@ -142,6 +145,7 @@ pub fn verify<'a>(
             position: i + 1,
             seq,
             what: what.to_owned(),
+            not_a_bundle: false,
         };
         let content = row
             .entry

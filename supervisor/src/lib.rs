@@ -25,7 +25,7 @@ use std::{future::Future, io, path::PathBuf};
 use studio_contract::{error::ErrorBody, home::Home};
 
 use crate::cli::{
-    Cli, Command, ScheduleCommand, allow, commands, declare, runs, schedules, sessions,
+    Cli, Command, ScheduleCommand, allow, commands, declare, evidence, runs, schedules, sessions,
 };
 pub use crate::{
     cli::preview,
@@ -101,6 +101,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Schedule {
             command: ScheduleCommand::Validate { files },
         } => return declare::validate(&files),
+        Command::Evidence { command } => return evidence::run(command),
         other => other,
     };
     let home = Home::resolve(home);
@@ -128,5 +129,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Run { command } => runs::one(&home, command, shutdown).await,
         Command::Allow { command } => allow::run(&home, command).await,
         Command::Sessions { remote } => sessions::list(&home, remote).await,
+        // Answered above, before the home; here only for the match to be whole.
+        Command::Evidence { command } => evidence::run(command),
     }
 }

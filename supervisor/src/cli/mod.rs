@@ -1,5 +1,5 @@
 //! The user commands. This module is the command line: `studio up | status | restart |
-//! stop | pair | logs | schedule | runs | run | sessions`, with the environment
+//! stop | pair | logs | schedule | runs | run | sessions | evidence`, with the environment
 //! equivalents, turned into typed configuration. Clap's own usage errors exit with status
 //! 2; so do the checks made here. Its submodules carry the commands out.
 //!
@@ -10,6 +10,7 @@ pub(crate) mod allow;
 pub(crate) mod client;
 pub(crate) mod commands;
 pub(crate) mod declare;
+pub(crate) mod evidence;
 pub mod preview;
 pub(crate) mod runs;
 pub(crate) mod schedules;
@@ -93,6 +94,25 @@ pub enum Command {
     Sessions {
         #[command(flatten)]
         remote: Remote,
+    },
+    /// The evidence log of human decisions.
+    Evidence {
+        #[command(subcommand)]
+        command: EvidenceCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EvidenceCommand {
+    /// Check an exported bundle offline, without studiod or its database: every row's
+    /// hashes and, with the key, every MAC. Names the first row an edit, a deletion, an
+    /// insertion or a reordering breaks; exit status 1 when one does.
+    Verify {
+        /// The bundle (JSON lines, as `studio evidence export` writes it).
+        bundle: PathBuf,
+        /// The home's evidence key (`run/evidence.key`: 64 hex digits), to check MACs.
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
     },
 }
 

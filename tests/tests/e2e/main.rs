@@ -11,6 +11,7 @@ mod cockpit_phone;
 mod cockpit_runs;
 mod contract;
 mod declarations;
+mod evidence;
 mod front_table;
 mod frontdoor;
 mod lifecycle;
