@@ -13,6 +13,7 @@ pub mod routes;
 pub mod types;
 
 pub use studio_contract::error::{ApiError, Code, Detail, ErrorBody, FieldError};
+pub use studio_contract::role::Role;
 /// The schedule spec and the declaration document, as the API carries them.
 pub use studio_schedule as schedule;
 pub use types::*;

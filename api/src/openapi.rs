@@ -94,6 +94,12 @@ fn operation<O>(
     let mut op = OperationBuilder::new()
         .operation_id(Some(route.id))
         .summary(Some(route.summary));
+    if route.access == Access::Bearer {
+        op = op.description(Some(format!(
+            "A browser session needs the role `{}` or above.",
+            route.needs.as_str()
+        )));
+    }
     for name in path_params(route.path) {
         op = op.parameter(
             ParameterBuilder::new()

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use studio_contract::error::Code;
+use studio_contract::{error::Code, role::Role};
 use utoipa::{
     ToSchema,
     openapi::{RefOr, schema::Schema},
@@ -162,6 +162,9 @@ pub struct Route<O: 'static> {
     pub path: &'static str,
     pub summary: &'static str,
     pub access: Access,
+    /// The least role a browser session needs (docs/DECISIONS.md); the daemon token has
+    /// every role.
+    pub needs: Role,
     pub via_app: ViaApp,
     pub query: &'static [Param],
     pub takes: Takes,
@@ -189,6 +192,11 @@ impl<O> Route<O> {
             path,
             summary,
             access: Access::Bearer,
+            // Reading is a viewer's; changing anything an operator's.
+            needs: match method {
+                Method::Get => Role::Viewer,
+                Method::Post | Method::Put | Method::Patch | Method::Delete => Role::Operator,
+            },
             via_app,
             query: &[],
             takes: Takes::Nothing,
@@ -211,6 +219,9 @@ impl<O> Route<O> {
                 Code::SessionExpired,
                 Code::EpochEnded,
             ]),
+        }
+        if self.access == Access::Bearer && self.needs > Role::Viewer {
+            codes.push(Code::Forbidden);
         }
         if !matches!(self.takes, Takes::Nothing) {
             codes.extend([

@@ -2,7 +2,7 @@
 //! studio-app forwards, and writes `docs/openapi.json`. Adding a route is adding a line
 //! here and a handler for its [`Op`] in studiod (the compiler asks for it).
 
-use studio_contract::{error::Code, health::HEALTHS};
+use studio_contract::{error::Code, health::HEALTHS, role::Role};
 
 use crate::{
     route::{Access, Gives, Kind, Param, Route, Takes, ViaApp, typed},
@@ -200,6 +200,8 @@ pub const ROUTES: &[Route<Op>] = &[
         )
     },
     Route {
+        // Ending its own session is every browser's.
+        needs: Role::Viewer,
         errors: &[Code::BadRequest],
         ..route(
             Op::Disconnect,
@@ -219,6 +221,7 @@ pub const ROUTES: &[Route<Op>] = &[
         ok::<Sessions>(),
     ),
     Route {
+        needs: Role::Admin,
         errors: &[Code::SessionNotFound],
         ..route(
             Op::RevokeSession,
@@ -254,6 +257,8 @@ pub const ROUTES: &[Route<Op>] = &[
         )
     },
     Route {
+        // Computes, changes nothing.
+        needs: Role::Viewer,
         takes: Takes::Json(typed::<PreviewRequest>()),
         errors: &[Code::ValidationFailed],
         ..route(
@@ -294,6 +299,7 @@ pub const ROUTES: &[Route<Op>] = &[
         )
     },
     Route {
+        needs: Role::Admin,
         errors: &[Code::ScheduleNotFound],
         ..route(
             Op::DeleteSchedule,
@@ -443,6 +449,7 @@ pub const ROUTES: &[Route<Op>] = &[
         ok::<AllowList>(),
     ),
     Route {
+        needs: Role::Admin,
         access: Access::DaemonToken,
         takes: Takes::Json(typed::<AllowChange>()),
         errors: &[Code::DaemonTokenRequired, Code::ValidationFailed],
@@ -456,6 +463,8 @@ pub const ROUTES: &[Route<Op>] = &[
         )
     },
     Route {
+        // A dry run.
+        needs: Role::Viewer,
         takes: Takes::Json(typed::<DeclarationRequest>()),
         errors: &[Code::ValidationFailed],
         ..route(

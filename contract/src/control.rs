@@ -12,13 +12,17 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ErrorBody;
+use crate::{error::ErrorBody, role::Role};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum DaemonRequest {
-    /// Mint a fresh pairing code.
-    Pair,
+    /// Mint a fresh pairing code; the browser that redeems it gets `role` (absent:
+    /// admin, what every browser was before roles).
+    Pair {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<Role>,
+    },
     /// Leave running jobs to their shims at the coming stop (`studio restart daemon`):
     /// the next studiod adopts them. Without it a stop cancels them.
     Detach,
@@ -62,7 +66,7 @@ mod tests {
     #[test]
     fn wire_forms_are_stable() {
         assert_eq!(
-            serde_json::to_string(&DaemonRequest::Pair).expect("ser"),
+            serde_json::to_string(&DaemonRequest::Pair { role: None }).expect("ser"),
             r#"{"op":"pair"}"#
         );
         let reply = DaemonReply::Pair(PairingCode {

@@ -70,6 +70,7 @@ codes! {
     PairingCodeInvalid = "pairing_code_invalid" => UNAUTHORIZED,
     OriginNotAllowed = "origin_not_allowed" => FORBIDDEN,
     DaemonTokenRequired = "daemon_token_required" => FORBIDDEN,
+    Forbidden = "forbidden" => FORBIDDEN,
     NotFound = "not_found" => NOT_FOUND,
     SessionNotFound = "session_not_found" => NOT_FOUND,
     ScheduleNotFound = "schedule_not_found" => NOT_FOUND,

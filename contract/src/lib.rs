@@ -14,6 +14,7 @@ pub mod lifecycle;
 pub mod origin;
 pub mod output;
 pub mod ready;
+pub mod role;
 pub mod secret;
 pub mod socket;
 pub mod time;

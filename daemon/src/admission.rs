@@ -10,6 +10,7 @@ use studio_contract::{
     control::PairingCode,
     error::{ApiError, Code},
     origin::{self, AllowedOrigins},
+    role::Role,
     secret::{self, Digest},
 };
 use tokio::sync::broadcast;
@@ -47,6 +48,8 @@ impl PrincipalKind {
 pub(crate) struct Admitted {
     pub id: String,
     pub kind: PrincipalKind,
+    /// What it may do: a browser its pairing's role; the daemon token every role.
+    pub role: Role,
     /// 0 when the credential does not expire (the daemon token).
     pub expires_at_ms: i64,
 }
@@ -141,6 +144,7 @@ impl Authority {
             return Ok(Admitted {
                 id: DAEMON_PRINCIPAL.to_owned(),
                 kind: PrincipalKind::Daemon,
+                role: Role::Admin,
                 expires_at_ms: 0,
             });
         }
@@ -160,6 +164,7 @@ impl Authority {
             return Ok(Admitted {
                 id: live.id.clone(),
                 kind: PrincipalKind::Browser,
+                role: live.role,
                 expires_at_ms: live.expires_at_ms,
             });
         }
@@ -223,18 +228,19 @@ impl Authority {
         Ok(Admitted {
             id: live.id.clone(),
             kind: PrincipalKind::Browser,
+            role: live.role,
             expires_at_ms: live.decision_expires_at_ms,
         })
     }
 
-    /// Mints a pairing code for a local launcher.
-    pub(crate) async fn mint_code(&self, via: &str, now_ms: i64) -> PairingCode {
-        let (code, expires_at_ms) = self.codes().mint(now_ms);
+    /// Mints a pairing code for a local launcher; the browser that redeems it gets `role`.
+    pub(crate) async fn mint_code(&self, via: &str, role: Role, now_ms: i64) -> PairingCode {
+        let (code, expires_at_ms) = self.codes().mint(role, now_ms);
         self.audit
             .record(
                 AuditKind::PairingMinted,
                 None,
-                json!({ "via": via, "expires_at_ms": expires_at_ms }),
+                json!({ "via": via, "role": role.as_str(), "expires_at_ms": expires_at_ms }),
             )
             .await;
         PairingCode {
@@ -268,16 +274,19 @@ impl Authority {
                     Some(_) => codes.spend(code, now_ms),
                 })
         };
-        if let Err(refusal) = spent {
-            if refusal.code != Code::RateLimited {
-                let detail = json!({ "reason": refusal.code.as_str(), "origin": origin });
-                self.audit
-                    .record(AuditKind::PairingFailed, None, detail)
-                    .await;
+        let role = match spent {
+            Ok(role) => role,
+            Err(refusal) => {
+                if refusal.code != Code::RateLimited {
+                    let detail = json!({ "reason": refusal.code.as_str(), "origin": origin });
+                    self.audit
+                        .record(AuditKind::PairingFailed, None, detail)
+                        .await;
+                }
+                tracing::info!(reason = refusal.code.as_str(), "pairing refused");
+                return Err(refusal);
             }
-            tracing::info!(reason = refusal.code.as_str(), "pairing refused");
-            return Err(refusal);
-        }
+        };
         let origin = allowed_origin.unwrap_or_default();
         let paired = Paired {
             token: secret::mint::<32>("sta_"),
@@ -296,6 +305,7 @@ impl Authority {
                 epoch: &self.epoch,
                 kind: PrincipalKind::Browser.as_str(),
                 origin: &origin,
+                role,
                 token_digest: &token_digest,
                 decision_digest: &decision_digest,
                 decision_expires_at_ms: paired.decision_expires_at_ms,
@@ -307,8 +317,8 @@ impl Authority {
         self.live.insert(Live::new(
             paired.principal.clone(),
             origin.clone(),
-            token_digest,
-            decision_digest,
+            role,
+            (token_digest, decision_digest),
             paired.decision_expires_at_ms,
             paired.expires_at_ms,
             now_ms,
@@ -317,7 +327,7 @@ impl Authority {
             .record(
                 AuditKind::PairingRedeemed,
                 Some(&paired.principal),
-                json!({ "origin": origin }),
+                json!({ "origin": origin, "role": role.as_str() }),
             )
             .await;
         tracing::info!(principal = %paired.principal, "browser paired");
@@ -413,7 +423,7 @@ mod tests {
             Code::Unauthorized
         );
 
-        let code = a.mint_code("test", 0).await;
+        let code = a.mint_code("test", Role::Admin, 0).await;
         assert!(code.code.starts_with(&a.code_prefix()));
         let p = a.redeem(&code.code, Some(APP), 1).await.expect("paired");
         assert!(p.token.starts_with("sta_") && p.decision_token.starts_with("std_"));
@@ -462,7 +472,7 @@ mod tests {
     async fn admission_tokens_expire_in_memory_and_in_the_durable_record() {
         let dir = TempDir::new("adm-exp");
         let (store, a) = authority(&dir, "eeeeeeee0000").await;
-        let code = a.mint_code("test", 0).await;
+        let code = a.mint_code("test", Role::Admin, 0).await;
         let p = a.redeem(&code.code, Some(APP), 1).await.expect("paired");
         assert_eq!(p.expires_at_ms, 1 + ADMISSION_TTL_MS);
         let end = p.expires_at_ms;
@@ -498,6 +508,7 @@ mod tests {
                 epoch: "eeeeeeee0000",
                 kind: "browser",
                 origin: APP,
+                role: Role::Viewer,
                 token_digest: &token_digest,
                 decision_digest: &decision_digest,
                 decision_expires_at_ms: 50,
@@ -516,12 +527,12 @@ mod tests {
     async fn old_epoch_tokens_answer_epoch_ended() {
         let dir = TempDir::new("adm-epoch");
         let (store, first) = authority(&dir, "aaaaaaaa0000").await;
-        let code = first.mint_code("test", 0).await;
+        let code = first.mint_code("test", Role::Admin, 0).await;
         let p = first
             .redeem(&code.code, Some(APP), 1)
             .await
             .expect("paired");
-        let stale_code = first.mint_code("test", 2).await;
+        let stale_code = first.mint_code("test", Role::Admin, 2).await;
 
         store
             .start_epoch("bbbbbbbb0000", 2, 10)
@@ -547,7 +558,7 @@ mod tests {
     async fn refused_origin_does_not_spend_the_code() {
         let dir = TempDir::new("adm-origin");
         let (store, a) = authority(&dir, "cccccccc0000").await;
-        let code = a.mint_code("test", 0).await;
+        let code = a.mint_code("test", Role::Admin, 0).await;
         for bad in [None, Some("http://evil.example"), Some("null")] {
             assert_eq!(
                 refusal(a.redeem(&code.code, bad, 1).await),
@@ -583,7 +594,7 @@ mod tests {
         let dir = TempDir::new("adm-rev");
         let (_store, a) = authority(&dir, "dddddddd0000").await;
         let mut rx = a.subscribe();
-        let code = a.mint_code("test", 0).await;
+        let code = a.mint_code("test", Role::Admin, 0).await;
         let p = a.redeem(&code.code, Some(APP), 1).await.expect("paired");
         assert_eq!(
             a.revoke_bearer("daemon-token", "x", 2).await.expect("noop"),

@@ -8,6 +8,7 @@ use studio_contract::lifecycle::Shutdown;
 use studio_contract::{
     control::{DaemonReply, DaemonRequest},
     error::{ApiError, Code},
+    role::Role,
     time::now_ms,
 };
 use tokio::{
@@ -56,9 +57,11 @@ async fn handle(
     let (read, mut write) = stream.into_split();
     let reply = if same_user {
         match tokio::time::timeout(IO_TIMEOUT, read_request(read)).await {
-            Ok(Ok(DaemonRequest::Pair)) => {
-                DaemonReply::Pair(authority.mint_code("control", now_ms()).await)
-            }
+            Ok(Ok(DaemonRequest::Pair { role })) => DaemonReply::Pair(
+                authority
+                    .mint_code("control", role.unwrap_or(Role::Admin), now_ms())
+                    .await,
+            ),
             Ok(Ok(DaemonRequest::Detach)) => {
                 let running = scheduler.detach();
                 tracing::info!(

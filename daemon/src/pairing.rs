@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use studio_contract::{
     error::{ApiError, Code},
+    role::Role,
     secret::{self, Digest},
 };
 
@@ -20,6 +21,8 @@ pub(crate) const FAILURE_WINDOW_MS: i64 = 60_000;
 struct Outstanding {
     digest: Digest,
     expires_at_ms: i64,
+    /// The role the browser that redeems it gets.
+    role: Role,
 }
 
 #[derive(Debug)]
@@ -49,8 +52,9 @@ impl CodeBook {
         }
     }
 
-    /// A fresh code and when it expires; the oldest code is dropped beyond the bound.
-    pub(crate) fn mint(&mut self, now_ms: i64) -> (String, i64) {
+    /// A fresh code for `role` and when it expires; the oldest code is dropped beyond the
+    /// bound.
+    pub(crate) fn mint(&mut self, role: Role, now_ms: i64) -> (String, i64) {
         self.outstanding.retain(|c| c.expires_at_ms > now_ms);
         while self.outstanding.len() >= MAX_OUTSTANDING {
             self.outstanding.pop_front();
@@ -64,6 +68,7 @@ impl CodeBook {
         self.outstanding.push_back(Outstanding {
             digest: secret::digest(&code),
             expires_at_ms,
+            role,
         });
         (code, expires_at_ms)
     }
@@ -88,7 +93,8 @@ impl CodeBook {
 
     /// Spends a code (single use). Call only after the origin was accepted, so a code
     /// presented from a refused origin stays valid. Failures count toward the rate limit.
-    pub(crate) fn spend(&mut self, code: &str, now_ms: i64) -> Result<(), ApiError> {
+    /// Answers the role the code was minted for.
+    pub(crate) fn spend(&mut self, code: &str, now_ms: i64) -> Result<Role, ApiError> {
         let result = self.try_spend(code, now_ms);
         if result.is_err() {
             self.failures.push_back(now_ms);
@@ -96,7 +102,7 @@ impl CodeBook {
         result
     }
 
-    fn try_spend(&mut self, code: &str, now_ms: i64) -> Result<(), ApiError> {
+    fn try_spend(&mut self, code: &str, now_ms: i64) -> Result<Role, ApiError> {
         let presented = secret::digest(code);
         // Scan every entry so the time taken does not depend on which one matched.
         let mut found = None;
@@ -107,7 +113,7 @@ impl CodeBook {
         }
         if let Some(entry) = found.and_then(|i| self.outstanding.remove(i)) {
             if entry.expires_at_ms > now_ms {
-                return Ok(());
+                return Ok(entry.role);
             }
         } else if let Some(prefix) = code.get(..PREFIX_LEN)
             && prefix != self.prefix
@@ -151,7 +157,7 @@ mod tests {
 
     #[test]
     fn code_shape_names_the_epoch() {
-        let (code, exp) = book().mint(1_000);
+        let (code, exp) = book().mint(Role::Admin, 1_000);
         assert_eq!(code.len(), 8 + 32);
         assert!(code.starts_with("01234567"));
         assert_eq!(exp, 121_000);
@@ -160,8 +166,12 @@ mod tests {
     #[test]
     fn codes_are_single_use() {
         let mut b = book();
-        let (code, _) = b.mint(0);
-        assert!(b.spend(&code, 1).is_ok());
+        let (code, _) = b.mint(Role::Viewer, 0);
+        assert_eq!(
+            b.spend(&code, 1).ok(),
+            Some(Role::Viewer),
+            "the code's own role"
+        );
         assert_eq!(
             b.spend(&code, 2).map_err(|e| e.code),
             Err(Code::PairingCodeInvalid)
@@ -171,22 +181,22 @@ mod tests {
     #[test]
     fn codes_expire() {
         let mut b = book();
-        let (code, exp) = b.mint(0);
+        let (code, exp) = b.mint(Role::Admin, 0);
         assert_eq!(
             b.spend(&code, exp).map_err(|e| e.code),
             Err(Code::PairingCodeInvalid)
         );
-        let (code, exp) = b.mint(0);
+        let (code, exp) = b.mint(Role::Admin, 0);
         assert!(b.spend(&code, exp - 1).is_ok());
     }
 
     #[test]
     fn outstanding_codes_are_bounded_dropping_the_oldest() {
         let mut b = book();
-        let (first, _) = b.mint(0);
-        let (second, _) = b.mint(0);
+        let (first, _) = b.mint(Role::Admin, 0);
+        let (second, _) = b.mint(Role::Admin, 0);
         for _ in 0..MAX_OUTSTANDING - 1 {
-            b.mint(0);
+            b.mint(Role::Admin, 0);
         }
         assert_eq!(b.outstanding(), MAX_OUTSTANDING);
         assert_eq!(
@@ -219,7 +229,7 @@ mod tests {
     #[test]
     fn failures_rate_limit_until_the_window_clears() {
         let mut b = book();
-        let (good, _) = b.mint(0);
+        let (good, _) = b.mint(Role::Admin, 0);
         for t in 0..FAILURE_LIMIT as i64 {
             assert!(b.check_rate(t).is_ok());
             assert!(b.spend("nope", t).is_err());

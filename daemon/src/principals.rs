@@ -10,7 +10,7 @@ use std::{
     },
 };
 
-use studio_contract::secret::Digest;
+use studio_contract::{role::Role, secret::Digest};
 
 /// `last_seen_at_ms` is written at most this often per principal.
 pub(crate) const TOUCH_INTERVAL_MS: i64 = 60_000;
@@ -19,6 +19,7 @@ pub(crate) const TOUCH_INTERVAL_MS: i64 = 60_000;
 pub(crate) struct Live {
     pub id: String,
     pub origin: String,
+    pub role: Role,
     pub decision_expires_at_ms: i64,
     /// When the admission token stops being accepted (`studio_contract::ADMISSION_TTL_MS`
     /// after redemption).
@@ -29,11 +30,12 @@ pub(crate) struct Live {
 }
 
 impl Live {
+    /// `digests`: of the admission token, then of the decision token.
     pub(crate) fn new(
         id: String,
         origin: String,
-        token_digest: Digest,
-        decision_digest: Digest,
+        role: Role,
+        (token_digest, decision_digest): (Digest, Digest),
         decision_expires_at_ms: i64,
         expires_at_ms: i64,
         now_ms: i64,
@@ -41,6 +43,7 @@ impl Live {
         Self {
             id,
             origin,
+            role,
             decision_expires_at_ms,
             expires_at_ms,
             token_digest,
@@ -115,7 +118,15 @@ mod tests {
 
     #[test]
     fn touches_at_most_once_a_minute() {
-        let live = Live::new("p".into(), "o".into(), [1; 32], [2; 32], 0, i64::MAX, 1_000);
+        let live = Live::new(
+            "p".into(),
+            "o".into(),
+            Role::Admin,
+            ([1; 32], [2; 32]),
+            0,
+            i64::MAX,
+            1_000,
+        );
         assert!(!live.claim_touch(1_000 + TOUCH_INTERVAL_MS - 1));
         assert!(live.claim_touch(1_000 + TOUCH_INTERVAL_MS));
         assert!(!live.claim_touch(1_000 + TOUCH_INTERVAL_MS + 5));
@@ -127,8 +138,8 @@ mod tests {
         set.insert(Live::new(
             "p".into(),
             "o".into(),
-            [1; 32],
-            [2; 32],
+            Role::Admin,
+            ([1; 32], [2; 32]),
             0,
             10,
             0,
@@ -142,7 +153,15 @@ mod tests {
 
     #[test]
     fn expires_at_its_instant() {
-        let live = Live::new("p".into(), "o".into(), [1; 32], [2; 32], 0, 10, 0);
+        let live = Live::new(
+            "p".into(),
+            "o".into(),
+            Role::Admin,
+            ([1; 32], [2; 32]),
+            0,
+            10,
+            0,
+        );
         assert!(!live.expired(9));
         assert!(live.expired(10));
     }

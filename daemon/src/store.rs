@@ -9,7 +9,7 @@ use sqlx::{
     migrate::MigrateError,
     sqlite::{SqlitePool, SqliteRow},
 };
-use studio_contract::secret::Digest;
+use studio_contract::{role::Role, secret::Digest};
 
 /// The daemon's migrations, embedded so the binary carries its schema.
 const MIGRATIONS: studio_store::Migrations = &[
@@ -83,6 +83,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "schedule list rollups",
         include_str!("../../migrations/daemon/0014_schedule_list_rollups.sql"),
     ),
+    (
+        15,
+        "principal roles",
+        include_str!("../../migrations/daemon/0015_principal_roles.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +114,7 @@ pub(crate) struct PrincipalRow {
     pub epoch: String,
     pub kind: String,
     pub origin: String,
+    pub role: Role,
     pub decision_expires_at_ms: i64,
     /// When the admission token stops being accepted.
     pub expires_at_ms: i64,
@@ -123,6 +129,7 @@ pub(crate) struct NewPrincipal<'a> {
     pub epoch: &'a str,
     pub kind: &'a str,
     pub origin: &'a str,
+    pub role: Role,
     pub token_digest: &'a Digest,
     pub decision_digest: &'a Digest,
     pub decision_expires_at_ms: i64,
@@ -141,7 +148,7 @@ pub(crate) struct EventRow {
     pub detail: String,
 }
 
-const PRINCIPAL_COLUMNS: &str = "id, epoch, kind, origin, decision_expires_at_ms, \
+const PRINCIPAL_COLUMNS: &str = "id, epoch, kind, origin, role, decision_expires_at_ms, \
      expires_at_ms, created_at_ms, last_seen_at_ms, revoked_at_ms";
 
 fn principal_from(row: &SqliteRow) -> Result<PrincipalRow, sqlx::Error> {
@@ -150,6 +157,11 @@ fn principal_from(row: &SqliteRow) -> Result<PrincipalRow, sqlx::Error> {
         epoch: row.try_get("epoch")?,
         kind: row.try_get("kind")?,
         origin: row.try_get("origin")?,
+        role: {
+            let role: String = row.try_get("role")?;
+            Role::parse(&role)
+                .ok_or_else(|| sqlx::Error::Decode(format!("unknown role {role:?}").into()))?
+        },
         decision_expires_at_ms: row.try_get("decision_expires_at_ms")?,
         expires_at_ms: row.try_get("expires_at_ms")?,
         created_at_ms: row.try_get("created_at_ms")?,
@@ -225,14 +237,15 @@ impl Store {
     #[tracing::instrument(skip_all, fields(principal = p.id))]
     pub async fn insert_principal(&self, p: &NewPrincipal<'_>) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO principals (id, epoch, kind, origin, token_digest, decision_digest, \
+            "INSERT INTO principals (id, epoch, kind, origin, role, token_digest, decision_digest, \
              decision_expires_at_ms, expires_at_ms, created_at_ms, last_seen_at_ms) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(p.id)
         .bind(p.epoch)
         .bind(p.kind)
         .bind(p.origin)
+        .bind(p.role.as_str())
         .bind(&p.token_digest[..])
         .bind(&p.decision_digest[..])
         .bind(p.decision_expires_at_ms)
@@ -407,6 +420,7 @@ mod tests {
             epoch,
             kind: "browser",
             origin: "http://127.0.0.1:8765",
+            role: Role::Operator,
             token_digest: t,
             decision_digest: d,
             decision_expires_at_ms: 5_000,

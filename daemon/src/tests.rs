@@ -11,7 +11,11 @@ use crate::testing::TempDir;
 async fn pair_over_control(home: &Home) -> DaemonReply {
     let socket = home.daemon_socket();
     tokio::task::spawn_blocking(move || {
-        control::request(&socket, &DaemonRequest::Pair, Duration::from_secs(5))
+        control::request(
+            &socket,
+            &DaemonRequest::Pair { role: None },
+            Duration::from_secs(5),
+        )
     })
     .await
     .expect("join")

@@ -3,7 +3,7 @@
 use std::{path::Path, sync::Arc, time::Duration};
 use studio_contract::lifecycle::Shutdown;
 
-use studio_contract::{secret::AppKey, time::now_ms};
+use studio_contract::{role::Role, secret::AppKey, time::now_ms};
 use studio_proto::{
     APP_KEY_METADATA,
     v1::{
@@ -125,7 +125,7 @@ async fn admit_refuses_an_expired_session() {
     let v = start().await;
     let mut c = client(&v.socket, Some(v.key.to_hex())).await;
     let then = now_ms() - studio_contract::ADMISSION_TTL_MS - 1_000;
-    let code = v.authority.mint_code("test", then).await.code;
+    let code = v.authority.mint_code("test", Role::Admin, then).await.code;
     let paired = v
         .authority
         .redeem(&code, Some(APP), then)
@@ -176,7 +176,11 @@ async fn admit_pair_resolve_and_revoke() {
         matches!(verdict.into_inner().verdict, Some(Verdict::Refusal(r)) if r.code == "origin_not_allowed")
     );
 
-    let code = v.authority.mint_code("test", now_ms()).await.code;
+    let code = v
+        .authority
+        .mint_code("test", Role::Admin, now_ms())
+        .await
+        .code;
     let refused = c
         .redeem_pairing(RedeemPairingRequest {
             code: code.clone(),
@@ -263,7 +267,11 @@ async fn watch_sends_the_epoch_then_revocations_and_heartbeats() {
         Some(Event::Epoch(v.authority.epoch().to_owned()))
     );
 
-    let code = v.authority.mint_code("test", now_ms()).await.code;
+    let code = v
+        .authority
+        .mint_code("test", Role::Admin, now_ms())
+        .await
+        .code;
     let p = v
         .authority
         .redeem(&code, Some(APP), now_ms())

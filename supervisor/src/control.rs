@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use studio_contract::{
     error::{ApiError, Code, ErrorBody},
     home::Home,
+    role::Role,
     socket::{Removal, SocketFile},
 };
 use tokio::{
@@ -46,9 +47,15 @@ impl ChildName {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
     Status,
-    Restart { child: ChildName },
+    Restart {
+        child: ChildName,
+    },
     Stop,
-    Pair,
+    /// A fresh pairing link; the browser that opens it gets `role` (absent: admin).
+    Pair {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<Role>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -321,7 +328,13 @@ mod tests {
                 r#"{"op":"restart","child":"daemon"}"#,
             ),
             (Request::Stop, r#"{"op":"stop"}"#),
-            (Request::Pair, r#"{"op":"pair"}"#),
+            (Request::Pair { role: None }, r#"{"op":"pair"}"#),
+            (
+                Request::Pair {
+                    role: Some(Role::Viewer),
+                },
+                r#"{"op":"pair","role":"viewer"}"#,
+            ),
         ];
         for (req, text) in cases {
             assert_eq!(serde_json::to_string(&req).expect("ser"), text);

@@ -120,7 +120,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Status { json } => done(commands::status(&home, json).await),
         Command::Restart { child } => done(commands::restart(&home, child.into()).await),
         Command::Stop => done(commands::stop(&home).await),
-        Command::Pair { open } => done(commands::pair(&home, open).await),
+        Command::Pair { open, role } => done(commands::pair(&home, open, role.into()).await),
         Command::Logs { child, follow } => {
             done(commands::logs(&home, child.into(), follow, shutdown).await)
         }

@@ -10,6 +10,7 @@ use studio_contract::{
     control::{self, DaemonReply, DaemonRequest, PairingCode},
     error::ErrorBody,
     home::Home,
+    role::Role,
 };
 
 use crate::{
@@ -36,9 +37,12 @@ impl PairError {
     }
 }
 
-/// Asks studiod for a code.
-pub(crate) async fn daemon_code(socket: PathBuf) -> Result<PairingCode, PairError> {
-    match ask(socket, DaemonRequest::Pair).await? {
+/// Asks studiod for a code for `role` (`None`: admin).
+pub(crate) async fn daemon_code(
+    socket: PathBuf,
+    role: Option<Role>,
+) -> Result<PairingCode, PairError> {
+    match ask(socket, DaemonRequest::Pair { role }).await? {
         DaemonReply::Pair(code) => Ok(code),
         DaemonReply::Error(body) => Err(PairError::Refused(body)),
         other => Err(unexpected(&other)),
@@ -78,7 +82,7 @@ pub(crate) async fn daemon_code_patiently(
 ) -> Result<PairingCode, PairError> {
     let deadline = tokio::time::Instant::now() + patience;
     loop {
-        match daemon_code(socket.clone()).await {
+        match daemon_code(socket.clone(), None).await {
             Err(e) if e.is_absent() && tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -118,9 +122,9 @@ pub(crate) fn open(url: &str) {
     }
 }
 
-/// A fresh pairing link from a running supervisor.
-pub(crate) async fn supervisor_link(home: &Home) -> Result<String, Error> {
-    match supervisor::ask(home, &Request::Pair).await? {
+/// A fresh pairing link for `role` from a running supervisor.
+pub(crate) async fn supervisor_link(home: &Home, role: Option<Role>) -> Result<String, Error> {
+    match supervisor::ask(home, &Request::Pair { role }).await? {
         Reply::Pair(link) => Ok(link.url),
         other => Err(supervisor::unexpected(&other)),
     }
@@ -178,7 +182,7 @@ mod tests {
             s.write_all(b"{\"pair\":{\"code\":\"c0de\",\"epoch\":\"e\",\"expires_at_ms\":9}}\n")
                 .expect("write");
         });
-        let code = daemon_code(path).await.expect("code");
+        let code = daemon_code(path, None).await.expect("code");
         assert_eq!(code.code, "c0de");
         assert_eq!(code.expires_at_ms, 9);
         server.join().expect("server");

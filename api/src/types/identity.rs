@@ -1,6 +1,7 @@
 //! Who answers and who asks: `/health`, `/api/identity`, pairing and sessions.
 
 use serde::{Deserialize, Serialize};
+use studio_contract::role::Role;
 use utoipa::ToSchema;
 
 /// `GET /health`: the process is up.
@@ -64,6 +65,8 @@ pub struct Session {
     pub id: String,
     /// The Origin it paired from.
     pub origin: String,
+    /// What it may do.
+    pub role: Role,
     #[schema(format = DateTime)]
     pub created_at: String,
     #[schema(format = DateTime)]

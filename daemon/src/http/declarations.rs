@@ -8,13 +8,15 @@ use serde::Deserialize;
 use studio_api::ChangeKind;
 use studio_contract::{
     error::{ApiError, Code, Detail},
+    role::Role,
     time::now_ms,
 };
 use studio_schedule::FieldError;
 
 use super::{
     ApiState,
-    routes::{QueryParams, TextBody},
+    front::Caller,
+    routes::{self, QueryParams, TextBody},
     schedules::store_error,
 };
 use crate::scheduling::{
@@ -94,10 +96,23 @@ pub(crate) async fn plan(
 #[tracing::instrument(skip_all)]
 pub(crate) async fn apply(
     State(state): State<ApiState>,
+    who: Option<axum::Extension<Caller>>,
     TextBody(body): TextBody,
 ) -> Result<Json<studio_api::Plan>, ApiError> {
+    let Caller(who) = routes::caller(who)?;
     let req = parse(&body)?;
     let (rows, plan) = planned(&state, &req).await?;
+    // Applying is an operator's; removing schedules (`--prune`) an admin's, as deleting.
+    let removes = plan
+        .changes
+        .iter()
+        .any(|c| matches!(c.action, declare::Action::Delete(_)));
+    if removes && !who.role.covers(Role::Admin) {
+        return Err(ApiError::new(
+            Code::Forbidden,
+            "removing schedules (prune) needs the admin role; apply without prune, or ask an admin",
+        ));
+    }
     if let Some((name, message)) = declare::stale_expected(&rows, &req.expected) {
         return Err(moved(name, message));
     }

@@ -233,3 +233,48 @@ async fn export_round_trips_and_adopts_hand_made_explicitly() {
     assert_eq!(body["summary"]["unchanged"], 2);
     assert_eq!(api.schedules().await, before);
 }
+
+/// Applying is an operator's; an apply that removes schedules (prune) is an admin's, and
+/// refused for an operator with nothing written.
+#[tokio::test]
+async fn pruning_needs_an_admin() {
+    let api = api_allowing().await;
+    let (status, _, _) = api
+        .send(post("/api/declarations/apply", &nightly("0 2 * * *")))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let operator = api.pair_as(studio_contract::role::Role::Operator).await["token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    let mut emptied = nightly("0 2 * * *");
+    emptied["documents"][0]["document"]["schedules"] = json!({});
+    let as_operator = |body: &Value| {
+        authed(Method::POST, "/api/declarations/apply", &operator)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(axum::body::Body::from(body.to_string()))
+            .expect("request")
+    };
+    let mut pruning = emptied.clone();
+    pruning["prune"] = json!(true);
+    let (status, _, body) = api.send(as_operator(&pruning)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["code"], "forbidden");
+    let names: Vec<Value> = api
+        .schedules()
+        .await
+        .iter()
+        .map(|s| s["enabled"].clone())
+        .collect();
+    assert_eq!(names, [json!(true)], "nothing was written");
+    // Without prune the schedule is disabled, which an operator may do.
+    let (status, _, body) = api.send(as_operator(&emptied)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let names: Vec<Value> = api
+        .schedules()
+        .await
+        .iter()
+        .map(|s| s["enabled"].clone())
+        .collect();
+    assert_eq!(names, [json!(false)]);
+}

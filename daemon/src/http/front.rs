@@ -14,6 +14,7 @@ use studio_contract::{
     error::{ApiError, Code},
     forward,
     host::HostPolicy,
+    role::Role,
     secret::AppKey,
     time::now_ms,
 };
@@ -116,12 +117,36 @@ impl Stage for Daemon {
         match self.authority.admit(token, now_ms()).await {
             Ok(admitted) => {
                 tracing::Span::current().record("principal", admitted.id.as_str());
+                if let Some(refusal) = role_refusal(&admitted, req.method(), req.uri().path()) {
+                    return Err(refusal.into_response());
+                }
                 req.extensions_mut().insert(Caller(admitted));
                 Ok(req)
             }
             Err(refusal) => Err(refusal.into_response()),
         }
     }
+}
+
+/// `403 forbidden` when the route needs more than the caller's role (the inventory says
+/// what each route needs; a path it does not know is left to the router's 404 or 405).
+fn role_refusal(admitted: &Admitted, method: &http::Method, path: &str) -> Option<ApiError> {
+    let needs = studio_api::routes::find(method, path)?.needs;
+    (!admitted.role.covers(needs)).then(|| {
+        ApiError::new(
+            Code::Forbidden,
+            format!(
+                "this needs the {} role; this session is {} {}",
+                needs.as_str(),
+                if admitted.role == Role::Viewer {
+                    "a"
+                } else {
+                    "an"
+                },
+                admitted.role.as_str()
+            ),
+        )
+    })
 }
 
 /// Whether the inventory lets this route be called without a bearer (liveness, pairing).

@@ -123,7 +123,7 @@ pub(crate) async fn pair(
     }))
 }
 
-fn caller(caller: Option<axum::Extension<Caller>>) -> Result<Caller, ApiError> {
+pub(super) fn caller(caller: Option<axum::Extension<Caller>>) -> Result<Caller, ApiError> {
     // The bearer layer admits every non-exempt route; a missing caller is a wiring bug.
     caller
         .map(|c| c.0)
@@ -163,6 +163,7 @@ pub(crate) async fn sessions(
         .into_iter()
         .map(|s| Session {
             current: s.id == who.id,
+            role: s.role,
             created_at: rfc3339(s.created_at_ms),
             last_seen_at: rfc3339(s.last_seen_at_ms),
             expires_at: rfc3339(s.expires_at_ms),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::{Router, body::Body};
 use http::{HeaderMap, Method, Request, StatusCode, header};
 use serde_json::{Value, json};
-use studio_contract::{forward, host::HostPolicy, secret::AppKey, time::now_ms};
+use studio_contract::{forward, host::HostPolicy, role::Role, secret::AppKey, time::now_ms};
 use tower::ServiceExt;
 
 use super::{ApiState, BODY_LIMIT, FrontDoor, router};
@@ -108,7 +108,11 @@ impl Api {
     }
 
     async fn pair(&self) -> Value {
-        let code = self.authority.mint_code("test", now_ms()).await.code;
+        self.pair_as(Role::Admin).await
+    }
+
+    async fn pair_as(&self, role: Role) -> Value {
+        let code = self.authority.mint_code("test", role, now_ms()).await.code;
         let (status, _, body) = self
             .send(json_post("/api/studio/pair", &json!({ "code": code })))
             .await;
@@ -277,7 +281,11 @@ async fn forwarded_origin_needs_a_valid_signature() {
     );
     assert_eq!(api.code_of(unsigned).await.1, "origin_not_allowed");
     // A signed empty origin means none: allowed to pass CORS, but pairing needs one.
-    let code = api.authority.mint_code("test", now_ms()).await.code;
+    let code = api
+        .authority
+        .mint_code("test", Role::Admin, now_ms())
+        .await
+        .code;
     let pair_path = "/api/studio/pair";
     let none_sig = forward::sign(&api.key, now_ms(), "POST", pair_path, "");
     let no_origin = req(Method::POST, pair_path)
@@ -296,7 +304,11 @@ async fn forwarded_origin_needs_a_valid_signature() {
 #[tokio::test]
 async fn pairing_over_http() {
     let api = api().await;
-    let code = api.authority.mint_code("test", now_ms()).await.code;
+    let code = api
+        .authority
+        .mint_code("test", Role::Admin, now_ms())
+        .await
+        .code;
     let (status, _, body) = api
         .send(json_post("/api/studio/pair", &json!({ "code": code })))
         .await;
@@ -330,7 +342,11 @@ async fn pairing_over_http() {
         api.send(json_post("/api/studio/pair", &json!({ "code": "bad" })))
             .await;
     }
-    let fresh = api.authority.mint_code("test", now_ms()).await.code;
+    let fresh = api
+        .authority
+        .mint_code("test", Role::Admin, now_ms())
+        .await
+        .code;
     let limited = json_post("/api/studio/pair", &json!({ "code": fresh }));
     assert_eq!(
         api.code_of(limited).await,
@@ -400,7 +416,11 @@ async fn text_bodies_that_cannot_be_read_answer_json() {
 async fn an_expired_admission_token_is_refused() {
     let api = api().await;
     let then = now_ms() - studio_contract::ADMISSION_TTL_MS - 1_000;
-    let code = api.authority.mint_code("test", then).await.code;
+    let code = api
+        .authority
+        .mint_code("test", Role::Admin, then)
+        .await
+        .code;
     let paired = api
         .authority
         .redeem(&code, Some(APP), then)
@@ -598,4 +618,92 @@ async fn the_document_is_served_as_checked_in() {
         (StatusCode::UNAUTHORIZED, "unauthorized".into()),
         "the document is admitted like the rest of /api"
     );
+}
+
+/// Each route needs a role (the inventory's `needs`): a viewer reads and may end its own
+/// session, an operator also changes schedules, only an admin deletes one; the daemon
+/// token has every role. A refusal names the role needed and changes nothing.
+#[tokio::test]
+async fn roles_are_enforced_from_the_inventory() {
+    let api = api().await;
+    let viewer = api.pair_as(Role::Viewer).await["token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    let operator = api.pair_as(Role::Operator).await["token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    let allow = authed(Method::POST, "/api/admin/allowlist", DAEMON_TOKEN)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({"add": ["true"]}).to_string()))
+        .expect("request");
+    assert_eq!(api.send(allow).await.0, StatusCode::OK);
+    let spec = json!({
+        "name": "nightly", "trigger": {"cron": {"expression": "0 3 * * *"}},
+        "action": {"kind": "command", "executable": "true"}
+    });
+    let create = |token: &str| {
+        authed(Method::POST, "/api/schedules", token)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(spec.to_string()))
+            .expect("request")
+    };
+
+    let (status, _, body) = api.send(create(&viewer)).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden"))
+    );
+    assert_eq!(
+        body["message"],
+        "this needs the operator role; this session is a viewer"
+    );
+    let (status, _, list) = api
+        .send(empty(authed(Method::GET, "/api/schedules", &viewer)))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list["schedules"], json!([]), "the refusal created nothing");
+
+    let (status, _, created) = api.send(create(&operator)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().expect("id").to_owned();
+    let delete = |token: &str| {
+        empty(
+            authed(Method::DELETE, &format!("/api/schedules/{id}"), token)
+                .header(header::CONTENT_TYPE, "application/json"),
+        )
+    };
+    let (status, _, body) = api.send(delete(&operator)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        body["message"],
+        "this needs the admin role; this session is an operator"
+    );
+    let (status, _, _) = api.send(delete(DAEMON_TOKEN)).await;
+    assert_eq!(status, StatusCode::OK, "the daemon token has every role");
+
+    // Sessions say their roles; a viewer ends its own session.
+    let (_, _, sessions) = api
+        .send(empty(authed(
+            Method::GET,
+            "/api/studio/sessions",
+            DAEMON_TOKEN,
+        )))
+        .await;
+    let mut roles: Vec<&str> = sessions["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter_map(|s| s["role"].as_str())
+        .collect();
+    roles.sort_unstable();
+    assert_eq!(roles, ["operator", "viewer"]);
+    let disconnect = authed(Method::POST, "/api/studio/disconnect", &viewer)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ORIGIN, APP)
+        .body(Body::from("{}"))
+        .expect("request");
+    let (status, _, body) = api.send(disconnect).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
 }

@@ -420,12 +420,12 @@ fn overview_attention_and_devices_render() {
     .expect("renders");
     assert!(att.contains(r#"data-testid="attention-list""#));
     let session: Session = serde_json::from_value(serde_json::json!({
-        "id": "ses_1", "origin": "http://127.0.0.1:1", "created_at": "2026-01-01T10:00:00Z",
+        "id": "ses_1", "origin": "http://127.0.0.1:1", "role": "admin", "created_at": "2026-01-01T10:00:00Z",
         "last_seen_at": "2026-01-01T10:00:00Z", "expires_at": "2099-01-31T10:00:00Z", "current": true
     }))
     .expect("session");
     let lapsed: Session = serde_json::from_value(serde_json::json!({
-        "id": "ses_0", "origin": "http://127.0.0.1:1", "expires_at": "2000-01-01T00:00:00Z",
+        "id": "ses_0", "origin": "http://127.0.0.1:1", "role": "viewer", "expires_at": "2000-01-01T00:00:00Z",
         "created_at": "1999-12-01T00:00:00Z", "last_seen_at": "1999-12-01T00:00:00Z", "current": false
     }))
     .expect("session");

@@ -8,7 +8,7 @@ use std::{
     time::Duration,
 };
 
-use studio_contract::home::Home;
+use studio_contract::{home::Home, role::Role};
 
 use crate::{
     Error,
@@ -121,17 +121,19 @@ fn lock_held(home: &Home) -> Result<bool, Error> {
 }
 
 /// A fresh pairing link from the supervisor; in daemon-only mode, a bare code from studiod.
-pub(crate) async fn pair(home: &Home, open: bool) -> Result<(), Error> {
-    match supervisor_link(home).await {
+pub(crate) async fn pair(home: &Home, open: bool, role: Role) -> Result<(), Error> {
+    match supervisor_link(home, Some(role)).await {
         Ok(url) => print_link(&url, open).await,
-        Err(Error::NotRunning(root)) => match pairing::daemon_code(home.daemon_socket()).await {
-            Ok(code) => {
-                outln!("Pairing code: {}", code.code)?;
-                Ok(())
+        Err(Error::NotRunning(root)) => {
+            match pairing::daemon_code(home.daemon_socket(), Some(role)).await {
+                Ok(code) => {
+                    outln!("Pairing code: {}", code.code)?;
+                    Ok(())
+                }
+                Err(e) if e.is_absent() => Err(Error::NotRunning(root)),
+                Err(e) => Err(Error::Failed(e.to_string())),
             }
-            Err(e) if e.is_absent() => Err(Error::NotRunning(root)),
-            Err(e) => Err(Error::Failed(e.to_string())),
-        },
+        }
         Err(e) => Err(e),
     }
 }
@@ -219,7 +221,7 @@ mod tests {
             status(&home, false).await,
             restart(&home, ChildName::App).await,
             stop(&home).await,
-            pair(&home, false).await,
+            pair(&home, false, Role::Admin).await,
         ] {
             let err = result.expect_err("nothing runs");
             assert!(matches!(err, Error::NotRunning(_)), "{err}");

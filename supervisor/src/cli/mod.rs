@@ -20,7 +20,7 @@ pub(crate) mod table;
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
-use studio_contract::{home::Home, origin};
+use studio_contract::{home::Home, origin, role::Role};
 
 use crate::{
     Error,
@@ -65,6 +65,10 @@ pub enum Command {
         /// Also open it in the browser.
         #[arg(long)]
         open: bool,
+        /// What the browser that opens it may do: viewer (read), operator (also run,
+        /// edit and decide) or admin (also delete and revoke others).
+        #[arg(long, value_enum, default_value_t = RoleArg::Admin)]
+        role: RoleArg,
     },
     /// Print a child's log.
     Logs {
@@ -100,6 +104,24 @@ pub enum Command {
         #[command(subcommand)]
         command: EvidenceCommand,
     },
+}
+
+/// `--role` of `studio pair`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoleArg {
+    Viewer,
+    Operator,
+    Admin,
+}
+
+impl From<RoleArg> for Role {
+    fn from(r: RoleArg) -> Self {
+        match r {
+            RoleArg::Viewer => Role::Viewer,
+            RoleArg::Operator => Role::Operator,
+            RoleArg::Admin => Role::Admin,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,5 +1,6 @@
 //! `studio sessions`: the paired browsers of studiod's current epoch
-//! (`GET /api/studio/sessions`), with when each paired, was last seen and expires.
+//! (`GET /api/studio/sessions`), with each one's role and when it paired, was last seen
+//! and expires.
 
 use studio_api::{Session, Sessions};
 use studio_contract::home::Home;
@@ -32,7 +33,15 @@ pub(crate) async fn list(home: &Home, remote: Remote) -> Result<u8, Error> {
 
 /// One row per session, oldest first as studiod lists them.
 fn table(sessions: &[Session], now: i64) -> Table {
-    let mut table = Table::new(&["ID", "ORIGIN", "CREATED", "LAST SEEN", "EXPIRES", "REVOKED"]);
+    let mut table = Table::new(&[
+        "ID",
+        "ROLE",
+        "ORIGIN",
+        "CREATED",
+        "LAST SEEN",
+        "EXPIRES",
+        "REVOKED",
+    ]);
     for s in sessions {
         let expired = s
             .expires_at
@@ -41,6 +50,7 @@ fn table(sessions: &[Session], now: i64) -> Table {
         let revoked = s.revoked_at.is_some();
         table.row(vec![
             (text(&s.id), Tone::Plain),
+            (text(s.role.as_str()), Tone::Plain),
             (text(&s.origin), Tone::Plain),
             (relative(&s.created_at, now), Tone::Plain),
             (relative(&s.last_seen_at, now), Tone::Plain),
@@ -64,13 +74,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_session_shows_its_expiry() {
+    fn each_session_shows_its_role_and_expiry() {
         let now = 1_767_225_600_000; // 2026-01-01T00:00:00Z
         let sessions: Sessions = serde_json::from_value(json!({"sessions": [
-            {"id": "a", "origin": "http://127.0.0.1:8765",
+            {"id": "a", "origin": "http://127.0.0.1:8765", "role": "admin",
              "created_at": "2025-12-31T23:00:00Z", "last_seen_at": "2025-12-31T23:58:00Z",
              "expires_at": "2026-01-30T23:00:00Z", "revoked_at": null, "current": false},
-            {"id": "b", "origin": "http://127.0.0.1:8765",
+            {"id": "b", "origin": "http://127.0.0.1:8765", "role": "viewer",
              "created_at": "2025-11-01T00:00:00Z", "last_seen_at": "2025-11-02T00:00:00Z",
              "expires_at": "2025-12-01T00:00:00Z", "revoked_at": "2025-11-03T00:00:00Z",
              "current": true}]}))
@@ -78,9 +88,9 @@ mod tests {
         let sessions = sessions.sessions;
         assert_eq!(
             table(&sessions, now).render(Style::plain()),
-            "ID  ORIGIN                 CREATED  LAST SEEN  EXPIRES  REVOKED\n\
-             a   http://127.0.0.1:8765  1h ago   2m ago     in 29d   -\n\
-             b   http://127.0.0.1:8765  61d ago  60d ago    31d ago  59d ago\n"
+            "ID  ROLE    ORIGIN                 CREATED  LAST SEEN  EXPIRES  REVOKED\n\
+             a   admin   http://127.0.0.1:8765  1h ago   2m ago     in 29d   -\n\
+             b   viewer  http://127.0.0.1:8765  61d ago  60d ago    31d ago  59d ago\n"
         );
     }
 }

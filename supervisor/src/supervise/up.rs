@@ -121,13 +121,15 @@ impl control::Handler for Shared {
                 self.stop.send_replace(true);
                 Reply::Ok(true)
             }
-            Request::Pair => match pairing::daemon_code(self.home.daemon_socket()).await {
-                Ok(code) => Reply::Pair(PairLink {
-                    url: pairing::link(&self.app_url, &code.code),
-                    expires_at_ms: code.expires_at_ms,
-                }),
-                Err(e) => Reply::error(Code::DaemonUnavailable, e.to_string()),
-            },
+            Request::Pair { role } => {
+                match pairing::daemon_code(self.home.daemon_socket(), role).await {
+                    Ok(code) => Reply::Pair(PairLink {
+                        url: pairing::link(&self.app_url, &code.code),
+                        expires_at_ms: code.expires_at_ms,
+                    }),
+                    Err(e) => Reply::error(Code::DaemonUnavailable, e.to_string()),
+                }
+            }
         }
     }
 }
@@ -249,7 +251,7 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
 async fn link_from_running(home: &Home, open: bool, patience: Duration) -> Result<(), Error> {
     let deadline = tokio::time::Instant::now() + patience;
     loop {
-        let last = match pairing::supervisor_link(home).await {
+        let last = match pairing::supervisor_link(home, None).await {
             Ok(url) => return pairing::print_link(&url, open).await,
             Err(e @ (Error::NotRunning(_) | Error::Remote(_))) => e,
             Err(e) => return Err(e),

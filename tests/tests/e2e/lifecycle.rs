@@ -461,7 +461,7 @@ async fn a_new_up_after_a_killed_supervisor_waits_for_the_draining_daemon() {
     let run = second.home_path().join("run");
     let reply = studio_contract::control::request(
         &run.join("daemon.sock"),
-        &studio_contract::control::DaemonRequest::Pair,
+        &studio_contract::control::DaemonRequest::Pair { role: None },
         Duration::from_secs(5),
     )
     .expect("run/daemon.sock answers");

@@ -110,7 +110,15 @@ async fn studio_sessions_lists_the_paired_browser_with_its_expiry() {
         .collect();
     assert_eq!(
         header,
-        ["ID", "ORIGIN", "CREATED", "LAST SEEN", "EXPIRES", "REVOKED"],
+        [
+            "ID",
+            "ROLE",
+            "ORIGIN",
+            "CREATED",
+            "LAST SEEN",
+            "EXPIRES",
+            "REVOKED"
+        ],
         "{table}"
     );
     let row = lines.next().unwrap_or_default();
@@ -119,4 +127,64 @@ async fn studio_sessions_lists_the_paired_browser_with_its_expiry() {
         row.starts_with(id) && row.contains(" in 29d ") && row.ends_with(" -"),
         "{table}"
     );
+}
+
+/// `studio pair --role viewer` mints a link whose browser may read and not change: the
+/// daemon refuses its writes through the app (`403 forbidden`, naming the role needed)
+/// and `studio sessions` says its role; a bad role is a usage error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_link_pairs_a_browser_that_reads_and_cannot_change() {
+    let studio = Studio::start();
+    let out = studio.cli(&["pair", "--role", "viewer"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let code = studio_tests::code_from_link(&text).expect("a link");
+    let resp = pair(&studio, &code).await;
+    let cookie = studio_tests::admission_cookie(&resp).expect("a cookie");
+    let body: BrowserPaired = Reply::of(resp).await.expect(200);
+
+    let client = studio_tests::http();
+    let list = client
+        .get(studio.app_url("/api/schedules"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("list");
+    assert_eq!(list.status(), 200);
+    let create = client
+        .post(studio.app_url("/api/schedules"))
+        .header("cookie", &cookie)
+        .header("origin", studio.app_origin())
+        .json(&studio_tests::api::command_spec(
+            "etl/nightly",
+            studio_tests::api::cron("0 3 * * *"),
+            "true",
+            &[],
+        ))
+        .send()
+        .await
+        .expect("create");
+    let refused = Reply::of(create).await;
+    assert_eq!(
+        refused.code(),
+        (403, studio_api::Code::Forbidden),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("operator"), "{refused}");
+
+    let out = studio.cli(&["sessions", "--json"]);
+    let listed: Sessions = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mine = listed
+        .sessions
+        .iter()
+        .find(|s| s.id == body.principal)
+        .expect("listed");
+    assert_eq!(mine.role, studio_api::Role::Viewer);
+
+    let out = studio.cli(&["pair", "--role", "root"]);
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -153,7 +153,7 @@ async fn up_supervises_both_children_and_stops_in_order() {
         // The lock is held: a second supervisor would only ask for a link.
         assert!(lock(&home).expect("probe").is_none());
         assert_eq!(
-            ask(&home, Request::Pair).await,
+            ask(&home, Request::Pair { role: None }).await,
             Reply::Pair(PairLink {
                 url: "http://127.0.0.1:7000/#pair=0123abcdCODE".into(),
                 expires_at_ms: 42
