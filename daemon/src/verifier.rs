@@ -76,6 +76,7 @@ impl VerifierService {
             kind: a.kind.as_str().to_owned(),
             epoch: self.authority.epoch().to_owned(),
             expires_at_ms: a.expires_at_ms,
+            role: a.role.as_str().to_owned(),
         }
     }
 

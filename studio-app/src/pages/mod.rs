@@ -23,6 +23,7 @@ use axum::{
 };
 use http::{HeaderMap, StatusCode, header};
 use jiff::Timestamp;
+use studio_contract::role::Role;
 
 use crate::{
     daemon::{Daemon, DaemonError, PageState},
@@ -73,6 +74,8 @@ pub(crate) struct Ctx {
     pub(crate) state: PageState,
     pub(crate) epoch: Option<String>,
     pub(crate) principal: Option<String>,
+    /// The paired browser's role: what the page offers (studiod decides).
+    pub(crate) role: Role,
     pub(crate) nav: Nav,
     /// A failure while paired (e.g. "schedule not found"), shown above the content.
     pub(crate) problem: Option<String>,
@@ -85,6 +88,7 @@ impl Ctx {
             state,
             epoch: None,
             principal: None,
+            role: Role::Viewer,
             nav,
             problem: None,
             now: Timestamp::now(),
@@ -93,6 +97,16 @@ impl Ctx {
 
     pub(crate) fn paired(&self) -> bool {
         self.state == PageState::Paired
+    }
+
+    /// Whether this browser may run, cancel and edit (an operator or an admin).
+    pub(crate) fn operates(&self) -> bool {
+        self.role.covers(Role::Operator)
+    }
+
+    /// Whether this browser may delete and revoke others (an admin).
+    pub(crate) fn administers(&self) -> bool {
+        self.role.covers(Role::Admin)
     }
 
     pub(crate) fn state_str(&self) -> &'static str {
@@ -215,6 +229,7 @@ pub(crate) async fn resolve(
             let mut ctx = Ctx::new(PageState::Paired, nav);
             ctx.epoch = Some(p.epoch);
             ctx.principal = Some(p.id);
+            ctx.role = p.role;
             (ctx, Some(Paired { bearer, origin }))
         }
         Ok(Verdict::Refused(e)) => (Ctx::new(PageState::from_code(e.code.as_str()), nav), None),

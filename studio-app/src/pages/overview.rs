@@ -203,6 +203,7 @@ pub(crate) async fn attention(State(state): State<AppState>, headers: HeaderMap)
 #[derive(Debug, Clone)]
 pub(crate) struct DeviceRow {
     pub(crate) id: String,
+    pub(crate) role: &'static str,
     pub(crate) origin: String,
     pub(crate) created: Option<words::Stamp>,
     pub(crate) last_seen: Option<words::Stamp>,
@@ -217,6 +218,7 @@ impl DeviceRow {
     pub(crate) fn new(s: &Session, now: Timestamp) -> Self {
         Self {
             id: s.id.clone(),
+            role: s.role.as_str(),
             origin: s.origin.clone(),
             created: words::Stamp::parse(Some(&s.created_at), now),
             last_seen: words::Stamp::parse(Some(&s.last_seen_at), now),

@@ -3,6 +3,7 @@
 
 use askama::Template;
 use jiff::Timestamp;
+use studio_contract::role::Role;
 
 use super::{Ctx, Nav, overview, runs, schedules};
 use crate::daemon::{DaemonError, PageState, RunDetail, Schedule, Session, Summary};
@@ -16,6 +17,7 @@ fn paired(nav: Nav) -> Ctx {
     ctx.now = now();
     ctx.epoch = Some("ep_123".into());
     ctx.principal = Some("ses_1".into());
+    ctx.role = Role::Admin;
     ctx
 }
 
@@ -128,6 +130,31 @@ fn schedule_detail_has_actions_spec_and_runs() {
     }
     assert!(html.contains("data-confirm="));
     assert!(html.contains("&quot;expression&quot;") || html.contains("&#34;expression&#34;"));
+}
+
+/// A page offers what the browser's role may do: a viewer no write, an operator no
+/// delete (studiod refuses them anyway).
+#[test]
+fn pages_offer_what_the_role_may_do() {
+    let render = |role: Role| {
+        let mut ctx = paired(Nav::Schedules);
+        ctx.role = role;
+        schedules::DetailPage {
+            schedule: Some(schedules::ScheduleRow::new(&schedule(), &ctx)),
+            spec_json: String::new(),
+            runs: Vec::new(),
+            ctx,
+        }
+        .render()
+        .expect("renders")
+    };
+    let viewer = render(Role::Viewer);
+    assert!(!viewer.contains("data-action="), "{viewer}");
+    assert!(viewer.contains(r#"data-testid="role-note""#));
+    let operator = render(Role::Operator);
+    assert!(operator.contains(r#"data-testid="schedule-trigger""#));
+    assert!(!operator.contains(r#"data-testid="schedule-delete""#));
+    assert!(render(Role::Admin).contains(r#"data-testid="schedule-delete""#));
 }
 
 #[test]

@@ -10,7 +10,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use studio_contract::secret::{self, Digest};
+use studio_contract::{
+    role::Role,
+    secret::{self, Digest},
+};
 
 /// How recent the last event on the `Watch` stream must be for the stream to count as live.
 pub(crate) const LIVE_WINDOW: Duration = Duration::from_millis(1500);
@@ -26,6 +29,8 @@ pub(crate) struct Principal {
     pub(crate) epoch: String,
     /// 0 when the credential does not expire.
     pub(crate) expires_at_ms: i64,
+    /// What it may do (studiod enforces it; the app hides what it cannot do).
+    pub(crate) role: Role,
 }
 
 /// Cache key: the bearer's digest (never the bearer) and the Origin it came with.
@@ -140,6 +145,7 @@ mod tests {
             kind: "browser".into(),
             epoch: epoch.into(),
             expires_at_ms: 0,
+            role: Role::Admin,
         }
     }
 

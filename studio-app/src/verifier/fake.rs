@@ -132,6 +132,7 @@ impl Verifier for Service {
                 kind: "browser".into(),
                 epoch: self.0.epoch.clone(),
                 expires_at_ms: 0,
+                role: "admin".into(),
             })
         } else if bearer.starts_with("old_") {
             admit_reply::Verdict::Refusal(refusal("epoch_ended"))

@@ -15,6 +15,7 @@ use std::{
 
 use studio_contract::{
     error::{ApiError, Code},
+    role::Role,
     secret::AppKey,
     time::now_ms,
 };
@@ -187,6 +188,8 @@ impl Verifier {
                     kind: p.kind,
                     epoch: p.epoch,
                     expires_at_ms: p.expires_at_ms,
+                    // A role this app does not know shows the least (studiod decides).
+                    role: Role::parse(&p.role).unwrap_or(Role::Viewer),
                 };
                 self.verdicts().insert(key, principal.clone(), generation);
                 Ok(Verdict::Admitted(principal))

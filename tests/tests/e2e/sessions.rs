@@ -134,7 +134,7 @@ async fn studio_sessions_lists_the_paired_browser_with_its_expiry() {
 /// and `studio sessions` says its role; a bad role is a usage error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_link_pairs_a_browser_that_reads_and_cannot_change() {
-    let studio = Studio::start();
+    let studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "sh")]);
     let out = studio.cli(&["pair", "--role", "viewer"]);
     assert!(
         out.status.success(),
@@ -187,4 +187,38 @@ async fn a_viewer_link_pairs_a_browser_that_reads_and_cannot_change() {
 
     let out = studio.cli(&["pair", "--role", "root"]);
     assert_eq!(out.status.code(), Some(2));
+
+    // A viewer's browser is offered no change: a schedule's page has no action but a note.
+    let made = client
+        .post(studio.daemon_url("/api/schedules"))
+        .bearer_auth(studio.token())
+        .json(&studio_tests::api::command_spec(
+            "etl/nightly",
+            studio_tests::api::cron("0 3 * * *"),
+            "sh",
+            &[],
+        ))
+        .send()
+        .await
+        .expect("create");
+    let made: studio_api::Schedule = Reply::of(made).await.expect(201);
+    let out = studio.cli(&["pair", "--role", "viewer"]);
+    let link = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("Studio is ready: "))
+        .expect("a link")
+        .to_owned();
+    let browser = Browser::start().await;
+    browser.goto(&link).await;
+    browser
+        .wait_for_attr("state-banner", "data-server-state", &["paired"], WAIT)
+        .await;
+    browser
+        .goto(&studio.app_url(&format!("/schedules/{}", made.id)))
+        .await;
+    let note = browser.wait_for_text("role-note", "viewer", WAIT).await;
+    assert!(note.contains("changes nothing"), "{note}");
+    assert!(browser.try_find("schedule-trigger").await.is_none());
+    assert!(browser.try_find("schedule-delete").await.is_none());
+    browser.quit().await;
 }
