@@ -18,6 +18,7 @@ pub enum Op {
     Pair,
     Disconnect,
     ListSessions,
+    ChangeSession,
     RevokeSession,
     ListSchedules,
     CreateSchedule,
@@ -220,6 +221,19 @@ pub const ROUTES: &[Route<Op>] = &[
         "Every paired browser of this epoch",
         ok::<Sessions>(),
     ),
+    Route {
+        needs: Role::Admin,
+        takes: Takes::Json(typed::<SessionChange>()),
+        errors: &[Code::SessionNotFound, Code::ValidationFailed],
+        ..route(
+            Op::ChangeSession,
+            "change_session",
+            Patch,
+            "/api/studio/sessions/{id}",
+            "Change a session's role; its next request is judged by the new one",
+            ok::<Session>(),
+        )
+    },
     Route {
         needs: Role::Admin,
         errors: &[Code::SessionNotFound],

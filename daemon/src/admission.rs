@@ -65,6 +65,14 @@ pub(crate) struct Paired {
     pub expires_at_ms: i64,
 }
 
+/// What happened to a principal, for the verifier's watchers: each drops what it cached
+/// for that principal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PrincipalEvent {
+    Revoked(String),
+    RoleChanged(String),
+}
+
 pub(crate) struct Authority {
     epoch: String,
     store: Store,
@@ -72,7 +80,7 @@ pub(crate) struct Authority {
     allowed: AllowedOrigins,
     codes: Mutex<CodeBook>,
     live: LivePrincipals,
-    revocations: broadcast::Sender<String>,
+    revocations: broadcast::Sender<PrincipalEvent>,
     audit: Audit,
 }
 
@@ -127,8 +135,8 @@ impl Authority {
         self.allowed.allows(origin)
     }
 
-    /// Revoked principal ids, as they happen.
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<String> {
+    /// Revocations and role changes, as they happen.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<PrincipalEvent> {
         self.revocations.subscribe()
     }
 
@@ -164,7 +172,7 @@ impl Authority {
             return Ok(Admitted {
                 id: live.id.clone(),
                 kind: PrincipalKind::Browser,
-                role: live.role,
+                role: live.role(),
                 expires_at_ms: live.expires_at_ms,
             });
         }
@@ -228,7 +236,7 @@ impl Authority {
         Ok(Admitted {
             id: live.id.clone(),
             kind: PrincipalKind::Browser,
-            role: live.role,
+            role: live.role(),
             expires_at_ms: live.decision_expires_at_ms,
         })
     }
@@ -334,6 +342,40 @@ impl Authority {
         Ok(paired)
     }
 
+    /// Changes a current-epoch, unrevoked session's role at once (its next request is
+    /// judged by the new one); `false` when there is no such session.
+    pub(crate) async fn set_role(
+        &self,
+        id: &str,
+        role: Role,
+        by: &str,
+        now_ms: i64,
+    ) -> Result<bool, ApiError> {
+        let changed = self
+            .store
+            .set_principal_role(id, &self.epoch, role, now_ms)
+            .await
+            .map_err(internal)?;
+        if !changed {
+            return Ok(false);
+        }
+        if let Some(live) = self.live.by_id(id) {
+            live.set_role(role);
+        }
+        let _ = self
+            .revocations
+            .send(PrincipalEvent::RoleChanged(id.to_owned()));
+        self.audit
+            .record(
+                AuditKind::RoleChanged,
+                Some(id),
+                json!({ "role": role.as_str(), "by": by }),
+            )
+            .await;
+        tracing::info!(principal = id, role = role.as_str(), "role changed");
+        Ok(true)
+    }
+
     /// Revokes a current-epoch principal; `false` when unknown or already revoked.
     #[tracing::instrument(skip_all, fields(principal = id, reason))]
     pub(crate) async fn revoke(
@@ -353,7 +395,9 @@ impl Authority {
         self.live.remove(&row.id);
         if revoked {
             // No receivers (no app watching) is fine.
-            let _ = self.revocations.send(row.id.clone());
+            let _ = self
+                .revocations
+                .send(PrincipalEvent::Revoked(row.id.clone()));
             self.audit
                 .record(
                     AuditKind::SessionRevoked,
@@ -606,7 +650,10 @@ mod tests {
                 .expect("revoke"),
             Some(p.principal.clone())
         );
-        assert_eq!(rx.recv().await.expect("event"), p.principal);
+        assert_eq!(
+            rx.recv().await.expect("event"),
+            PrincipalEvent::Revoked(p.principal.clone())
+        );
         assert_eq!(refusal(a.admit(&p.token, 3).await), Code::Revoked);
     }
 }

@@ -13,6 +13,7 @@ pub(crate) enum Kind {
     PairingRedeemed,
     PairingFailed,
     SessionRevoked,
+    RoleChanged,
     AllowlistChanged,
 }
 
@@ -25,6 +26,7 @@ impl Kind {
             Kind::PairingRedeemed => "pairing_redeemed",
             Kind::PairingFailed => "pairing_failed",
             Kind::SessionRevoked => "session_revoked",
+            Kind::RoleChanged => "role_changed",
             Kind::AllowlistChanged => "allowlist_changed",
         }
     }

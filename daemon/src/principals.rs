@@ -6,11 +6,19 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex, PoisonError,
-        atomic::{AtomicI64, Ordering},
+        atomic::{AtomicI64, AtomicU8, Ordering},
     },
 };
 
 use studio_contract::{role::Role, secret::Digest};
+
+fn role_index(role: Role) -> u8 {
+    match role {
+        Role::Viewer => 0,
+        Role::Operator => 1,
+        Role::Admin => 2,
+    }
+}
 
 /// `last_seen_at_ms` is written at most this often per principal.
 pub(crate) const TOUCH_INTERVAL_MS: i64 = 60_000;
@@ -19,7 +27,8 @@ pub(crate) const TOUCH_INTERVAL_MS: i64 = 60_000;
 pub(crate) struct Live {
     pub id: String,
     pub origin: String,
-    pub role: Role,
+    /// Its role's place in [`Role::ALL`]: an admin may change it while it is live.
+    role: AtomicU8,
     pub decision_expires_at_ms: i64,
     /// When the admission token stops being accepted (`studio_contract::ADMISSION_TTL_MS`
     /// after redemption).
@@ -43,13 +52,25 @@ impl Live {
         Self {
             id,
             origin,
-            role,
+            role: AtomicU8::new(role_index(role)),
             decision_expires_at_ms,
             expires_at_ms,
             token_digest,
             decision_digest,
             last_seen_ms: AtomicI64::new(now_ms),
         }
+    }
+
+    pub(crate) fn role(&self) -> Role {
+        Role::ALL
+            .get(usize::from(self.role.load(Ordering::Relaxed)))
+            .copied()
+            // Only `set_role` and `new` store it, each a valid index.
+            .unwrap_or(Role::Viewer)
+    }
+
+    pub(crate) fn set_role(&self, role: Role) {
+        self.role.store(role_index(role), Ordering::Relaxed);
     }
 
     /// Whether the admission token has run out: being in memory is no licence past it.
@@ -100,6 +121,10 @@ impl LivePrincipals {
 
     pub(crate) fn by_decision(&self, digest: &Digest) -> Option<Arc<Live>> {
         self.lock().by_decision.get(digest).cloned()
+    }
+
+    pub(crate) fn by_id(&self, id: &str) -> Option<Arc<Live>> {
+        self.lock().by_id.get(id).cloned()
     }
 
     /// Forgets a principal (revoked): its tokens then fall through to the durable record.

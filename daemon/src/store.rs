@@ -257,6 +257,28 @@ impl Store {
         Ok(())
     }
 
+    /// Sets the role of a current-epoch, unrevoked principal; `false` when there is none.
+    #[tracing::instrument(skip_all, fields(principal = id))]
+    pub async fn set_principal_role(
+        &self,
+        id: &str,
+        epoch: &str,
+        role: Role,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE principals SET role = ? WHERE id = ? AND epoch = ? \
+             AND revoked_at_ms IS NULL AND expires_at_ms > ?",
+        )
+        .bind(role.as_str())
+        .bind(id)
+        .bind(epoch)
+        .bind(now_ms)
+        .execute(&self.pools.writer)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     #[tracing::instrument(skip_all)]
     pub async fn principal_by_token(
         &self,

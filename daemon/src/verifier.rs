@@ -31,7 +31,7 @@ use tokio::{
 use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
 use tonic::{Request, Response, Status, transport::server::UdsConnectInfo};
 
-use crate::admission::{Admitted, Authority};
+use crate::admission::{Admitted, Authority, PrincipalEvent};
 
 pub(crate) const HEARTBEAT: Duration = Duration::from_millis(500);
 
@@ -221,7 +221,10 @@ impl Verifier for VerifierService {
                     () = tx.closed() => break,
                     () = stop.triggered() => break,
                     r = revoked.recv() => match r {
-                        Ok(id) => event(Event::RevokedPrincipal(id)),
+                        Ok(PrincipalEvent::Revoked(id)) => event(Event::RevokedPrincipal(id)),
+                        Ok(PrincipalEvent::RoleChanged(id)) => {
+                            event(Event::ChangedPrincipal(id))
+                        }
                         // A watcher that missed a revocation must drop its cache: end the stream.
                         Err(RecvError::Lagged(_)) => Err(Status::data_loss("missed revocations")),
                         Err(RecvError::Closed) => break,

@@ -128,7 +128,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Runs(args) => runs::list(&home, args, shutdown).await,
         Command::Run { command } => runs::one(&home, command, shutdown).await,
         Command::Allow { command } => allow::run(&home, command).await,
-        Command::Sessions { remote } => sessions::list(&home, remote).await,
+        Command::Sessions { command, remote } => sessions::run(&home, command, remote).await,
         // Answered above, before the home; here only for the match to be whole.
         Command::Evidence { command } => evidence::run(command),
     }

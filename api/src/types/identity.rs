@@ -86,6 +86,13 @@ pub struct Sessions {
     pub sessions: Vec<Session>,
 }
 
+/// `PATCH /api/studio/sessions/{id}`: a session's new role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionChange {
+    pub role: Role,
+}
+
 /// `DELETE /api/studio/sessions/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct SessionRevoked {

@@ -64,6 +64,7 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::Pair => on(m, routes::pair),
         Op::Disconnect => on(m, routes::disconnect),
         Op::ListSessions => on(m, routes::sessions),
+        Op::ChangeSession => on(m, routes::change_session),
         Op::RevokeSession => on(m, routes::revoke_session),
         Op::ListSchedules => on(m, schedules::list),
         Op::CreateSchedule => on(m, schedules::create),

@@ -9,7 +9,8 @@ use axum::{
 use http::StatusCode;
 use serde::de::DeserializeOwned;
 use studio_api::{
-    Disconnected, Health, Identity, PairRequest, Paired, Session, SessionRevoked, Sessions,
+    Disconnected, Health, Identity, PairRequest, Paired, Session, SessionChange, SessionRevoked,
+    Sessions,
 };
 use studio_contract::{
     IDENTITY, VERSION,
@@ -18,7 +19,7 @@ use studio_contract::{
 };
 
 use super::{ApiState, front::Caller};
-use crate::admission::PrincipalKind;
+use crate::{admission::PrincipalKind, store::PrincipalRow};
 
 /// `axum::Json` whose refusals are the shared error body.
 pub(crate) struct JsonBody<T>(pub T);
@@ -161,18 +162,58 @@ pub(crate) async fn sessions(
         .sessions()
         .await?
         .into_iter()
-        .map(|s| Session {
-            current: s.id == who.id,
-            role: s.role,
-            created_at: rfc3339(s.created_at_ms),
-            last_seen_at: rfc3339(s.last_seen_at_ms),
-            expires_at: rfc3339(s.expires_at_ms),
-            revoked_at: s.revoked_at_ms.map(rfc3339),
-            origin: s.origin,
-            id: s.id,
-        })
+        .map(|s| session_view(s, &who.id))
         .collect();
     Ok(Json(Sessions { sessions }))
+}
+
+/// A session as the API shows it to the principal `caller`.
+fn session_view(s: PrincipalRow, caller: &str) -> Session {
+    Session {
+        current: s.id == caller,
+        role: s.role,
+        created_at: rfc3339(s.created_at_ms),
+        last_seen_at: rfc3339(s.last_seen_at_ms),
+        expires_at: rfc3339(s.expires_at_ms),
+        revoked_at: s.revoked_at_ms.map(rfc3339),
+        origin: s.origin,
+        id: s.id,
+    }
+}
+
+pub(crate) async fn change_session(
+    State(state): State<ApiState>,
+    who: Option<axum::Extension<Caller>>,
+    Path(id): Path<String>,
+    TextBody(body): TextBody,
+) -> Result<Json<Session>, ApiError> {
+    let Caller(who) = caller(who)?;
+    let change: SessionChange = {
+        let de = &mut serde_json::Deserializer::from_str(&body);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            ApiError::invalid(vec![studio_contract::error::FieldError::new(
+                path,
+                e.into_inner().to_string(),
+            )])
+        })?
+    };
+    if !state
+        .authority
+        .set_role(&id, change.role, &who.id, now_ms())
+        .await?
+    {
+        return Err(ApiError::new(
+            Code::SessionNotFound,
+            "no such session in this epoch (or it was revoked or has expired)",
+        ));
+    }
+    let row = state
+        .authority
+        .session(&id)
+        .await?
+        .ok_or_else(|| ApiError::new(Code::SessionNotFound, "no such session"))?;
+    Ok(Json(session_view(row, &who.id)))
 }
 
 pub(crate) async fn revoke_session(

@@ -699,6 +699,54 @@ async fn roles_are_enforced_from_the_inventory() {
         .collect();
     roles.sort_unstable();
     assert_eq!(roles, ["operator", "viewer"]);
+    // An admin makes the viewer an operator: its next request may create.
+    let viewer_id = sessions["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["role"] == "viewer")
+        .and_then(|s| s["id"].as_str())
+        .expect("the viewer")
+        .to_owned();
+    let change = |token: &str, id: &str, body: &str| {
+        authed(Method::PATCH, &format!("/api/studio/sessions/{id}"), token)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_owned()))
+            .expect("request")
+    };
+    let (status, _, _) = api
+        .send(change(&operator, &viewer_id, r#"{"role":"operator"}"#))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "an operator changes no role");
+    let (status, _, body) = api
+        .send(change(DAEMON_TOKEN, &viewer_id, r#"{"role":"emperor"}"#))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("validation_failed"))
+    );
+    let (status, _, body) = api
+        .send(change(DAEMON_TOKEN, "nobody", r#"{"role":"operator"}"#))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("session_not_found"))
+    );
+    let (status, _, body) = api
+        .send(change(DAEMON_TOKEN, &viewer_id, r#"{"role":"operator"}"#))
+        .await;
+    assert_eq!(
+        (status, body["role"].as_str()),
+        (StatusCode::OK, Some("operator")),
+        "{body}"
+    );
+    let (status, _, body) = api.send(create(&viewer)).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "judged by its new role: {body}"
+    );
+
     let disconnect = authed(Method::POST, "/api/studio/disconnect", &viewer)
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::ORIGIN, APP)

@@ -115,6 +115,7 @@ impl Verdicts {
         self.last_event = Some(now);
     }
 
+    /// A principal was revoked or its role changed: what was cached for it is dropped.
     pub(crate) fn on_revoked(&mut self, principal_id: &str, now: Instant) {
         self.entries.retain(|_, p| p.id != principal_id);
         self.generation += 1;

@@ -89,6 +89,11 @@ async fn stream(verifier: &Verifier, heard: &mut bool) -> StreamEnd {
                 tracing::info!(principal = %id, "principal revoked");
                 verdicts.on_revoked(&id, now);
             }
+            // Its cached verdicts carry the old role: drop them, as for a revocation.
+            Some(Event::ChangedPrincipal(id)) => {
+                tracing::info!(principal = %id, "principal's role changed");
+                verdicts.on_revoked(&id, now);
+            }
             // Liveness begins with the epoch: a beat before it vouches for nothing.
             Some(Event::HeartbeatMs(_)) | None if *heard => verdicts.on_heartbeat(now),
             Some(Event::HeartbeatMs(_)) | None => {}

@@ -100,6 +100,17 @@ impl Client {
         self.send(Method::POST, path, Some(body)).await
     }
 
+    /// A PATCH of `body` whose answer is `T`.
+    pub(crate) async fn patch<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, Error> {
+        let body = serde_json::to_string(body)
+            .map_err(|e| Error::Failed(format!("{path}: cannot encode the request: {e}")))?;
+        self.send(Method::PATCH, path, Some(body)).await
+    }
+
     /// A request that carries nothing but its path (`POST …/enable`, `DELETE`), whose
     /// answer is `T`.
     pub(crate) async fn call<T: DeserializeOwned>(

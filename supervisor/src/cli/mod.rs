@@ -94,8 +94,11 @@ pub enum Command {
         #[command(subcommand)]
         command: AllowCommand,
     },
-    /// Paired browsers of the daemon's current epoch, with when each expires.
+    /// Paired browsers of the daemon's current epoch, with their roles and when each
+    /// expires; `role` and `revoke` change one.
     Sessions {
+        #[command(subcommand)]
+        command: Option<SessionsCommand>,
         #[command(flatten)]
         remote: Remote,
     },
@@ -103,6 +106,22 @@ pub enum Command {
     Evidence {
         #[command(subcommand)]
         command: EvidenceCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Give a session another role; its next request is judged by it.
+    Role {
+        /// The session's id (`studio sessions` lists them).
+        id: String,
+        #[arg(value_enum)]
+        role: RoleArg,
+    },
+    /// Revoke a session at once; the browser must pair again.
+    Revoke {
+        /// The session's id.
+        id: String,
     },
 }
 

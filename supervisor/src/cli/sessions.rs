@@ -1,21 +1,55 @@
 //! `studio sessions`: the paired browsers of studiod's current epoch
 //! (`GET /api/studio/sessions`), with each one's role and when it paired, was last seen
-//! and expires.
+//! and expires; `studio sessions role ID ROLE` changes one's role (`PATCH`) and
+//! `studio sessions revoke ID` revokes it (`DELETE`).
 
-use studio_api::{Session, Sessions};
-use studio_contract::home::Home;
+use studio_api::{Session, SessionChange, SessionRevoked, Sessions};
+use studio_contract::{home::Home, role::Role};
 
 use crate::{
     Error,
     cli::{
-        Remote,
-        client::connect,
+        Remote, SessionsCommand,
+        client::{connect, encode},
         table::{Style, Table, Tone, now_ms, relative, text},
     },
     output::print_json,
 };
 
-pub(crate) async fn list(home: &Home, remote: Remote) -> Result<u8, Error> {
+pub(crate) async fn run(
+    home: &Home,
+    command: Option<SessionsCommand>,
+    remote: Remote,
+) -> Result<u8, Error> {
+    match command {
+        None => list(home, remote).await,
+        Some(SessionsCommand::Role { id, role }) => {
+            let client = connect(home, &remote).await?;
+            let path = format!("/api/studio/sessions/{}", encode(&id));
+            let role = Role::from(role);
+            let answer: Session = client.patch(&path, &SessionChange { role }).await?;
+            if remote.json {
+                print_json(&answer)?;
+            } else {
+                outln!("{} is now {}", answer.id, answer.role.as_str())?;
+            }
+            Ok(0)
+        }
+        Some(SessionsCommand::Revoke { id }) => {
+            let client = connect(home, &remote).await?;
+            let path = format!("/api/studio/sessions/{}", encode(&id));
+            let answer: SessionRevoked = client.call(reqwest::Method::DELETE, &path).await?;
+            if remote.json {
+                print_json(&answer)?;
+            } else {
+                outln!("{} is revoked", answer.id)?;
+            }
+            Ok(0)
+        }
+    }
+}
+
+async fn list(home: &Home, remote: Remote) -> Result<u8, Error> {
     let client = connect(home, &remote).await?;
     let answer: Sessions = client.get("/api/studio/sessions").await?;
     if remote.json {

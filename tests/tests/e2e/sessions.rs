@@ -185,6 +185,44 @@ async fn a_viewer_link_pairs_a_browser_that_reads_and_cannot_change() {
         .expect("listed");
     assert_eq!(mine.role, studio_api::Role::Viewer);
 
+    // Made an operator from the terminal, the same browser may create at once (the app
+    // drops what it cached of the old role); revoked, it may do nothing.
+    let out = studio.cli(&["sessions", "role", &body.principal, "operator"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("{} is now operator", body.principal)
+    );
+    let create = |name: &str| {
+        client
+            .post(studio.app_url("/api/schedules"))
+            .header("cookie", &cookie)
+            .header("origin", studio.app_origin())
+            .json(&studio_tests::api::command_spec(
+                name,
+                studio_tests::api::cron("0 3 * * *"),
+                "sh",
+                &[],
+            ))
+            .send()
+    };
+    let made = Reply::of(create("etl/by-operator").await.expect("create")).await;
+    assert_eq!(made.status, 201, "{made}");
+    let out = studio.cli(&["sessions", "revoke", &body.principal]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = Reply::of(create("etl/after-revoke").await.expect("create")).await;
+    assert_eq!(after.status, 401, "{after}");
+    let out = studio.cli(&["sessions", "role", "nobody", "admin"]);
+    assert_eq!(out.status.code(), Some(1));
+
     let out = studio.cli(&["pair", "--role", "root"]);
     assert_eq!(out.status.code(), Some(2));
 
