@@ -14,31 +14,31 @@ CREATE INDEX schedules_health ON schedules (name, enabled, has_runs, last_fired_
 -- order of an aggregate's input is SQLite's choice: readers sort the marks.)
 ALTER TABLE schedules ADD COLUMN recent_runs TEXT NOT NULL DEFAULT '[]';
 
-UPDATE schedules SET recent_runs = (
-    SELECT json_group_array(json_array(id, status, created_at_ms, error_line))
-    FROM (SELECT id, status, created_at_ms, error_line FROM runs
-          WHERE runs.schedule_id = schedules.id
-          ORDER BY created_at_ms DESC, id DESC LIMIT 10));
+-- The one definition of a strip; asked for one schedule, SQLite computes that one.
+CREATE VIEW schedule_strips AS
+SELECT s.id AS schedule_id,
+       (SELECT json_group_array(json_array(id, status, created_at_ms, error_line))
+        FROM (SELECT id, status, created_at_ms, error_line FROM runs
+              WHERE runs.schedule_id = s.id
+              ORDER BY created_at_ms DESC, id DESC LIMIT 10)) AS marks
+FROM schedules AS s;
+
+UPDATE schedules SET recent_runs =
+    (SELECT marks FROM schedule_strips WHERE schedule_id = schedules.id);
 
 CREATE TRIGGER runs_strip_insert AFTER INSERT ON runs
 WHEN new.schedule_id IS NOT NULL
 BEGIN
-    UPDATE schedules SET recent_runs = (
-        SELECT json_group_array(json_array(id, status, created_at_ms, error_line))
-        FROM (SELECT id, status, created_at_ms, error_line FROM runs
-              WHERE runs.schedule_id = new.schedule_id
-              ORDER BY created_at_ms DESC, id DESC LIMIT 10))
+    UPDATE schedules SET recent_runs =
+        (SELECT marks FROM schedule_strips WHERE schedule_id = new.schedule_id)
     WHERE id = new.schedule_id;
 END;
 
 CREATE TRIGGER runs_strip_update AFTER UPDATE OF status, error_line ON runs
 WHEN new.schedule_id IS NOT NULL
 BEGIN
-    UPDATE schedules SET recent_runs = (
-        SELECT json_group_array(json_array(id, status, created_at_ms, error_line))
-        FROM (SELECT id, status, created_at_ms, error_line FROM runs
-              WHERE runs.schedule_id = new.schedule_id
-              ORDER BY created_at_ms DESC, id DESC LIMIT 10))
+    UPDATE schedules SET recent_runs =
+        (SELECT marks FROM schedule_strips WHERE schedule_id = new.schedule_id)
     WHERE id = new.schedule_id;
 END;
 
@@ -47,10 +47,7 @@ CREATE TRIGGER runs_strip_delete AFTER DELETE ON runs
 WHEN old.schedule_id IS NOT NULL
     AND instr((SELECT recent_runs FROM schedules WHERE id = old.schedule_id), old.id) > 0
 BEGIN
-    UPDATE schedules SET recent_runs = (
-        SELECT json_group_array(json_array(id, status, created_at_ms, error_line))
-        FROM (SELECT id, status, created_at_ms, error_line FROM runs
-              WHERE runs.schedule_id = old.schedule_id
-              ORDER BY created_at_ms DESC, id DESC LIMIT 10))
+    UPDATE schedules SET recent_runs =
+        (SELECT marks FROM schedule_strips WHERE schedule_id = old.schedule_id)
     WHERE id = old.schedule_id;
 END;

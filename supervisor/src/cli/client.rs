@@ -95,9 +95,7 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<T, Error> {
-        let body = serde_json::to_string(body)
-            .map_err(|e| Error::Failed(format!("{path}: cannot encode the request: {e}")))?;
-        self.send(Method::POST, path, Some(body)).await
+        self.with_body(Method::POST, path, body).await
     }
 
     /// A PATCH of `body` whose answer is `T`.
@@ -106,9 +104,18 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<T, Error> {
+        self.with_body(Method::PATCH, path, body).await
+    }
+
+    async fn with_body<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &B,
+    ) -> Result<T, Error> {
         let body = serde_json::to_string(body)
             .map_err(|e| Error::Failed(format!("{path}: cannot encode the request: {e}")))?;
-        self.send(Method::PATCH, path, Some(body)).await
+        self.send(method, path, Some(body)).await
     }
 
     /// A request that carries nothing but its path (`POST …/enable`, `DELETE`), whose
