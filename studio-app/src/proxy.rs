@@ -19,7 +19,11 @@ use std::{
     time::Duration,
 };
 
-use axum::{body::Body, extract::Request, response::Response};
+use axum::{
+    body::{Body, HttpBody as _},
+    extract::Request,
+    response::Response,
+};
 use http::{
     HeaderMap, HeaderName, HeaderValue, Uri, Version, header,
     request::Parts,
@@ -219,9 +223,24 @@ impl Proxy {
     }
 
     /// Sends upstream; only the response *headers* are bounded by the upstream timeout,
-    /// the body then streams for as long as the daemon keeps it open.
+    /// the body then streams for as long as the daemon keeps it open. A request without
+    /// a body whose method may be repeated (GET, HEAD, DELETE) is sent once more when
+    /// the connection failed under it — studiod may close a connection it has not read a
+    /// request from yet (its connection cap) — and never otherwise.
     pub(crate) async fn send(&self, req: Request) -> Result<Response, ApiError> {
-        let unavailable = || ApiError::new(Code::DaemonUnavailable, "the daemon is unavailable");
+        let again = replayable(&req);
+        match self.send_once(req).await {
+            Err(Failed::Lost(_)) if let Some(again) = again => {
+                tracing::info!(
+                    "the daemon connection failed under a repeatable request: sent again"
+                );
+                self.send_once(again).await.map_err(Failed::into_error)
+            }
+            answer => answer.map_err(Failed::into_error),
+        }
+    }
+
+    async fn send_once(&self, req: Request) -> Result<Response, Failed> {
         match tokio::time::timeout(self.timeout, self.upstream.request(req)).await {
             Ok(Ok(response)) => {
                 let mut response = response.map(Body::new);
@@ -229,17 +248,55 @@ impl Proxy {
                 Ok(response)
             }
             // A streamed body that outgrew the limit on its way up is the client's error.
-            Ok(Err(e)) if over_limit(&e) => Err(too_large()),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "daemon request failed");
-                Err(unavailable())
-            }
+            Ok(Err(e)) if over_limit(&e) => Err(Failed::Answer(too_large())),
+            Ok(Err(e)) => Err(Failed::Lost(e.to_string())),
             Err(_) => {
                 tracing::warn!(timeout = ?self.timeout, "daemon sent no response headers in time");
-                Err(unavailable())
+                Err(Failed::Answer(unavailable()))
             }
         }
     }
+}
+
+/// Why one upstream exchange gave no response.
+enum Failed {
+    /// The connection failed under it (refused, reset, closed).
+    Lost(String),
+    /// What the caller gets, as is.
+    Answer(ApiError),
+}
+
+impl Failed {
+    fn into_error(self) -> ApiError {
+        match self {
+            Failed::Lost(error) => {
+                tracing::warn!(%error, "daemon request failed");
+                unavailable()
+            }
+            Failed::Answer(e) => e,
+        }
+    }
+}
+
+fn unavailable() -> ApiError {
+    ApiError::new(Code::DaemonUnavailable, "the daemon is unavailable")
+}
+
+/// A copy of `req` to send again, when it has no body and its method may be repeated.
+fn replayable(req: &Request) -> Option<Request> {
+    let repeatable = matches!(
+        *req.method(),
+        http::Method::GET | http::Method::HEAD | http::Method::DELETE
+    );
+    if !repeatable || req.body().size_hint().exact() != Some(0) {
+        return None;
+    }
+    let mut copy = Request::new(Body::empty());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    Some(copy)
 }
 
 /// `413 payload_too_large`: what a body over [`studio_contract::API_BODY_LIMIT`] gets, before or on its

@@ -335,3 +335,73 @@ async fn a_connection_the_daemon_is_closing_for_idleness_is_never_reused() {
     }
     echoed(&proxy).await;
 }
+
+/// An upstream whose first connection reads a request and closes without answering, as
+/// studiod does with a connection its cap evicts; later ones answer `{}`. Counts the
+/// connections it accepted.
+async fn drops_the_first_connection() -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => seen.extend_from_slice(&buf[..k]),
+                    }
+                }
+                if n > 0 {
+                    let _ = stream
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                              content-length: 2\r\nconnection: close\r\n\r\n{}",
+                        )
+                        .await;
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test]
+async fn a_repeatable_request_is_sent_again_when_its_connection_fails() {
+    use std::sync::atomic::Ordering;
+    let (addr, accepted) = drops_the_first_connection().await;
+    let proxy = Proxy::new(addr, None, AppKey::generate(), Duration::from_secs(5));
+    let delete = Request::builder()
+        .method(Method::DELETE)
+        .uri("/api/schedules/x")
+        .body(Body::empty())
+        .expect("request");
+    let upstream = proxy.rewrite(delete, "t", now_ms()).expect("rewrite");
+    let response = proxy
+        .send(upstream)
+        .await
+        .expect("answered the second time");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+
+    // A request with a body is never sent twice: the caller hears the daemon failed.
+    let (addr, accepted) = drops_the_first_connection().await;
+    let proxy = Proxy::new(addr, None, AppKey::generate(), Duration::from_secs(5));
+    let post = Request::builder()
+        .method(Method::POST)
+        .uri("/api/schedules/x/trigger")
+        .body(Body::from("{}"))
+        .expect("request");
+    let upstream = proxy.rewrite(post, "t", now_ms()).expect("rewrite");
+    let refused = proxy.send(upstream).await.expect_err("not repeated");
+    assert_eq!(refused.code, Code::DaemonUnavailable);
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
