@@ -12,12 +12,9 @@ use std::{
 
 use studio_contract::{role::Role, secret::Digest};
 
+/// A role's place in [`Role::ALL`] (its declaration order).
 fn role_index(role: Role) -> u8 {
-    match role {
-        Role::Viewer => 0,
-        Role::Operator => 1,
-        Role::Admin => 2,
-    }
+    role as u8
 }
 
 /// `last_seen_at_ms` is written at most this often per principal.
@@ -155,6 +152,24 @@ mod tests {
         assert!(!live.claim_touch(1_000 + TOUCH_INTERVAL_MS - 1));
         assert!(live.claim_touch(1_000 + TOUCH_INTERVAL_MS));
         assert!(!live.claim_touch(1_000 + TOUCH_INTERVAL_MS + 5));
+    }
+
+    #[test]
+    fn a_live_role_reads_back_as_set() {
+        let live = Live::new(
+            "p".into(),
+            "o".into(),
+            Role::Viewer,
+            ([1; 32], [2; 32]),
+            0,
+            1,
+            0,
+        );
+        assert_eq!(live.role(), Role::Viewer);
+        for role in Role::ALL {
+            live.set_role(role);
+            assert_eq!(live.role(), role);
+        }
     }
 
     #[test]

@@ -8,7 +8,11 @@ use super::{Api, authed, empty};
 use crate::testing::DAEMON_TOKEN;
 
 fn post(path: &str, body: &Value) -> http::Request<axum::body::Body> {
-    authed(Method::POST, path, DAEMON_TOKEN)
+    post_as(DAEMON_TOKEN, path, body)
+}
+
+fn post_as(token: &str, path: &str, body: &Value) -> http::Request<axum::body::Body> {
+    authed(Method::POST, path, token)
         .header(header::CONTENT_TYPE, "application/json")
         .body(axum::body::Body::from(body.to_string()))
         .expect("request")
@@ -249,12 +253,7 @@ async fn pruning_needs_an_admin() {
         .to_owned();
     let mut emptied = nightly("0 2 * * *");
     emptied["documents"][0]["document"]["schedules"] = json!({});
-    let as_operator = |body: &Value| {
-        authed(Method::POST, "/api/declarations/apply", &operator)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(axum::body::Body::from(body.to_string()))
-            .expect("request")
-    };
+    let as_operator = |body: &Value| post_as(&operator, "/api/declarations/apply", body);
     let mut pruning = emptied.clone();
     pruning["prune"] = json!(true);
     let (status, _, body) = api.send(as_operator(&pruning)).await;

@@ -9,7 +9,10 @@ use axum::{
     extract::Request,
     response::{IntoResponse, Response},
 };
-use studio_api::route::Access;
+use studio_api::{
+    route::{Access, Route},
+    routes::Op,
+};
 use studio_contract::{
     error::{ApiError, Code},
     forward,
@@ -103,7 +106,10 @@ impl Stage for Daemon {
     }
 
     async fn admit(&self, mut req: Request) -> Result<Request, Response> {
-        if is_exempt(req.method(), req.uri().path()) {
+        // One lookup in the inventory answers both: whether a bearer is needed, and
+        // which role.
+        let route = studio_api::routes::find(req.method(), req.uri().path());
+        if exempt(route) {
             return Ok(req);
         }
         let token = match door::bearer(req.headers()) {
@@ -117,7 +123,7 @@ impl Stage for Daemon {
         match self.authority.admit(token, now_ms()).await {
             Ok(admitted) => {
                 tracing::Span::current().record("principal", admitted.id.as_str());
-                if let Some(refusal) = role_refusal(&admitted, req.method(), req.uri().path()) {
+                if let Some(refusal) = route.and_then(|r| role_refusal(&admitted, r.needs)) {
                     return Err(refusal.into_response());
                 }
                 req.extensions_mut().insert(Caller(admitted));
@@ -130,8 +136,7 @@ impl Stage for Daemon {
 
 /// `403 forbidden` when the route needs more than the caller's role (the inventory says
 /// what each route needs; a path it does not know is left to the router's 404 or 405).
-fn role_refusal(admitted: &Admitted, method: &http::Method, path: &str) -> Option<ApiError> {
-    let needs = studio_api::routes::find(method, path)?.needs;
+fn role_refusal(admitted: &Admitted, needs: Role) -> Option<ApiError> {
     (!admitted.role.covers(needs)).then(|| {
         ApiError::new(
             Code::Forbidden,
@@ -150,9 +155,13 @@ fn role_refusal(admitted: &Admitted, method: &http::Method, path: &str) -> Optio
 }
 
 /// Whether the inventory lets this route be called without a bearer (liveness, pairing).
+fn exempt(route: Option<&Route<Op>>) -> bool {
+    route.is_some_and(|r| matches!(r.access, Access::Open | Access::PairingCode))
+}
+
+#[cfg(test)]
 fn is_exempt(method: &http::Method, path: &str) -> bool {
-    studio_api::routes::find(method, path)
-        .is_some_and(|r| matches!(r.access, Access::Open | Access::PairingCode))
+    exempt(studio_api::routes::find(method, path))
 }
 
 #[cfg(test)]
