@@ -4,6 +4,7 @@
 //! supervisor depend on it, never on each other.
 
 pub mod control;
+pub mod device;
 pub mod error;
 pub mod forward;
 pub mod health;

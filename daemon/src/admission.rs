@@ -8,6 +8,7 @@ use serde_json::json;
 use studio_contract::{
     ADMISSION_TTL_MS,
     control::PairingCode,
+    device,
     error::{ApiError, Code},
     origin::{self, AllowedOrigins},
     role::Role,
@@ -258,12 +259,15 @@ impl Authority {
         }
     }
 
-    /// Redeems a pairing code presented from `origin` (the effective Origin, if any).
+    /// Redeems a pairing code presented from `origin` (the effective Origin, if any) by
+    /// a browser whose `User-Agent` was `user_agent`: its session keeps only the device
+    /// label made from it.
     #[tracing::instrument(skip_all, fields(origin = origin.unwrap_or("")))]
     pub(crate) async fn redeem(
         &self,
         code: &str,
         origin: Option<&str>,
+        user_agent: Option<&str>,
         now_ms: i64,
     ) -> Result<Paired, ApiError> {
         let allowed_origin = origin
@@ -314,6 +318,7 @@ impl Authority {
                 kind: PrincipalKind::Browser.as_str(),
                 origin: &origin,
                 role,
+                device: user_agent.and_then(device::label).as_deref(),
                 token_digest: &token_digest,
                 decision_digest: &decision_digest,
                 decision_expires_at_ms: paired.decision_expires_at_ms,
@@ -469,7 +474,10 @@ mod tests {
 
         let code = a.mint_code("test", Role::Admin, 0).await;
         assert!(code.code.starts_with(&a.code_prefix()));
-        let p = a.redeem(&code.code, Some(APP), 1).await.expect("paired");
+        let p = a
+            .redeem(&code.code, Some(APP), None, 1)
+            .await
+            .expect("paired");
         assert!(p.token.starts_with("sta_") && p.decision_token.starts_with("std_"));
         assert_eq!(p.decision_expires_at_ms, 1 + DECISION_TTL_MS);
         let b = a.admit(&p.token, 2).await.expect("browser");
@@ -517,7 +525,10 @@ mod tests {
         let dir = TempDir::new("adm-exp");
         let (store, a) = authority(&dir, "eeeeeeee0000").await;
         let code = a.mint_code("test", Role::Admin, 0).await;
-        let p = a.redeem(&code.code, Some(APP), 1).await.expect("paired");
+        let p = a
+            .redeem(&code.code, Some(APP), None, 1)
+            .await
+            .expect("paired");
         assert_eq!(p.expires_at_ms, 1 + ADMISSION_TTL_MS);
         let end = p.expires_at_ms;
         let b = a.admit(&p.token, end - 1).await.expect("good until then");
@@ -553,6 +564,7 @@ mod tests {
                 kind: "browser",
                 origin: APP,
                 role: Role::Viewer,
+                device: None,
                 token_digest: &token_digest,
                 decision_digest: &decision_digest,
                 decision_expires_at_ms: 50,
@@ -573,7 +585,7 @@ mod tests {
         let (store, first) = authority(&dir, "aaaaaaaa0000").await;
         let code = first.mint_code("test", Role::Admin, 0).await;
         let p = first
-            .redeem(&code.code, Some(APP), 1)
+            .redeem(&code.code, Some(APP), None, 1)
             .await
             .expect("paired");
         let stale_code = first.mint_code("test", Role::Admin, 2).await;
@@ -591,7 +603,7 @@ mod tests {
             Code::EpochEnded
         );
         assert_eq!(
-            refusal(second.redeem(&stale_code.code, Some(APP), 12).await),
+            refusal(second.redeem(&stale_code.code, Some(APP), None, 12).await),
             Code::EpochEnded
         );
         assert!(second.sessions().await.expect("list").is_empty());
@@ -605,16 +617,16 @@ mod tests {
         let code = a.mint_code("test", Role::Admin, 0).await;
         for bad in [None, Some("http://evil.example"), Some("null")] {
             assert_eq!(
-                refusal(a.redeem(&code.code, bad, 1).await),
+                refusal(a.redeem(&code.code, bad, None, 1).await),
                 Code::OriginNotAllowed
             );
         }
         let p = a
-            .redeem(&code.code, Some("HTTP://127.0.0.1:8765"), 2)
+            .redeem(&code.code, Some("HTTP://127.0.0.1:8765"), None, 2)
             .await
             .expect("paired");
         assert_eq!(
-            refusal(a.redeem(&code.code, Some(APP), 3).await),
+            refusal(a.redeem(&code.code, Some(APP), None, 3).await),
             Code::PairingCodeInvalid
         );
         let kinds: Vec<String> = store
@@ -639,7 +651,10 @@ mod tests {
         let (_store, a) = authority(&dir, "dddddddd0000").await;
         let mut rx = a.subscribe();
         let code = a.mint_code("test", Role::Admin, 0).await;
-        let p = a.redeem(&code.code, Some(APP), 1).await.expect("paired");
+        let p = a
+            .redeem(&code.code, Some(APP), None, 1)
+            .await
+            .expect("paired");
         assert_eq!(
             a.revoke_bearer("daemon-token", "x", 2).await.expect("noop"),
             None

@@ -88,6 +88,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "principal roles",
         include_str!("../../migrations/daemon/0015_principal_roles.sql"),
     ),
+    (
+        16,
+        "principal devices",
+        include_str!("../../migrations/daemon/0016_principal_devices.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +120,8 @@ pub(crate) struct PrincipalRow {
     pub kind: String,
     pub origin: String,
     pub role: Role,
+    /// "Firefox 133 on Windows" (`studio_contract::device`), if its header named one.
+    pub device: Option<String>,
     pub decision_expires_at_ms: i64,
     /// When the admission token stops being accepted.
     pub expires_at_ms: i64,
@@ -130,6 +137,7 @@ pub(crate) struct NewPrincipal<'a> {
     pub kind: &'a str,
     pub origin: &'a str,
     pub role: Role,
+    pub device: Option<&'a str>,
     pub token_digest: &'a Digest,
     pub decision_digest: &'a Digest,
     pub decision_expires_at_ms: i64,
@@ -148,7 +156,7 @@ pub(crate) struct EventRow {
     pub detail: String,
 }
 
-const PRINCIPAL_COLUMNS: &str = "id, epoch, kind, origin, role, decision_expires_at_ms, \
+const PRINCIPAL_COLUMNS: &str = "id, epoch, kind, origin, role, device, decision_expires_at_ms, \
      expires_at_ms, created_at_ms, last_seen_at_ms, revoked_at_ms";
 
 fn principal_from(row: &SqliteRow) -> Result<PrincipalRow, sqlx::Error> {
@@ -162,6 +170,7 @@ fn principal_from(row: &SqliteRow) -> Result<PrincipalRow, sqlx::Error> {
             Role::parse(&role)
                 .ok_or_else(|| sqlx::Error::Decode(format!("unknown role {role:?}").into()))?
         },
+        device: row.try_get("device")?,
         decision_expires_at_ms: row.try_get("decision_expires_at_ms")?,
         expires_at_ms: row.try_get("expires_at_ms")?,
         created_at_ms: row.try_get("created_at_ms")?,
@@ -237,15 +246,16 @@ impl Store {
     #[tracing::instrument(skip_all, fields(principal = p.id))]
     pub async fn insert_principal(&self, p: &NewPrincipal<'_>) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO principals (id, epoch, kind, origin, role, token_digest, decision_digest, \
-             decision_expires_at_ms, expires_at_ms, created_at_ms, last_seen_at_ms) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO principals (id, epoch, kind, origin, role, device, token_digest, \
+             decision_digest, decision_expires_at_ms, expires_at_ms, created_at_ms, \
+             last_seen_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(p.id)
         .bind(p.epoch)
         .bind(p.kind)
         .bind(p.origin)
         .bind(p.role.as_str())
+        .bind(p.device)
         .bind(&p.token_digest[..])
         .bind(&p.decision_digest[..])
         .bind(p.decision_expires_at_ms)
@@ -443,6 +453,7 @@ mod tests {
             kind: "browser",
             origin: "http://127.0.0.1:8765",
             role: Role::Operator,
+            device: Some("Firefox 133 on Windows"),
             token_digest: t,
             decision_digest: d,
             decision_expires_at_ms: 5_000,

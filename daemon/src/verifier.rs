@@ -154,7 +154,12 @@ impl Verifier for VerifierService {
     ) -> Result<Response<RedeemPairingReply>, Status> {
         let req = req.into_inner();
         let origin = Some(req.origin.as_str()).filter(|o| !o.is_empty());
-        let outcome = match self.authority.redeem(&req.code, origin, now_ms()).await {
+        let user_agent = Some(req.user_agent.as_str()).filter(|u| !u.is_empty());
+        let outcome = match self
+            .authority
+            .redeem(&req.code, origin, user_agent, now_ms())
+            .await
+        {
             Ok(p) => Outcome::Pairing(Pairing {
                 token: p.token,
                 decision_token: p.decision_token,

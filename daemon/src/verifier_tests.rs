@@ -128,7 +128,7 @@ async fn admit_refuses_an_expired_session() {
     let code = v.authority.mint_code("test", Role::Admin, then).await.code;
     let paired = v
         .authority
-        .redeem(&code, Some(APP), then)
+        .redeem(&code, Some(APP), None, then)
         .await
         .expect("paired");
     for _ in 0..2 {
@@ -185,6 +185,7 @@ async fn admit_pair_resolve_and_revoke() {
         .redeem_pairing(RedeemPairingRequest {
             code: code.clone(),
             origin: String::new(),
+            user_agent: String::new(),
         })
         .await
         .expect("redeem")
@@ -194,6 +195,9 @@ async fn admit_pair_resolve_and_revoke() {
         .redeem_pairing(RedeemPairingRequest {
             code,
             origin: APP.into(),
+            user_agent: "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0 \
+                         <script>"
+                .into(),
         })
         .await
         .expect("redeem")
@@ -203,6 +207,10 @@ async fn admit_pair_resolve_and_revoke() {
     };
     assert_eq!(p.epoch, v.authority.epoch());
     assert!(p.expires_at_ms > now_ms() + studio_contract::ADMISSION_TTL_MS - 60_000);
+    // The session keeps the device label made of the header, never the header.
+    let sessions = v.authority.sessions().await.expect("sessions");
+    let session = sessions.iter().find(|s| s.id == p.principal).expect("kept");
+    assert_eq!(session.device.as_deref(), Some("Firefox 133 on Linux"));
     let verdict = c
         .admit(admit(&p.token, APP))
         .await
@@ -274,7 +282,7 @@ async fn watch_sends_the_epoch_then_revocations_and_heartbeats() {
         .code;
     let p = v
         .authority
-        .redeem(&code, Some(APP), now_ms())
+        .redeem(&code, Some(APP), None, now_ms())
         .await
         .expect("paired");
     let reply = c

@@ -201,9 +201,22 @@ impl<'a> Daemon<'a> {
     }
 }
 
+/// [`encode`] of an owned id: the id itself, moved, when it has nothing to escape.
+pub(crate) fn encoded(s: String) -> String {
+    if s.bytes().all(unreserved) {
+        s
+    } else {
+        encode(&s)
+    }
+}
+
+/// RFC 3986's unreserved characters: the only bytes a path segment carries as they are.
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
 /// Percent-encodes everything but unreserved characters (RFC 3986 §2.3).
 pub(crate) fn encode(s: &str) -> String {
-    let unreserved = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
     if s.bytes().all(unreserved) {
         // Every id Studio makes: nothing to escape.
         return s.to_owned();
@@ -213,7 +226,10 @@ pub(crate) fn encode(s: &str) -> String {
         if unreserved(b) {
             out.push(char::from(b));
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
         }
     }
     out

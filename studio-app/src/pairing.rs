@@ -44,7 +44,14 @@ async fn redeem(state: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<Re
     let PairRequest { code } = serde_json::from_slice(body)
         .map_err(|_| ApiError::new(Code::BadRequest, "expected {\"code\": \"...\"}"))?;
     // The daemon checks the origin against its own list too and decides.
-    let pairing = state.verifier.redeem_pairing(code.trim(), origin).await??;
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let pairing = state
+        .verifier
+        .redeem_pairing(code.trim(), origin, user_agent)
+        .await??;
     let max_age = cookie::max_age(pairing.expires_at_ms, now_ms());
     let set_cookie = cookie::set_admission(&pairing.token, max_age, state.secure_cookies)
         .ok_or_else(|| ApiError::new(Code::Internal, "the daemon minted an unusable token"))?;

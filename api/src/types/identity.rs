@@ -67,6 +67,10 @@ pub struct Session {
     pub origin: String,
     /// What it may do.
     pub role: Role,
+    /// The browser and system it paired from ("Firefox 133 on Windows"), read from its
+    /// `User-Agent`; absent when that named neither.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
     #[schema(format = DateTime)]
     pub created_at: String,
     #[schema(format = DateTime)]

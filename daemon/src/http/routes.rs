@@ -107,12 +107,16 @@ pub(crate) async fn openapi() -> Response {
 pub(crate) async fn pair(
     State(state): State<ApiState>,
     origin: Option<axum::Extension<studio_frontdoor::door::RequestOrigin>>,
+    headers: http::HeaderMap,
     JsonBody(body): JsonBody<PairRequest>,
 ) -> Result<Json<Paired>, ApiError> {
     let origin = origin.and_then(|o| o.0.0);
+    let user_agent = headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
     let paired = state
         .authority
-        .redeem(&body.code, origin.as_deref(), now_ms())
+        .redeem(&body.code, origin.as_deref(), user_agent, now_ms())
         .await?;
     Ok(Json(Paired {
         token: paired.token,
@@ -172,6 +176,7 @@ fn session_view(s: PrincipalRow, caller: &str) -> Session {
     Session {
         current: s.id == caller,
         role: s.role,
+        device: s.device,
         created_at: rfc3339(s.created_at_ms),
         last_seen_at: rfc3339(s.last_seen_at_ms),
         expires_at: rfc3339(s.expires_at_ms),

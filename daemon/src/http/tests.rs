@@ -111,11 +111,18 @@ impl Api {
         self.pair_as(Role::Admin).await
     }
 
+    /// Pairs as an Edge on Windows would (its `User-Agent`).
     async fn pair_as(&self, role: Role) -> Value {
         let code = self.authority.mint_code("test", role, now_ms()).await.code;
-        let (status, _, body) = self
-            .send(json_post("/api/studio/pair", &json!({ "code": code })))
-            .await;
+        let mut request = json_post("/api/studio/pair", &json!({ "code": code }));
+        request.headers_mut().insert(
+            header::USER_AGENT,
+            http::HeaderValue::from_static(
+                "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like \
+                 Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.2903.70",
+            ),
+        );
+        let (status, _, body) = self.send(request).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         body
     }
@@ -423,7 +430,7 @@ async fn an_expired_admission_token_is_refused() {
         .code;
     let paired = api
         .authority
-        .redeem(&code, Some(APP), then)
+        .redeem(&code, Some(APP), None, then)
         .await
         .expect("paired");
     let fresh = api.pair().await;
@@ -464,6 +471,7 @@ async fn sessions_disconnect_and_revoke() {
     assert_eq!(sessions[0]["current"], true);
     assert_eq!(sessions[1]["current"], false);
     assert_eq!(sessions[0]["origin"], APP);
+    assert_eq!(sessions[0]["device"], "Edge 131 on Windows");
     assert_eq!(sessions[0]["revoked_at"], Value::Null);
     assert!(sessions[0]["created_at"].is_string() && sessions[0]["last_seen_at"].is_string());
     assert_eq!(sessions[0]["expires_at"], first["expires_at"]);

@@ -204,6 +204,8 @@ pub(crate) async fn attention(State(state): State<AppState>, headers: HeaderMap)
 pub(crate) struct DeviceRow {
     pub(crate) id: String,
     pub(crate) role: &'static str,
+    /// "Firefox 133 on Windows", or "unknown browser".
+    pub(crate) device: String,
     pub(crate) origin: String,
     pub(crate) created: Option<words::Stamp>,
     pub(crate) last_seen: Option<words::Stamp>,
@@ -219,6 +221,7 @@ impl DeviceRow {
         Self {
             id: s.id.clone(),
             role: s.role.as_str(),
+            device: s.device.clone().unwrap_or_else(|| "unknown browser".into()),
             origin: s.origin.clone(),
             created: words::Stamp::parse(Some(&s.created_at), now),
             last_seen: words::Stamp::parse(Some(&s.last_seen_at), now),

@@ -45,28 +45,27 @@ pub(crate) struct ScheduleRow {
 }
 
 /// One run of a schedule's history strip. A page holds 500 of these: the template writes
-/// its link and its tooltip (status, when, and why it failed) from these parts, with no
-/// string made per mark beyond its id and its time. Its status, id (percent-encoded to
-/// unreserved characters) and time are written unescaped: none can hold markup.
+/// its link and its tooltip (status, when, and why it failed) from these parts, and a
+/// mark makes no string of its own (its id and error line are the answer's, moved).
+/// Its status, id (percent-encoded to unreserved characters) and time are written
+/// unescaped: none can hold markup.
 #[derive(Debug, Clone)]
 pub(crate) struct StripMark {
     pub(crate) status: &'static str,
     /// The run's id as a path segment.
     pub(crate) id: String,
-    /// "2 min ago".
-    pub(crate) when: String,
+    /// "2 min ago"; `None` when studiod's time did not parse.
+    pub(crate) when: Option<words::Relative>,
     pub(crate) error_line: Option<String>,
 }
 
 impl StripMark {
-    fn new(r: &RecentRun, ctx: &Ctx) -> Self {
+    fn new(r: RecentRun, ctx: &Ctx) -> Self {
         Self {
             status: r.status.as_str(),
-            id: crate::daemon::encode(&r.id),
-            when: words::Stamp::parse(Some(&r.created_at), ctx.now)
-                .map(|t| t.relative())
-                .unwrap_or_default(),
-            error_line: r.error_line.clone(),
+            when: words::Stamp::parse(Some(&r.created_at), ctx.now).map(|t| t.ago()),
+            id: crate::daemon::encoded(r.id),
+            error_line: r.error_line,
         }
     }
 }
@@ -83,27 +82,28 @@ fn latest(s: &Schedule, ctx: &Ctx) -> String {
 }
 
 impl ScheduleRow {
-    pub(crate) fn new(s: &Schedule, ctx: &Ctx) -> Self {
+    /// Takes the answer's schedule, moving its strings rather than copying them.
+    pub(crate) fn new(s: Schedule, ctx: &Ctx) -> Self {
         Self {
-            strip: s
-                .recent_runs
-                .iter()
-                .rev()
-                .map(|r| StripMark::new(r, ctx))
-                .collect(),
             running: s.recent_runs.iter().any(|r| !r.status.is_terminal()),
-            latest: latest(s, ctx),
-            id: s.id.clone(),
-            name: s.name.clone(),
-            enabled: s.enabled,
+            latest: latest(&s, ctx),
             trigger: words::trigger(&s.spec.trigger, s.timezone.as_deref()),
             next: words::Stamp::parse(s.next_fire_at.as_deref(), ctx.now),
             last_fired: words::Stamp::parse(s.last_fired_at.as_deref(), ctx.now),
-            last_outcome: s.last_outcome.clone().unwrap_or_else(|| "—".into()),
-            health: s.health.clone(),
-            runs_counted: s.runs_counted,
             spend: words::money(Some(s.spend_usd)),
-            managed_by: s.managed_by.clone(),
+            strip: s
+                .recent_runs
+                .into_iter()
+                .rev()
+                .map(|r| StripMark::new(r, ctx))
+                .collect(),
+            id: s.id,
+            name: s.name,
+            enabled: s.enabled,
+            last_outcome: s.last_outcome.unwrap_or_else(|| "—".into()),
+            health: s.health,
+            runs_counted: s.runs_counted,
+            managed_by: s.managed_by,
         }
     }
 
@@ -210,7 +210,7 @@ pub(crate) async fn list(
             Ok(list) => {
                 page.rows = list
                     .schedules
-                    .iter()
+                    .into_iter()
                     .map(|s| ScheduleRow::new(s, &ctx))
                     .collect();
                 page.next = list.next_cursor;
@@ -258,7 +258,7 @@ pub(crate) async fn detail(
         match schedule {
             Ok(s) => {
                 page.spec_json = spec_json(&s);
-                page.schedule = Some(ScheduleRow::new(&s, &ctx));
+                page.schedule = Some(ScheduleRow::new(s, &ctx));
             }
             Err(e) => ctx.fail(&e),
         }

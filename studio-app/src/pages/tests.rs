@@ -62,7 +62,7 @@ fn run(status: &str) -> RunDetail {
 fn schedules_list_renders_rows_filters_and_the_next_page() {
     let ctx = paired(Nav::Schedules);
     let page = schedules::ListPage {
-        rows: vec![schedules::ScheduleRow::new(&schedule(), &ctx)],
+        rows: vec![schedules::ScheduleRow::new(schedule(), &ctx)],
         ctx,
         query: schedules::ListQuery {
             q: "night".into(),
@@ -113,7 +113,7 @@ fn schedules_list_renders_rows_filters_and_the_next_page() {
 fn schedule_detail_has_actions_spec_and_runs() {
     let ctx = paired(Nav::Schedules);
     let page = schedules::DetailPage {
-        schedule: Some(schedules::ScheduleRow::new(&schedule(), &ctx)),
+        schedule: Some(schedules::ScheduleRow::new(schedule(), &ctx)),
         spec_json: schedules::spec_json(&schedule()),
         runs: vec![row("failed", &ctx)],
         ctx,
@@ -140,7 +140,7 @@ fn pages_offer_what_the_role_may_do() {
         let mut ctx = paired(Nav::Schedules);
         ctx.role = role;
         schedules::DetailPage {
-            schedule: Some(schedules::ScheduleRow::new(&schedule(), &ctx)),
+            schedule: Some(schedules::ScheduleRow::new(schedule(), &ctx)),
             spec_json: String::new(),
             runs: Vec::new(),
             ctx,
@@ -447,7 +447,7 @@ fn overview_attention_and_devices_render() {
     .expect("renders");
     assert!(att.contains(r#"data-testid="attention-list""#));
     let session: Session = serde_json::from_value(serde_json::json!({
-        "id": "ses_1", "origin": "http://127.0.0.1:1", "role": "admin", "created_at": "2026-01-01T10:00:00Z",
+        "id": "ses_1", "origin": "http://127.0.0.1:1", "role": "admin", "device": "Safari 18 on iPhone", "created_at": "2026-01-01T10:00:00Z",
         "last_seen_at": "2026-01-01T10:00:00Z", "expires_at": "2099-01-31T10:00:00Z", "current": true
     }))
     .expect("session");
@@ -467,6 +467,8 @@ fn overview_attention_and_devices_render() {
     .expect("renders");
     assert!(dev.contains(r#"data-testid="device-disconnect""#));
     assert!(dev.contains(r#"data-testid="device-row" data-id="ses_1""#));
+    assert!(dev.contains(r#"<span data-testid="device-label">Safari 18 on iPhone</span>"#));
+    assert!(dev.contains(r#"<span data-testid="device-label">unknown browser</span>"#));
     // The expiry in the viewer's zone, as every time on the pages (app.js reads `data-local`).
     assert!(
         dev.contains(r#"<td data-label="Expires" data-testid="device-expires"><time datetime="2099-01-31T10:00:00Z""#),

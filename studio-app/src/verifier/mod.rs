@@ -198,16 +198,20 @@ impl Verifier {
         }
     }
 
-    /// Redeems a pairing code presented from `origin`; the outer error is "no answer".
+    /// Redeems a pairing code presented from `origin` by a browser that sent
+    /// `user_agent` (its first KiB goes to studiod, which keeps a device label made of
+    /// it); the outer error is "no answer".
     #[tracing::instrument(skip_all)]
     pub(crate) async fn redeem_pairing(
         &self,
         code: &str,
         origin: &str,
+        user_agent: &str,
     ) -> Result<Result<Pairing, ApiError>, VerifierError> {
         let request = RedeemPairingRequest {
             code: code.to_owned(),
             origin: origin.to_owned(),
+            user_agent: studio_contract::device::clip(user_agent).to_owned(),
         };
         let mut client = self.client.clone();
         let reply = self.bounded(client.redeem_pairing(request)).await?;

@@ -70,6 +70,7 @@ fn table(sessions: &[Session], now: i64) -> Table {
     let mut table = Table::new(&[
         "ID",
         "ROLE",
+        "DEVICE",
         "ORIGIN",
         "CREATED",
         "LAST SEEN",
@@ -85,6 +86,7 @@ fn table(sessions: &[Session], now: i64) -> Table {
         table.row(vec![
             (text(&s.id), Tone::Plain),
             (text(s.role.as_str()), Tone::Plain),
+            (text(&s.device), Tone::Plain),
             (text(&s.origin), Tone::Plain),
             (relative(&s.created_at, now), Tone::Plain),
             (relative(&s.last_seen_at, now), Tone::Plain),
@@ -112,7 +114,7 @@ mod tests {
         let now = 1_767_225_600_000; // 2026-01-01T00:00:00Z
         let sessions: Sessions = serde_json::from_value(json!({"sessions": [
             {"id": "a", "origin": "http://127.0.0.1:8765", "role": "admin",
-             "created_at": "2025-12-31T23:00:00Z", "last_seen_at": "2025-12-31T23:58:00Z",
+             "device": "Firefox 133 on Linux", "created_at": "2025-12-31T23:00:00Z", "last_seen_at": "2025-12-31T23:58:00Z",
              "expires_at": "2026-01-30T23:00:00Z", "revoked_at": null, "current": false},
             {"id": "b", "origin": "http://127.0.0.1:8765", "role": "viewer",
              "created_at": "2025-11-01T00:00:00Z", "last_seen_at": "2025-11-02T00:00:00Z",
@@ -122,9 +124,9 @@ mod tests {
         let sessions = sessions.sessions;
         assert_eq!(
             table(&sessions, now).render(Style::plain()),
-            "ID  ROLE    ORIGIN                 CREATED  LAST SEEN  EXPIRES  REVOKED\n\
-             a   admin   http://127.0.0.1:8765  1h ago   2m ago     in 29d   -\n\
-             b   viewer  http://127.0.0.1:8765  61d ago  60d ago    31d ago  59d ago\n"
+            "ID  ROLE    DEVICE                ORIGIN                 CREATED  LAST SEEN  EXPIRES  REVOKED\n\
+             a   admin   Firefox 133 on Linux  http://127.0.0.1:8765  1h ago   2m ago     in 29d   -\n\
+             b   viewer  -                     http://127.0.0.1:8765  61d ago  60d ago    31d ago  59d ago\n"
         );
     }
 }

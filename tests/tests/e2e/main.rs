@@ -27,10 +27,14 @@ use studio_api::PairRequest;
 use studio_tests::{Studio, admission_cookie, http};
 
 /// Redeems `code` through the app as a browser on the app's origin would.
+/// The `User-Agent` [`pair`] sends, as a desktop Firefox would.
+pub const FIREFOX: &str = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0";
+
 pub async fn pair(studio: &Studio, code: &str) -> reqwest::Response {
     http()
         .post(studio.app_url("/api/studio/pair"))
         .header("origin", studio.app_origin())
+        .header("user-agent", FIREFOX)
         .json(&PairRequest { code: code.into() })
         .send()
         .await

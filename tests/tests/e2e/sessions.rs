@@ -42,6 +42,12 @@ async fn a_pairing_survives_a_browser_restart() {
         "a browser restart lost the pairing"
     );
     reopened.wait_for_testid("device-current", WAIT).await;
+    // The browser is named as its User-Agent says.
+    let label = reopened.text_of("device-label").await.unwrap_or_default();
+    assert!(
+        label.contains("Chrome ") && label.ends_with(" on Linux"),
+        "device label {label:?}"
+    );
     // The row shows when this pairing ends, about 30 days on.
     let expires = reopened
         .execute(
@@ -97,6 +103,8 @@ async fn studio_sessions_lists_the_paired_browser_with_its_expiry() {
     assert_eq!(s.expires_at, expires_at);
     assert_eq!(ms(&s.expires_at) - ms(&s.created_at), ADMISSION_TTL_MS);
     assert_eq!(s.revoked_at, None);
+    // What it paired with, in words made from its User-Agent.
+    assert_eq!(s.device.as_deref(), Some("Firefox 133 on Linux"));
 
     let out = studio.cli(&["sessions"]);
     assert!(out.status.success());
@@ -113,6 +121,7 @@ async fn studio_sessions_lists_the_paired_browser_with_its_expiry() {
         [
             "ID",
             "ROLE",
+            "DEVICE",
             "ORIGIN",
             "CREATED",
             "LAST SEEN",
@@ -124,7 +133,10 @@ async fn studio_sessions_lists_the_paired_browser_with_its_expiry() {
     let row = lines.next().unwrap_or_default();
     let id = s.id.as_str();
     assert!(
-        row.starts_with(id) && row.contains(" in 29d ") && row.ends_with(" -"),
+        row.starts_with(id)
+            && row.contains(" Firefox 133 on Linux ")
+            && row.contains(" in 29d ")
+            && row.ends_with(" -"),
         "{table}"
     );
 }
