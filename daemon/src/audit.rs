@@ -1,9 +1,34 @@
-//! The admin audit trail (`admin_events`): which kinds exist and how a row is written.
-//! Rows carry ids, origins and reason codes, never a secret.
+//! The audit trail (`admin_events`, append-only): which kinds exist, who an API change
+//! is made by ([`Actor`]) and how a row is written. Epoch, pairing and session rows are
+//! written here; a change of a schedule or run is written by the scheduler's store in the
+//! change's own transaction (`scheduling::store::audit`). Rows carry ids, names, origins
+//! and reason codes, never a secret nor an environment value.
 
 use serde_json::Value;
+use studio_contract::role::Role;
 
-use crate::store::Store;
+use crate::{admission::Admitted, store::Store};
+
+/// Who asked for a change through the API: the admitted principal (a paired browser, or
+/// the daemon token as `daemon`), its role, the origin it came from, and the epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Actor {
+    pub principal: String,
+    pub role: Role,
+    pub origin: Option<String>,
+    pub epoch: String,
+}
+
+impl Actor {
+    pub(crate) fn new(who: &Admitted, origin: Option<String>, epoch: &str) -> Self {
+        Self {
+            principal: who.id.clone(),
+            role: who.role,
+            origin,
+            epoch: epoch.to_owned(),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -15,6 +40,13 @@ pub(crate) enum Kind {
     SessionRevoked,
     RoleChanged,
     AllowlistChanged,
+    ScheduleCreated,
+    ScheduleUpdated,
+    ScheduleEnabled,
+    ScheduleDisabled,
+    ScheduleDeleted,
+    RunTriggered,
+    RunCancelled,
 }
 
 impl Kind {
@@ -28,8 +60,34 @@ impl Kind {
             Kind::SessionRevoked => "session_revoked",
             Kind::RoleChanged => "role_changed",
             Kind::AllowlistChanged => "allowlist_changed",
+            Kind::ScheduleCreated => "schedule_created",
+            Kind::ScheduleUpdated => "schedule_updated",
+            Kind::ScheduleEnabled => "schedule_enabled",
+            Kind::ScheduleDisabled => "schedule_disabled",
+            Kind::ScheduleDeleted => "schedule_deleted",
+            Kind::RunTriggered => "run_triggered",
+            Kind::RunCancelled => "run_cancelled",
         }
     }
+
+    /// Every kind, for the API's filter and its documentation.
+    pub(crate) const ALL: [Kind; 15] = [
+        Kind::EpochStarted,
+        Kind::EpochStopped,
+        Kind::PairingMinted,
+        Kind::PairingRedeemed,
+        Kind::PairingFailed,
+        Kind::SessionRevoked,
+        Kind::RoleChanged,
+        Kind::AllowlistChanged,
+        Kind::ScheduleCreated,
+        Kind::ScheduleUpdated,
+        Kind::ScheduleEnabled,
+        Kind::ScheduleDisabled,
+        Kind::ScheduleDeleted,
+        Kind::RunTriggered,
+        Kind::RunCancelled,
+    ];
 }
 
 #[derive(Debug, Clone)]

@@ -93,6 +93,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "principal devices",
         include_str!("../../migrations/daemon/0016_principal_devices.sql"),
     ),
+    (
+        17,
+        "audit trail",
+        include_str!("../../migrations/daemon/0017_audit_trail.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

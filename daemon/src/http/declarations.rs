@@ -15,8 +15,8 @@ use studio_schedule::FieldError;
 
 use super::{
     ApiState,
-    front::Caller,
-    routes::{self, QueryParams, TextBody},
+    front::By,
+    routes::{QueryParams, TextBody},
     schedules::store_error,
 };
 use crate::scheduling::{
@@ -96,10 +96,9 @@ pub(crate) async fn plan(
 #[tracing::instrument(skip_all)]
 pub(crate) async fn apply(
     State(state): State<ApiState>,
-    who: Option<axum::Extension<Caller>>,
+    By(by): By,
     TextBody(body): TextBody,
 ) -> Result<Json<studio_api::Plan>, ApiError> {
-    let Caller(who) = routes::caller(who)?;
     let req = parse(&body)?;
     let (rows, plan) = planned(&state, &req).await?;
     // Applying is an operator's; removing schedules (`--prune`) an admin's, as deleting.
@@ -107,7 +106,7 @@ pub(crate) async fn apply(
         .changes
         .iter()
         .any(|c| matches!(c.action, declare::Action::Delete(_)));
-    if removes && !who.role.covers(Role::Admin) {
+    if removes && !by.role.covers(Role::Admin) {
         return Err(ApiError::new(
             Code::Forbidden,
             "removing schedules (prune) needs the admin role; apply without prune, or ask an admin",
@@ -119,7 +118,7 @@ pub(crate) async fn apply(
     if plan.has_errors() {
         return Err(plan_refused(&plan));
     }
-    match state.scheduler.apply_plan(&plan.writes()).await {
+    match state.scheduler.apply_plan(&plan.writes(), &by).await {
         Ok(()) => {}
         Err(PlanError::Conflict(name)) => {
             let message = format!("{name} changed meanwhile; nothing was written, plan again");

@@ -25,7 +25,7 @@ use studio_frontdoor::door::{self, Door, Stage};
 
 use crate::{
     admission::{Admitted, Authority},
-    audit::Kind as AuditKind,
+    audit::{Actor, Kind as AuditKind},
 };
 
 /// What the listener itself answers to and how the app's forwarded origin is checked.
@@ -50,6 +50,31 @@ impl FrontDoor {
 /// The principal a request was admitted as (absent on the exempt routes).
 #[derive(Debug, Clone)]
 pub(crate) struct Caller(pub Admitted);
+
+/// Who asks for a change, for its audit row: the admitted caller, the origin the request
+/// was judged by, and this epoch. A handler that changes anything takes one.
+pub(crate) struct By(pub Actor);
+
+impl axum::extract::FromRequestParts<super::ApiState> for By {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        state: &super::ApiState,
+    ) -> Result<Self, ApiError> {
+        // Every route that changes something is admitted first: no caller is a wiring bug.
+        let Caller(who) = parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| ApiError::new(Code::Unauthorized, "missing bearer token"))?;
+        let origin = parts
+            .extensions
+            .get::<door::RequestOrigin>()
+            .and_then(|o| o.0.clone());
+        Ok(Self(Actor::new(&who, origin, state.authority.epoch())))
+    }
+}
 
 pub(crate) struct Daemon {
     authority: Arc<Authority>,

@@ -16,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::{
     ApiState, cursor,
+    front::By,
     routes::QueryParams,
     schedules::{engine_error, store_error},
 };
@@ -303,11 +304,12 @@ pub(crate) async fn log(
 
 pub(crate) async fn cancel(
     State(state): State<ApiState>,
+    By(by): By,
     Path(id): Path<String>,
 ) -> Result<Json<Run>, ApiError> {
     let row = state
         .scheduler
-        .cancel_run(&id)
+        .cancel_run(&id, &by)
         .await
         .map_err(engine_error)?;
     Ok(Json(row.view()))

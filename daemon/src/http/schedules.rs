@@ -23,8 +23,10 @@ use studio_schedule::{Action, Context, FieldError, ScheduleSpec, Validated, vali
 
 use super::{
     ApiState, cursor,
+    front::By,
     routes::{QueryParams, TextBody},
 };
+use crate::audit::Actor;
 use crate::scheduling::{
     Scheduler,
     define::{new_row, revised_row},
@@ -144,13 +146,14 @@ async fn load(state: &ApiState, id: &str) -> Result<ScheduleRow, ApiError> {
 
 pub(crate) async fn create(
     State(state): State<ApiState>,
+    By(by): By,
     TextBody(body): TextBody,
 ) -> Result<Response, ApiError> {
     let now = now_ms();
     let validated = check(&state, parse(&body)?, now)?;
     let row = new_row(&validated, uuid::Uuid::now_v7().to_string(), now);
     scheduler(&state)
-        .create_schedule(&row)
+        .create_schedule(&row, &by)
         .await
         .map_err(engine_error)?;
     Ok((StatusCode::CREATED, Json(view(&row, now_ms())?)).into_response())
@@ -265,6 +268,7 @@ fn merge(target: &mut Value, patch: &Value, top: bool) {
 
 pub(crate) async fn patch(
     State(state): State<ApiState>,
+    By(by): By,
     Path(id): Path<String>,
     TextBody(body): TextBody,
 ) -> Result<Json<Schedule>, ApiError> {
@@ -285,7 +289,7 @@ pub(crate) async fn patch(
         return view_one(&current);
     }
     scheduler(&state)
-        .update_schedule(&row, current.revision)
+        .update_schedule(&row, current.revision, &by)
         .await
         .map_err(engine_error)?;
     view_one(&row)
@@ -295,9 +299,10 @@ async fn set_enabled(
     state: &ApiState,
     id: &str,
     enabled: bool,
+    by: &Actor,
 ) -> Result<Json<Schedule>, ApiError> {
     let row = scheduler(state)
-        .set_enabled(id, enabled)
+        .set_enabled(id, enabled, by)
         .await
         .map_err(|e| match e {
             EngineError::Moved => {
@@ -311,24 +316,27 @@ async fn set_enabled(
 
 pub(crate) async fn enable(
     State(state): State<ApiState>,
+    By(by): By,
     Path(id): Path<String>,
 ) -> Result<Json<Schedule>, ApiError> {
-    set_enabled(&state, &id, true).await
+    set_enabled(&state, &id, true, &by).await
 }
 
 pub(crate) async fn disable(
     State(state): State<ApiState>,
+    By(by): By,
     Path(id): Path<String>,
 ) -> Result<Json<Schedule>, ApiError> {
-    set_enabled(&state, &id, false).await
+    set_enabled(&state, &id, false, &by).await
 }
 
 pub(crate) async fn delete(
     State(state): State<ApiState>,
+    By(by): By,
     Path(id): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
     scheduler(&state)
-        .delete_schedule(&id)
+        .delete_schedule(&id, &by)
         .await
         .map_err(engine_error)?;
     Ok(Json(Deleted { deleted: true, id }))
@@ -336,10 +344,11 @@ pub(crate) async fn delete(
 
 pub(crate) async fn trigger(
     State(state): State<ApiState>,
+    By(by): By,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let run: Run = scheduler(&state)
-        .trigger(&id)
+        .trigger(&id, &by)
         .await
         .map_err(engine_error)?
         .view();

@@ -104,7 +104,9 @@ async fn apply(s: &SchedStore, req: &Request, now: i64) -> Plan {
     let rows = s.all_schedules().await.expect("rows");
     let plan = planned(&rows, req, now);
     assert!(!plan.has_errors(), "{:?}", plan.view());
-    s.apply_plan(&plan.writes(), now).await.expect("apply");
+    s.apply_plan(&plan.writes(), now, None)
+        .await
+        .expect("apply");
     plan
 }
 
@@ -372,12 +374,12 @@ async fn a_row_moved_since_the_plan_rolls_everything_back() {
     // Someone edits `a` between the plan and its execution.
     let mut edited = rows[0].clone();
     edited.revision = 2;
-    s.update_schedule(&edited, 1)
+    s.update_schedule(&edited, 1, None)
         .await
         .expect("edit")
         .expect("cas");
     let seq = s.latest_event_seq().await.expect("seq");
-    match s.apply_plan(&plan.writes(), NOW).await {
+    match s.apply_plan(&plan.writes(), NOW, None).await {
         Err(PlanError::Conflict(name)) => assert_eq!(name, "demo/a"),
         other => panic!("expected a conflict, got {other:?}"),
     }
@@ -558,7 +560,7 @@ mod round_trip {
                 let again = planned(&rows, &request(docs), NOW + 60_000);
                 assert!(unchanged_only(&again), "{:?}", again.view());
                 // Applied for real, it leaves every row exactly as it was.
-                s.apply_plan(&again.writes(), NOW + 60_000).await.expect("re-apply");
+                s.apply_plan(&again.writes(), NOW + 60_000, None).await.expect("re-apply");
                 assert_eq!(s.all_schedules().await.expect("rows"), rows, "re-applying an export wrote");
 
                 // The same through the YAML `studio schedule export` writes and `apply` reads.

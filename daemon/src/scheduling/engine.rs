@@ -27,9 +27,14 @@ use super::{
     SchedulerConfig,
     allowlist::AllowList,
     model::{EventRow, RunKind, RunRow, RunStatus, ScheduleRow},
-    store::{Claim, Cursor, NewRun, SchedStore, WriteError},
+    store::{Claim, Cursor, NewRun, Note, SchedStore, WriteError},
 };
-use crate::{DaemonError, error::chain, store::StoreError};
+use crate::{
+    DaemonError,
+    audit::{Actor, Kind},
+    error::chain,
+    store::StoreError,
+};
 
 /// How many due fires are decided concurrently.
 const FIRING_AT_ONCE: usize = 32;
@@ -383,7 +388,7 @@ impl Scheduler {
         }
         let run = self.new_run(&row, &spec, kind, Some(at), skip);
         let cursor = Cursor::Advance { expected: at, next };
-        match self.claim_and_launch(run, &row, cursor).await? {
+        match self.claim_and_launch(run, &row, cursor, None).await? {
             Claim::MaxRunsReached => {
                 tracing::info!("max_runs reached: schedule disarmed");
                 self.forget(id);
@@ -422,7 +427,7 @@ impl Scheduler {
                 Overlap::Allow => {}
                 Overlap::Replace => {
                     for run_id in running {
-                        let _ = self.cancel(&run_id, "replaced").await;
+                        let _ = self.cancel(&run_id, "replaced", None).await;
                     }
                 }
             }
@@ -473,12 +478,14 @@ impl Scheduler {
         }
     }
 
-    /// Claims (one transaction), publishes, and launches what was claimed to run.
+    /// Claims (one transaction, with `note`'s audit row when a person asked), publishes,
+    /// and launches what was claimed to run.
     pub(super) async fn claim_and_launch(
         self: &Arc<Self>,
         mut run: NewRun,
         row: &ScheduleRow,
         cursor: Cursor,
+        note: Option<&Note<'_>>,
     ) -> Result<Claim, EngineError> {
         // A free slot lets the run start as `running`; otherwise it waits as `queued`.
         let permit = (run.status == RunStatus::Queued)
@@ -496,7 +503,7 @@ impl Scheduler {
                 },
             );
         }
-        let claim = self.store.claim(&run, cursor, now_ms()).await;
+        let claim = self.store.claim(&run, cursor, now_ms(), note).await;
         let claim = match claim {
             Ok(claim) => claim,
             Err(error) => {
@@ -523,15 +530,38 @@ impl Scheduler {
         Ok(claim)
     }
 
-    /// Cancels an active run: a queued one at once, a running one through its group.
-    pub(super) async fn cancel(&self, run_id: &str, reason: &str) -> Result<RunRow, EngineError> {
+    /// Cancels an active run: a queued one at once, a running one through its group. When
+    /// a person asks (`by`), the audit row is written with the queued run's end, or,
+    /// for a running one, before its group is signalled.
+    pub(super) async fn cancel(
+        &self,
+        run_id: &str,
+        reason: &str,
+        by: Option<&Actor>,
+    ) -> Result<RunRow, EngineError> {
         let row = self
             .store
             .run(run_id)
             .await?
             .ok_or(EngineError::RunNotFound)?;
+        let note = |status: &str| {
+            by.map(|by| {
+                let detail = serde_json::json!({
+                    "schedule": row.schedule_name,
+                    "status": status,
+                });
+                Note::run(
+                    by,
+                    Kind::RunCancelled,
+                    run_id,
+                    row.schedule_id.as_deref(),
+                    detail,
+                )
+            })
+        };
         match row.status() {
             Some(RunStatus::Queued) => {
+                let note = note("queued");
                 if let Some((row, event)) = self
                     .store
                     .transition(
@@ -541,6 +571,7 @@ impl Scheduler {
                         Some(reason),
                         None,
                         now_ms(),
+                        note.as_ref(),
                     )
                     .await?
                 {
@@ -552,6 +583,10 @@ impl Scheduler {
                 }
             }
             Some(RunStatus::Running) => {
+                let asked = self.active().contains_key(run_id);
+                if let (true, Some(note)) = (asked, note("running")) {
+                    self.store.append_audit(&note, now_ms()).await?;
+                }
                 let mut active = self.active();
                 if let Some(a) = active.get_mut(run_id) {
                     a.cancel_reason = Some(reason.to_owned());
@@ -589,7 +624,7 @@ impl Scheduler {
         }
         let running: Vec<String> = self.active().keys().cloned().collect();
         for id in &running {
-            let _ = self.cancel(id, "daemon_shutdown").await;
+            let _ = self.cancel(id, "daemon_shutdown", None).await;
         }
         let settled = |limit: Duration| async move {
             let deadline = tokio::time::Instant::now() + limit;

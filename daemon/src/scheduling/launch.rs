@@ -84,6 +84,7 @@ impl Scheduler {
                         None,
                         None,
                         now_ms(),
+                        None,
                     )
                     .await?
                 {
@@ -195,6 +196,7 @@ impl Scheduler {
                 Some(&reason),
                 Some(&finish),
                 now_ms(),
+                None,
             )
             .await?
         {
@@ -289,6 +291,7 @@ impl Scheduler {
                 Some(reason),
                 Some(&finish),
                 now_ms(),
+                None,
             )
             .await?
         {
@@ -428,7 +431,10 @@ impl Scheduler {
             follow_ups,
             attempt: 1,
         };
-        match self.claim_and_launch(run, schedule, Cursor::Keep).await {
+        match self
+            .claim_and_launch(run, schedule, Cursor::Keep, None)
+            .await
+        {
             Ok(Claim::Claimed(..)) => {}
             Ok(_) => tracing::warn!(run = %parent.id, "follow-up not claimed (schedule gone)"),
             Err(error) => tracing::error!(run = %parent.id, error = %error, "follow-up failed"),

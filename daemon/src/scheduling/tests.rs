@@ -66,7 +66,7 @@ fn run(schedule_id: &str, key: Option<String>, kind: RunKind) -> NewRun {
 async fn a_cursor_is_claimed_once() {
     let dir = TempDir::new("claim");
     let s = store(&dir).await;
-    s.insert_schedule(&schedule("a", Some(1_000), None))
+    s.insert_schedule(&schedule("a", Some(1_000), None), None)
         .await
         .expect("insert");
     let cursor = Cursor::Advance {
@@ -78,6 +78,7 @@ async fn a_cursor_is_claimed_once() {
             &run("a", Some("a:1000".into()), RunKind::Scheduled),
             cursor,
             1_000,
+            None,
         )
         .await
         .expect("claim");
@@ -86,6 +87,7 @@ async fn a_cursor_is_claimed_once() {
             &run("a", Some("a:1000".into()), RunKind::Scheduled),
             cursor,
             1_000,
+            None,
         )
         .await
         .expect("claim");
@@ -105,18 +107,23 @@ async fn a_cursor_is_claimed_once() {
 async fn an_occurrence_cannot_be_written_twice() {
     let dir = TempDir::new("occ");
     let s = store(&dir).await;
-    s.insert_schedule(&schedule("a", Some(1_000), None))
+    s.insert_schedule(&schedule("a", Some(1_000), None), None)
         .await
         .expect("insert");
     let key = Some("a:1000".to_owned());
     assert!(matches!(
-        s.claim(&run("a", key.clone(), RunKind::Manual), Cursor::Keep, 1)
-            .await
-            .expect("claim"),
+        s.claim(
+            &run("a", key.clone(), RunKind::Manual),
+            Cursor::Keep,
+            1,
+            None
+        )
+        .await
+        .expect("claim"),
         Claim::Claimed(..)
     ));
     assert!(matches!(
-        s.claim(&run("a", key, RunKind::Manual), Cursor::Keep, 1)
+        s.claim(&run("a", key, RunKind::Manual), Cursor::Keep, 1, None)
             .await
             .expect("claim"),
         Claim::Lost
@@ -135,14 +142,14 @@ async fn an_occurrence_cannot_be_written_twice() {
 async fn max_runs_holds_under_concurrent_claims() {
     let dir = TempDir::new("max");
     let s = Arc::new(store(&dir).await);
-    s.insert_schedule(&schedule("a", Some(1_000), Some(3)))
+    s.insert_schedule(&schedule("a", Some(1_000), Some(3)), None)
         .await
         .expect("insert");
     let claims: Vec<_> = (0..50)
         .map(|_| {
             let s = s.clone();
             tokio::spawn(async move {
-                s.claim(&run("a", None, RunKind::Manual), Cursor::Keep, 1)
+                s.claim(&run("a", None, RunKind::Manual), Cursor::Keep, 1, None)
                     .await
             })
         })
@@ -167,6 +174,7 @@ async fn max_runs_holds_under_concurrent_claims() {
             &run("a", Some("a:1000".into()), RunKind::Scheduled),
             cursor,
             1_000,
+            None,
         )
         .await
         .expect("claim");
@@ -183,7 +191,7 @@ async fn max_runs_holds_under_concurrent_claims() {
     let mut chain = run("a", None, RunKind::Chain);
     chain.counted = false;
     assert!(matches!(
-        s.claim(&chain, Cursor::Keep, 1).await.expect("claim"),
+        s.claim(&chain, Cursor::Keep, 1, None).await.expect("claim"),
         Claim::Claimed(..)
     ));
 }
@@ -192,7 +200,7 @@ async fn max_runs_holds_under_concurrent_claims() {
 async fn a_never_dispatched_run_is_tombstoned_and_replaced_once() {
     let dir = TempDir::new("tomb");
     let s = store(&dir).await;
-    s.insert_schedule(&schedule("a", Some(1_000), Some(1)))
+    s.insert_schedule(&schedule("a", Some(1_000), Some(1)), None)
         .await
         .expect("insert");
     let cursor = Cursor::Advance {
@@ -204,6 +212,7 @@ async fn a_never_dispatched_run_is_tombstoned_and_replaced_once() {
             &run("a", Some("a:1000".into()), RunKind::Scheduled),
             cursor,
             1_000,
+            None,
         )
         .await
         .expect("claim")
@@ -254,7 +263,8 @@ async fn a_never_dispatched_run_is_tombstoned_and_replaced_once() {
     // A dispatched run is never replaced.
     let mut chain = run("a", None, RunKind::Chain);
     chain.counted = false;
-    let Claim::Claimed(other, _, _) = s.claim(&chain, Cursor::Keep, 1).await.expect("claim") else {
+    let Claim::Claimed(other, _, _) = s.claim(&chain, Cursor::Keep, 1, None).await.expect("claim")
+    else {
         panic!("claimed");
     };
     assert!(
@@ -286,11 +296,11 @@ async fn a_never_dispatched_run_is_tombstoned_and_replaced_once() {
 async fn status_changes_are_compare_and_set_with_history() {
     let dir = TempDir::new("cas");
     let s = store(&dir).await;
-    s.insert_schedule(&schedule("a", None, None))
+    s.insert_schedule(&schedule("a", None, None), None)
         .await
         .expect("insert");
     let Claim::Claimed(r, _, _) = s
-        .claim(&run("a", None, RunKind::Manual), Cursor::Keep, 1)
+        .claim(&run("a", None, RunKind::Manual), Cursor::Keep, 1, None)
         .await
         .expect("claim")
     else {
@@ -310,6 +320,7 @@ async fn status_changes_are_compare_and_set_with_history() {
             Some("exit_0"),
             Some(&finish),
             10,
+            None,
         )
         .await
         .expect("finish");
@@ -322,6 +333,7 @@ async fn status_changes_are_compare_and_set_with_history() {
             Some("late"),
             None,
             11,
+            None,
         )
         .await
         .expect("finish");
@@ -357,13 +369,18 @@ async fn status_changes_are_compare_and_set_with_history() {
 async fn runs_page_newest_first_with_a_cursor() {
     let dir = TempDir::new("page");
     let s = store(&dir).await;
-    s.insert_schedule(&schedule("a", None, None))
+    s.insert_schedule(&schedule("a", None, None), None)
         .await
         .expect("insert");
     for t in 0..7 {
-        s.claim(&run("a", None, RunKind::Manual), Cursor::Keep, 100 + t)
-            .await
-            .expect("claim");
+        s.claim(
+            &run("a", None, RunKind::Manual),
+            Cursor::Keep,
+            100 + t,
+            None,
+        )
+        .await
+        .expect("claim");
     }
     let mut seen = Vec::new();
     let mut before = None;
@@ -435,7 +452,7 @@ fn health_follows_the_evidence() {
 async fn rollups_follow_the_runs() {
     let dir = TempDir::new("rollups");
     let s = store(&dir).await;
-    s.insert_schedule(&schedule("a", None, None))
+    s.insert_schedule(&schedule("a", None, None), None)
         .await
         .expect("insert");
     let stats =
@@ -446,7 +463,7 @@ async fn rollups_follow_the_runs() {
     let claim = |kind: RunKind, at: i64| {
         let s = s.clone();
         async move {
-            match s.claim(&run("a", None, kind), Cursor::Keep, at).await {
+            match s.claim(&run("a", None, kind), Cursor::Keep, at, None).await {
                 Ok(Claim::Claimed(row, ..)) => *row,
                 other => panic!("claim: {other:?}"),
             }
@@ -459,7 +476,7 @@ async fn rollups_follow_the_runs() {
                 cost_usd: cost,
                 ..Finish::default()
             };
-            s.transition(&id, RunStatus::Running, to, None, Some(&f), at)
+            s.transition(&id, RunStatus::Running, to, None, Some(&f), at, None)
                 .await
                 .expect("finish")
                 .expect("finished");
@@ -527,8 +544,8 @@ async fn a_missing_cadence_is_filled_once() {
     let s = store(&dir).await;
     let mut old = schedule("old", Some(5), None);
     old.cadence_ms = None;
-    s.insert_schedule(&old).await.expect("insert");
-    s.insert_schedule(&schedule("new", Some(5), None))
+    s.insert_schedule(&old, None).await.expect("insert");
+    s.insert_schedule(&schedule("new", Some(5), None), None)
         .await
         .expect("insert");
     let missing = s.schedules_without_cadence().await.expect("missing");
@@ -572,11 +589,11 @@ async fn health_in_sql_agrees_with_each_row() {
         // Every schedule is `every 1s`: 300 s of slack make 301 s overdue, 200 s not.
         let mut row = schedule(id, armed.then_some(now + 1_000), None);
         row.enabled = *enabled;
-        s.insert_schedule(&row).await.expect("insert");
+        s.insert_schedule(&row, None).await.expect("insert");
         if *any {
             let at = outcome.map_or(now, |(_, age)| now - age * 1_000 - 1);
             let r = match s
-                .claim(&run(id, None, RunKind::Manual), Cursor::Keep, at)
+                .claim(&run(id, None, RunKind::Manual), Cursor::Keep, at, None)
                 .await
             {
                 Ok(Claim::Claimed(r, ..)) => *r,
@@ -584,9 +601,17 @@ async fn health_in_sql_agrees_with_each_row() {
             };
             if let Some((status, age)) = outcome {
                 let to = RunStatus::parse(status).expect("status");
-                s.transition(&r.id, RunStatus::Running, to, None, None, now - age * 1_000)
-                    .await
-                    .expect("finish");
+                s.transition(
+                    &r.id,
+                    RunStatus::Running,
+                    to,
+                    None,
+                    None,
+                    now - age * 1_000,
+                    None,
+                )
+                .await
+                .expect("finish");
             }
         }
     }
@@ -651,7 +676,7 @@ async fn health_in_sql_agrees_with_each_row() {
 async fn measure_fire_database_work() {
     let dir = TempDir::new("speed");
     let s = store(&dir).await;
-    s.insert_schedule(&schedule("a", Some(0), None))
+    s.insert_schedule(&schedule("a", Some(0), None), None)
         .await
         .expect("insert");
     let n = 2_000;
@@ -670,6 +695,7 @@ async fn measure_fire_database_work() {
                 &run("a", Some(format!("a:{i}")), RunKind::Scheduled),
                 cursor,
                 i,
+                None,
             )
             .await
             .expect("claim")
@@ -690,6 +716,7 @@ async fn measure_fire_database_work() {
             Some("exit_0"),
             Some(&Finish::default()),
             i,
+            None,
         )
         .await
         .expect("finish");
@@ -723,7 +750,7 @@ async fn measure_health_over_ten_thousand_schedules() {
         row.spec = r#"{"trigger":{"cron":{"expression":"0 * * * *"}},"action":{"kind":"command","executable":"true"}}"#.into();
         row.trigger_kind = "cron".into();
         row.cadence_ms = Some(3_600_000);
-        s.insert_schedule(&row).await.expect("insert");
+        s.insert_schedule(&row, None).await.expect("insert");
     }
     sqlx::query(
         "UPDATE schedules SET has_runs = 1, \
@@ -822,7 +849,12 @@ fn bystander() -> Bystander {
 async fn dispatched(s: &super::Scheduler, leader: &studio_runner::ProcessIdentity) -> String {
     let mut r = run("a", None, RunKind::Chain);
     r.counted = false;
-    let Claim::Claimed(row, _, _) = s.store.claim(&r, Cursor::Keep, 1).await.expect("claim") else {
+    let Claim::Claimed(row, _, _) = s
+        .store
+        .claim(&r, Cursor::Keep, 1, None)
+        .await
+        .expect("claim")
+    else {
         panic!("claimed");
     };
     s.store
@@ -844,7 +876,7 @@ async fn recovery_signals_a_recorded_leader_only_while_it_is_that_very_process()
     let dir = TempDir::new("reuse");
     let s = scheduler(&dir).await;
     s.store
-        .insert_schedule(&schedule("a", None, None))
+        .insert_schedule(&schedule("a", None, None), None)
         .await
         .expect("schedule");
     // The pid now belongs to another process than the one recorded (it started later).
@@ -893,12 +925,12 @@ async fn recovery_signals_a_recorded_leader_only_while_it_is_that_very_process()
 async fn a_claimed_run_keeps_its_follow_ups_and_a_replacement_is_the_next_attempt() {
     let dir = TempDir::new("attempt");
     let s = store(&dir).await;
-    s.insert_schedule(&schedule("a", None, None))
+    s.insert_schedule(&schedule("a", None, None), None)
         .await
         .expect("schedule");
     let mut r = run("a", Some("a:1".into()), RunKind::Scheduled);
     r.follow_ups = Some(r#"{"on_success":null,"on_fail":null}"#.into());
-    let Claim::Claimed(row, _, _) = s.claim(&r, Cursor::Keep, 1).await.expect("claim") else {
+    let Claim::Claimed(row, _, _) = s.claim(&r, Cursor::Keep, 1, None).await.expect("claim") else {
         panic!("claimed");
     };
     assert_eq!(
@@ -926,7 +958,12 @@ async fn launched(
 ) -> (String, std::path::PathBuf) {
     let mut r = run("a", None, RunKind::Chain);
     r.counted = false;
-    let Claim::Claimed(row, _, _) = s.store.claim(&r, Cursor::Keep, 1).await.expect("claim") else {
+    let Claim::Claimed(row, _, _) = s
+        .store
+        .claim(&r, Cursor::Keep, 1, None)
+        .await
+        .expect("claim")
+    else {
         panic!("claimed");
     };
     let dir = s.runs_dir.join(&row.id);
@@ -959,7 +996,7 @@ async fn recovery_settles_each_run_by_what_its_shim_recorded() {
     let dir = TempDir::new("evidence");
     let s = scheduler(&dir).await;
     s.store
-        .insert_schedule(&schedule("a", None, None))
+        .insert_schedule(&schedule("a", None, None), None)
         .await
         .expect("schedule");
     let boot = s.boot_id.clone();
@@ -1067,7 +1104,7 @@ async fn running_since(s: &super::Scheduler, created_ms: i64) -> String {
     r.counted = false;
     let Claim::Claimed(row, _, _) = s
         .store
-        .claim(&r, Cursor::Keep, created_ms)
+        .claim(&r, Cursor::Keep, created_ms, None)
         .await
         .expect("claim")
     else {
@@ -1081,7 +1118,7 @@ async fn the_reaper_ends_only_old_runs_that_nothing_backs() {
     let dir = TempDir::new("reaper");
     let s = scheduler(&dir).await;
     s.store
-        .insert_schedule(&schedule("a", None, None))
+        .insert_schedule(&schedule("a", None, None), None)
         .await
         .expect("schedule");
     let now = studio_contract::time::now_ms();
@@ -1110,7 +1147,7 @@ async fn pruning_keeps_the_newest_events() {
     let dir = TempDir::new("prune");
     let s = store(&dir).await;
     for i in 0..10 {
-        s.insert_schedule(&schedule(&format!("s{i}"), None, None))
+        s.insert_schedule(&schedule(&format!("s{i}"), None, None), None)
             .await
             .expect("schedule");
     }
@@ -1136,7 +1173,7 @@ async fn a_detach_spares_running_jobs_at_the_next_stop_only() {
     let dir = TempDir::new("detach");
     let s = scheduler(&dir).await;
     s.store
-        .insert_schedule(&schedule("a", None, None))
+        .insert_schedule(&schedule("a", None, None), None)
         .await
         .expect("schedule");
     let id = running_since(&s, studio_contract::time::now_ms()).await;
@@ -1158,19 +1195,25 @@ async fn a_detach_spares_running_jobs_at_the_next_stop_only() {
     assert!(*cancelled.borrow(), "a later stop cancels");
 }
 
-/// Each schedule command publishes the event its write committed, and a refused write
-/// publishes nothing.
+/// Each schedule command publishes the event its write committed and records who made
+/// it in the audit trail; a refused write publishes and records nothing.
 #[tokio::test]
 async fn schedule_commands_publish_what_they_write_and_nothing_when_refused() {
     let dir = TempDir::new("commands");
     let s = scheduler(&dir).await;
+    let by = crate::audit::Actor {
+        principal: "p-1".into(),
+        role: studio_contract::role::Role::Operator,
+        origin: Some("http://127.0.0.1:8765".into()),
+        epoch: "e1".into(),
+    };
     let mut events = s.subscribe();
     let op = |e: super::model::EventRow| {
         let data: studio_api::ScheduleEvent = serde_json::from_str(&e.data).expect("event");
         (e.kind, data.id, data.op)
     };
     let row = schedule("a", None, None);
-    s.create_schedule(&row).await.expect("create");
+    s.create_schedule(&row, &by).await.expect("create");
     assert_eq!(
         op(events.try_recv().expect("created")),
         (
@@ -1182,48 +1225,74 @@ async fn schedule_commands_publish_what_they_write_and_nothing_when_refused() {
     let mut twin = schedule("b", None, None);
     twin.name.clone_from(&row.name);
     assert!(matches!(
-        s.create_schedule(&twin).await,
+        s.create_schedule(&twin, &by).await,
         Err(EngineError::NameTaken(name)) if name == row.name
     ));
     let mut revised = row.clone();
     revised.revision = 2;
     assert!(matches!(
-        s.update_schedule(&revised, 7).await,
+        s.update_schedule(&revised, 7, &by).await,
         Err(EngineError::Moved)
     ));
     assert!(
         events.try_recv().is_err(),
         "a refused write publishes nothing"
     );
-    s.update_schedule(&revised, 1).await.expect("update");
+    s.update_schedule(&revised, 1, &by).await.expect("update");
     assert_eq!(
         op(events.try_recv().expect("updated")).2,
         studio_api::ScheduleOp::Updated
     );
-    s.delete_schedule("a").await.expect("delete");
+    s.delete_schedule("a", &by).await.expect("delete");
     assert_eq!(
         op(events.try_recv().expect("deleted")).2,
         studio_api::ScheduleOp::Deleted
     );
     assert!(matches!(
-        s.delete_schedule("a").await,
+        s.delete_schedule("a", &by).await,
         Err(EngineError::ScheduleNotFound)
     ));
     assert!(events.try_recv().is_err());
+
+    // The trail: one row per committed change, newest first, each saying who and how.
+    let trail = s
+        .store
+        .audit(&super::store::AuditFilter {
+            schedule_id: Some("a"),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("trail");
+    let kinds: Vec<&str> = trail.iter().map(|r| r.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["schedule_deleted", "schedule_updated", "schedule_created"]
+    );
+    for r in &trail {
+        assert_eq!(r.principal_id.as_deref(), Some("p-1"));
+        assert_eq!(r.role.as_deref(), Some("operator"));
+        assert_eq!(r.origin.as_deref(), Some("http://127.0.0.1:8765"));
+        assert_eq!(r.object.as_deref(), Some("schedule:a"));
+        assert_eq!(r.epoch, "e1");
+    }
+    let detail: serde_json::Value = serde_json::from_str(&trail[1].detail).expect("JSON");
+    assert_eq!(detail["revision"], 2);
+    assert_eq!(detail["from_revision"], 1);
 }
 
 #[tokio::test]
 async fn a_run_keeps_the_name_it_ran_under_and_says_why_it_failed_in_one_line() {
     let dir = TempDir::new("names");
     let s = store(&dir).await;
-    s.insert_schedule(&schedule("a", None, None))
+    s.insert_schedule(&schedule("a", None, None), None)
         .await
         .expect("insert");
     let claim = |s: &SchedStore| {
         let s = s.clone();
         async move {
             match s
-                .claim(&run("a", None, RunKind::Manual), Cursor::Keep, 1)
+                .claim(&run("a", None, RunKind::Manual), Cursor::Keep, 1, None)
                 .await
                 .expect("claim")
             {
@@ -1249,6 +1318,7 @@ async fn a_run_keeps_the_name_it_ran_under_and_says_why_it_failed_in_one_line() 
             Some("exit_3"),
             Some(&failed),
             5,
+            None,
         )
         .await
         .expect("finish")
@@ -1262,13 +1332,13 @@ async fn a_run_keeps_the_name_it_ran_under_and_says_why_it_failed_in_one_line() 
     // Renamed, then deleted: the runs keep the name they ran under, lists included.
     let mut renamed = s.schedule("a").await.expect("read").expect("row");
     renamed.name = "test/renamed".into();
-    s.update_schedule(&renamed, renamed.revision)
+    s.update_schedule(&renamed, renamed.revision, None)
         .await
         .expect("rename")
         .expect("renamed");
     let second = claim(&s).await;
     assert_eq!(second.schedule_name.as_deref(), Some("test/renamed"));
-    s.delete_schedule("a", 9).await.expect("delete");
+    s.delete_schedule("a", 9, None).await.expect("delete");
     let listed = s
         .list_runs(&RunFilter {
             limit: 10,
@@ -1332,7 +1402,7 @@ async fn each_schedule_keeps_its_newest_runs_as_they_come_change_and_go() {
     let dir = TempDir::new("recent");
     let s = store(&dir).await;
     for id in ["a", "b", "c"] {
-        s.insert_schedule(&schedule(id, None, None))
+        s.insert_schedule(&schedule(id, None, None), None)
             .await
             .expect("insert");
     }
@@ -1340,7 +1410,12 @@ async fn each_schedule_keeps_its_newest_runs_as_they_come_change_and_go() {
     for (id, n) in [("a", 12), ("b", 2)] {
         for i in 0..n {
             let Claim::Claimed(r, _, _) = s
-                .claim(&run(id, None, RunKind::Manual), Cursor::Keep, 1_000 + i)
+                .claim(
+                    &run(id, None, RunKind::Manual),
+                    Cursor::Keep,
+                    1_000 + i,
+                    None,
+                )
                 .await
                 .expect("claim")
             else {
@@ -1393,6 +1468,7 @@ async fn each_schedule_keeps_its_newest_runs_as_they_come_change_and_go() {
         None,
         None,
         2_000,
+        None,
     )
     .await
     .expect("transition")

@@ -1,7 +1,9 @@
 //! Every SQL statement of the scheduler, one module for each thing stored: `schedules`
 //! (rows, cursors, the derived cadence, health counts), `runs` (runs, their transitions,
 //! the fire transaction, the hourly counts), `events` (the event log), `plans` (a
-//! declarations plan's one transaction) and `allowlist` (the command allow-list). Each
+//! declarations plan's one transaction), `allowlist` (the command allow-list) and
+//! `audit` (the trail's row of each change made through the API, in its transaction,
+//! and the trail's reads). Each
 //! change of a run or schedule writes its event in the same transaction, so the event
 //! stream never shows what did not happen, nor misses what did.
 //!
@@ -11,12 +13,14 @@
 use sqlx::SqlitePool;
 
 mod allowlist;
+mod audit;
 mod events;
 mod plans;
 mod runs;
 mod schedules;
 
 pub(crate) use allowlist::AllowEntry;
+pub(crate) use audit::{AuditFilter, AuditRow, Note};
 pub(crate) use plans::{PlanError, PlanWrite};
 pub(crate) use runs::{Claim, Cursor, Finish, NewRun, RunFilter};
 pub(crate) use schedules::{ScheduleFilter, WriteError};

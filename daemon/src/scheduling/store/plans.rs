@@ -5,11 +5,13 @@ use studio_api::ScheduleOp;
 
 use super::{
     SchedStore,
+    audit::{self, Note},
     events::{append_event, schedule_event},
     is_unique_violation,
     schedules::{insert_row, update_row},
 };
 use crate::{
+    audit::{Actor, Kind},
     scheduling::model::{EventRow, ScheduleRow},
     store::StoreError,
 };
@@ -69,6 +71,7 @@ impl SchedStore {
         &self,
         writes: &[PlanWrite],
         now_ms: i64,
+        by: Option<&Actor>,
     ) -> Result<Vec<EventRow>, PlanError> {
         let mut tx = self.writer.begin().await?;
         let mut events = Vec::new();
@@ -123,6 +126,20 @@ impl SchedStore {
                 return Err(PlanError::Conflict(write.name().to_owned()));
             }
             if let Some((row, op)) = event {
+                if let Some(by) = by {
+                    let kind = match op {
+                        ScheduleOp::Created => Kind::ScheduleCreated,
+                        ScheduleOp::Updated => Kind::ScheduleUpdated,
+                        ScheduleOp::Deleted => Kind::ScheduleDeleted,
+                    };
+                    let detail = serde_json::json!({
+                        "name": row.name,
+                        "revision": row.revision,
+                        "via": "declarations",
+                    });
+                    audit::append(&mut tx, &Note::schedule(by, kind, &row.id, detail), now_ms)
+                        .await?;
+                }
                 events.push(
                     append_event(&mut tx, "schedule", &schedule_event(row, op), now_ms).await?,
                 );

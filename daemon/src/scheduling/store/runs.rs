@@ -8,6 +8,7 @@ use studio_runner::ProcessIdentity;
 
 use super::{
     SchedStore,
+    audit::{self, Note},
     events::{append_event, run_event},
     is_unique_violation,
 };
@@ -261,6 +262,7 @@ impl SchedStore {
         run: &NewRun,
         cursor: Cursor,
         now_ms: i64,
+        note: Option<&Note<'_>>,
     ) -> Result<Claim, StoreError> {
         let mut tx = self.writer.begin().await?;
         let mut cursor_after = None;
@@ -319,6 +321,9 @@ impl SchedStore {
             Err(e) if is_unique_violation(&e) => return Ok(Claim::Lost),
             other => other?,
         };
+        if let Some(note) = note {
+            audit::append(&mut tx, note, now_ms).await?;
+        }
         let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
         tx.commit().await?;
         Ok(Claim::Claimed(Box::new(row), event, cursor_after))
@@ -334,6 +339,7 @@ impl SchedStore {
         reason: Option<&str>,
         finish: Option<&Finish>,
         now_ms: i64,
+        note: Option<&Note<'_>>,
     ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
         let mut tx = self.writer.begin().await?;
         let f = finish.cloned().unwrap_or_default();
@@ -370,6 +376,9 @@ impl SchedStore {
         };
         let row = run_from(&row)?;
         record_transition(&mut tx, id, Some(from), to, reason, now_ms).await?;
+        if let Some(note) = note {
+            audit::append(&mut tx, note, now_ms).await?;
+        }
         let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
         tx.commit().await?;
         Ok(Some((row, event)))

@@ -7,10 +7,12 @@ use studio_api::ScheduleOp;
 
 use super::{
     SchedStore,
+    audit::{self, Note},
     events::{append_event, schedule_event},
     is_unique_violation,
 };
 use crate::{
+    audit::{Actor, Kind},
     scheduling::{
         health::health_sql,
         model::{EventRow, Outcome, RunMark, ScheduleRow, ScheduleStats},
@@ -219,10 +221,14 @@ impl SchedStore {
     pub(in crate::scheduling) async fn insert_schedule(
         &self,
         row: &ScheduleRow,
+        note: Option<&Note<'_>>,
     ) -> Result<EventRow, WriteError> {
         let mut tx = self.writer.begin().await?;
         if !insert_row(&mut tx, row).await? {
             return Err(WriteError::NameTaken(row.name.clone()));
+        }
+        if let Some(note) = note {
+            audit::append(&mut tx, note, row.updated_at_ms).await?;
         }
         let event = append_event(
             &mut tx,
@@ -241,6 +247,7 @@ impl SchedStore {
         &self,
         row: &ScheduleRow,
         expected_revision: i64,
+        note: Option<&Note<'_>>,
     ) -> Result<Option<EventRow>, WriteError> {
         let mut tx = self.writer.begin().await?;
         let updated = match update_row(&mut tx, row, expected_revision).await {
@@ -251,6 +258,9 @@ impl SchedStore {
         };
         if !updated {
             return Ok(None);
+        }
+        if let Some(note) = note {
+            audit::append(&mut tx, note, row.updated_at_ms).await?;
         }
         let event = append_event(
             &mut tx,
@@ -268,6 +278,7 @@ impl SchedStore {
         &self,
         id: &str,
         now_ms: i64,
+        by: Option<&Actor>,
     ) -> Result<Option<EventRow>, StoreError> {
         let mut tx = self.writer.begin().await?;
         let Some(row) = sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -284,6 +295,11 @@ impl SchedStore {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+        if let Some(by) = by {
+            let detail = serde_json::json!({ "name": row.name });
+            let note = Note::schedule(by, Kind::ScheduleDeleted, id, detail);
+            audit::append(&mut tx, &note, now_ms).await?;
+        }
         let event = append_event(
             &mut tx,
             "schedule",
