@@ -39,6 +39,7 @@ pub enum Op {
     Events,
     ListAllowlist,
     ChangeAllowlist,
+    ListAudit,
     PlanDeclarations,
     ApplyDeclarations,
     ExportDeclarations,
@@ -110,6 +111,36 @@ const SCHEDULE_FILTERS: &[Param] = &[
         name: "health",
         kind: Kind::ListOf(HEALTHS),
         about: "comma-separated healths",
+    },
+    LIMIT,
+    CURSOR,
+];
+
+const AUDIT_FILTERS: &[Param] = &[
+    Param {
+        name: "schedule",
+        kind: Kind::String,
+        about: "rows about the schedule with this id (its runs included)",
+    },
+    Param {
+        name: "object",
+        kind: Kind::String,
+        about: "rows about this object: `schedule:ID` or `run:ID`",
+    },
+    Param {
+        name: "principal",
+        kind: Kind::String,
+        about: "rows of this session id (`daemon` for the daemon token)",
+    },
+    Param {
+        name: "kind",
+        kind: Kind::ListOf(&AUDIT_KINDS),
+        about: "comma-separated kinds",
+    },
+    Param {
+        name: "since",
+        kind: Kind::Instant,
+        about: "rows at or after",
     },
     LIMIT,
     CURSOR,
@@ -474,6 +505,18 @@ pub const ROUTES: &[Route<Op>] = &[
             "/api/admin/allowlist",
             "Add and remove allowed executables (the daemon token only)",
             ok::<AllowChanged>(),
+        )
+    },
+    Route {
+        query: AUDIT_FILTERS,
+        errors: &[Code::BadRequest, Code::InvalidCursor],
+        ..route(
+            Op::ListAudit,
+            "list_audit",
+            Get,
+            "/api/audit",
+            "One page of the audit trail, newest first: who changed what, when, from where",
+            ok::<AuditPage>(),
         )
     },
     Route {

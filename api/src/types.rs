@@ -1,6 +1,7 @@
 //! Every request and answer body of studiod's API, by the routes that use them.
 
 mod allowlist;
+mod audit;
 mod declarations;
 mod events;
 mod identity;
@@ -9,6 +10,7 @@ mod schedules;
 mod summary;
 
 pub use allowlist::*;
+pub use audit::*;
 pub use declarations::*;
 pub use events::*;
 pub use identity::*;

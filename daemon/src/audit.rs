@@ -71,6 +71,7 @@ impl Kind {
     }
 
     /// Every kind, for the API's filter and its documentation.
+    #[cfg(test)]
     pub(crate) const ALL: [Kind; 15] = [
         Kind::EpochStarted,
         Kind::EpochStopped,
@@ -117,5 +118,16 @@ impl Audit {
                 "audit write failed"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_api_names_every_kind_the_trail_writes() {
+        let written: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(written, studio_api::AUDIT_KINDS);
     }
 }

@@ -2,6 +2,7 @@
 //! and its graceful serving.
 
 mod allowlist;
+mod audit;
 mod cursor;
 mod declarations;
 mod events;
@@ -85,6 +86,7 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::Events => on(m, events::stream),
         Op::ListAllowlist => on(m, allowlist::list),
         Op::ChangeAllowlist => on(m, allowlist::change),
+        Op::ListAudit => on(m, audit::list),
         Op::PlanDeclarations => on(m, declarations::plan),
         Op::ApplyDeclarations => on(m, declarations::apply),
         Op::ExportDeclarations => on(m, declarations::export),

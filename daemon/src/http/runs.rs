@@ -46,7 +46,7 @@ pub(crate) struct ListQuery {
     cursor: Option<String>,
 }
 
-fn instant(name: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
+pub(super) fn instant(name: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
     text.map(|t| {
         t.parse::<jiff::Timestamp>()
             .map(|ts| ts.as_millisecond())

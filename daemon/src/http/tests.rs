@@ -763,3 +763,148 @@ async fn roles_are_enforced_from_the_inventory() {
     let (status, _, body) = api.send(disconnect).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+/// Each change made through the API is in the trail with who made it, in what role,
+/// from where; a refused change leaves no row; the trail pages and filters, and a bad
+/// filter or a cursor from another list is refused.
+#[tokio::test]
+async fn every_change_is_in_the_audit_trail_with_who_made_it() {
+    let api = api().await;
+    let operator = api.pair_as(Role::Operator).await;
+    let (operator, session) = (
+        operator["token"].as_str().expect("token").to_owned(),
+        operator["principal"].as_str().expect("id").to_owned(),
+    );
+    let viewer = api.pair_as(Role::Viewer).await["token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    let allow = authed(Method::POST, "/api/admin/allowlist", DAEMON_TOKEN)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({"add": ["true"]}).to_string()))
+        .expect("request");
+    assert_eq!(api.send(allow).await.0, StatusCode::OK);
+    let post = |path: &str, token: &str, body: Value| {
+        authed(Method::POST, path, token)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ORIGIN, APP)
+            .body(Body::from(body.to_string()))
+            .expect("request")
+    };
+    let spec = json!({
+        "name": "audited", "trigger": {"cron": {"expression": "0 3 * * *"}},
+        "action": {"kind": "command", "executable": "true"}
+    });
+    let (status, _, created) = api.send(post("/api/schedules", &operator, spec)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().expect("id").to_owned();
+    let (status, _, _) = api
+        .send(post(
+            &format!("/api/schedules/{id}/disable"),
+            &viewer,
+            json!({}),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    for action in ["disable", "enable"] {
+        let (status, _, body) = api
+            .send(post(
+                &format!("/api/schedules/{id}/{action}"),
+                &operator,
+                json!({}),
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let (status, _, run) = api
+        .send(post(
+            &format!("/api/schedules/{id}/trigger"),
+            &operator,
+            json!({}),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{run}");
+    let run_id = run["id"].as_str().expect("run id").to_owned();
+    let delete = authed(
+        Method::DELETE,
+        &format!("/api/schedules/{id}"),
+        DAEMON_TOKEN,
+    )
+    .header(header::CONTENT_TYPE, "application/json")
+    .body(Body::empty())
+    .expect("request");
+    assert_eq!(api.send(delete).await.0, StatusCode::OK);
+
+    let get = |path: &str| empty(authed(Method::GET, path, &viewer));
+    let (status, _, page) = api.send(get(&format!("/api/audit?schedule={id}"))).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let entries = page["entries"].as_array().expect("entries");
+    let kinds: Vec<&str> = entries.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "schedule_deleted",
+            "run_triggered",
+            "schedule_enabled",
+            "schedule_disabled",
+            "schedule_created"
+        ],
+        "the viewer's refused disable left no row"
+    );
+    let deleted = &entries[0];
+    assert_eq!(deleted["principal"], "daemon");
+    assert_eq!(deleted["role"], "admin");
+    assert_eq!(deleted["origin"], Value::Null);
+    assert_eq!(deleted["detail"]["name"], "audited");
+    let triggered = &entries[1];
+    assert_eq!(triggered["principal"], session.as_str());
+    assert_eq!(triggered["role"], "operator");
+    assert_eq!(triggered["origin"], APP);
+    assert_eq!(triggered["object"], format!("run:{run_id}"));
+    assert_eq!(triggered["schedule_id"], id.as_str());
+    assert_eq!(entries[4]["object"], format!("schedule:{id}"));
+
+    // Filters: a principal, a kind; pages of one, each cursor bound to its filters.
+    let (_, _, mine) = api
+        .send(get(&format!(
+            "/api/audit?principal={session}&kind=schedule_created,run_triggered"
+        )))
+        .await;
+    let kinds: Vec<&str> = mine["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["run_triggered", "schedule_created"]);
+    let (_, _, first) = api
+        .send(get(&format!("/api/audit?schedule={id}&limit=1")))
+        .await;
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
+    let (_, _, second) = api
+        .send(get(&format!(
+            "/api/audit?schedule={id}&limit=1&cursor={cursor}"
+        )))
+        .await;
+    assert_eq!(second["entries"][0]["kind"], "run_triggered");
+    let (status, _, body) = api
+        .send(get(&format!("/api/audit?limit=1&cursor={cursor}")))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_cursor"))
+    );
+    let (status, _, body) = api.send(get("/api/audit?kind=schedule_eaten")).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    let (status, _, body) = api.send(get("/api/audit?since=yesterday")).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+}
