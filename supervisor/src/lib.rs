@@ -25,7 +25,8 @@ use std::{future::Future, io, path::PathBuf};
 use studio_contract::{error::ErrorBody, home::Home};
 
 use crate::cli::{
-    Cli, Command, ScheduleCommand, allow, commands, declare, evidence, runs, schedules, sessions,
+    Cli, Command, ScheduleCommand, allow, audit, commands, declare, evidence, runs, schedules,
+    sessions,
 };
 pub use crate::{
     cli::preview,
@@ -129,6 +130,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Run { command } => runs::one(&home, command, shutdown).await,
         Command::Allow { command } => allow::run(&home, command).await,
         Command::Sessions { command, remote } => sessions::run(&home, command, remote).await,
+        Command::Audit(args) => audit::run(&home, args).await,
         // Answered above, before the home; here only for the match to be whole.
         Command::Evidence { command } => evidence::run(command),
     }

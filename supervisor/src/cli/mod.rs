@@ -1,5 +1,5 @@
 //! The user commands. This module is the command line: `studio up | status | restart |
-//! stop | pair | logs | schedule | runs | run | sessions | evidence`, with the environment
+//! stop | pair | logs | schedule | runs | run | sessions | audit | evidence`, with the environment
 //! equivalents, turned into typed configuration. Clap's own usage errors exit with status
 //! 2; so do the checks made here. Its submodules carry the commands out.
 //!
@@ -7,6 +7,7 @@
 //! entry point: `up` builds an [`UpConfig`] for `supervise::up`.
 
 pub(crate) mod allow;
+pub(crate) mod audit;
 pub(crate) mod client;
 pub(crate) mod commands;
 pub(crate) mod declare;
@@ -102,6 +103,8 @@ pub enum Command {
         #[command(flatten)]
         remote: Remote,
     },
+    /// The audit trail: who changed what, when, in what role and from where.
+    Audit(AuditArgs),
     /// The evidence log of human decisions.
     Evidence {
         #[command(subcommand)]
@@ -281,6 +284,34 @@ pub struct RunsArgs {
     /// Keep printing run changes as they happen.
     #[arg(short = 'f', long)]
     pub follow: bool,
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only rows about this schedule (name or id; a deleted schedule by its id) and its
+    /// runs.
+    #[arg(long, value_name = "NAME")]
+    pub schedule: Option<String>,
+    /// Only rows about this run.
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+    /// Only rows of this session id (`daemon` for the daemon token).
+    #[arg(long, value_name = "ID")]
+    pub principal: Option<String>,
+    /// Only rows of these kinds, comma-separated (schedule_created, schedule_updated,
+    /// schedule_enabled, schedule_disabled, schedule_deleted, run_triggered,
+    /// run_cancelled, pairing_minted, pairing_redeemed, pairing_failed, session_revoked,
+    /// role_changed, allowlist_changed, epoch_started, epoch_stopped).
+    #[arg(long, value_name = "KINDS")]
+    pub kind: Option<String>,
+    /// Only rows at or after this RFC 3339 instant.
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+    /// How many recent rows (1 to 500).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=500))]
+    pub limit: u16,
     #[command(flatten)]
     pub remote: Remote,
 }

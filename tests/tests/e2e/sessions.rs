@@ -235,6 +235,33 @@ async fn a_viewer_link_pairs_a_browser_that_reads_and_cannot_change() {
     let out = studio.cli(&["sessions", "role", "nobody", "admin"]);
     assert_eq!(out.status.code(), Some(1));
 
+    // The trail says who made the schedule, as what, from where; and the role change
+    // and the revocation that followed.
+    let out = studio.cli(&["audit", "--schedule", "etl/by-operator", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trail: studio_api::AuditPage = serde_json::from_slice(&out.stdout).expect("JSON");
+    let [created] = &trail.entries[..] else {
+        panic!("one row for the schedule: {trail:?}");
+    };
+    assert_eq!(created.kind, "schedule_created");
+    assert_eq!(created.principal.as_deref(), Some(body.principal.as_str()));
+    assert_eq!(created.role, Some(studio_api::Role::Operator));
+    assert_eq!(
+        created.origin.as_deref(),
+        Some(studio.app_origin().as_str())
+    );
+    assert_eq!(created.detail["name"], "etl/by-operator");
+    let out = studio.cli(&["audit", "--kind", "role_changed,session_revoked"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("role_changed") && table.contains("session_revoked"),
+        "{table}"
+    );
+
     let out = studio.cli(&["pair", "--role", "root"]);
     assert_eq!(out.status.code(), Some(2));
 
