@@ -807,12 +807,16 @@ function wireFilters() {
 }
 
 // The project box suggests every project (the page renders those of its own rows), read
-// once, when the box is first used.
+// once, when the box is first used: focused, pressed or typed in (a window without focus,
+// as a background tab, gets no focus event).
 function wireProjects() {
   const box = document.querySelector('input[list="projects"]');
   const list = document.getElementById("projects");
   if (!box || !list) return;
-  box.addEventListener("focus", async () => {
+  let asked = false;
+  const load = async () => {
+    if (asked) return;
+    asked = true;
     try {
       const res = await fetch("/api/projects", { credentials: "same-origin", cache: "no-store" });
       if (!res.ok) return;
@@ -824,7 +828,8 @@ function wireProjects() {
         })));
       list.dataset.loaded = "true";
     } catch (_) { /* the page's own suggestions stay */ }
-  }, { once: true });
+  };
+  for (const event of ["focus", "pointerdown", "keydown"]) box.addEventListener(event, load);
 }
 
 // How long each listed run has run ("4 min"), from the instant it started.

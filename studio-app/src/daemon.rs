@@ -97,8 +97,8 @@ impl DaemonError {
 }
 
 pub(crate) use studio_api::{
-    AllowEntry, AllowList, HourCount, RunDetail, RunPage, Schedule, SchedulePage, Session,
-    Sessions, Summary,
+    AllowEntry, AllowList, AuditEntry, AuditPage, HourCount, RunDetail, RunPage, Schedule,
+    SchedulePage, Session, Sessions, Summary,
 };
 
 /// One page request's view of the daemon: its bearer and origin, borrowed from the page.
@@ -190,6 +190,10 @@ impl<'a> Daemon<'a> {
 
     pub(crate) async fn run(&self, id: &str) -> Result<RunDetail, DaemonError> {
         self.get(&format!("/api/runs/{}", segment(id)), &[]).await
+    }
+
+    pub(crate) async fn audit(&self, query: &[(&str, &str)]) -> Result<AuditPage, DaemonError> {
+        self.get("/api/audit", query).await
     }
 
     pub(crate) async fn sessions(&self) -> Result<Sessions, DaemonError> {

@@ -561,20 +561,26 @@ impl Scheduler {
         };
         match row.status() {
             Some(RunStatus::Queued) => {
-                let note = note("queued");
-                if let Some((row, event)) = self
-                    .store
-                    .transition(
-                        run_id,
-                        RunStatus::Queued,
-                        RunStatus::Cancelled,
-                        Some(reason),
-                        None,
-                        now_ms(),
-                        note.as_ref(),
-                    )
-                    .await?
-                {
+                let cancelled = match note("queued") {
+                    Some(note) => {
+                        self.store
+                            .cancel_queued(run_id, reason, now_ms(), &note)
+                            .await?
+                    }
+                    None => {
+                        self.store
+                            .transition(
+                                run_id,
+                                RunStatus::Queued,
+                                RunStatus::Cancelled,
+                                Some(reason),
+                                None,
+                                now_ms(),
+                            )
+                            .await?
+                    }
+                };
+                if let Some((row, event)) = cancelled {
                     self.publish(event);
                     if let Some(active) = self.active().get_mut(run_id) {
                         active.cancel_reason = Some(reason.to_owned());

@@ -84,7 +84,6 @@ impl Scheduler {
                         None,
                         None,
                         now_ms(),
-                        None,
                     )
                     .await?
                 {
@@ -196,7 +195,6 @@ impl Scheduler {
                 Some(&reason),
                 Some(&finish),
                 now_ms(),
-                None,
             )
             .await?
         {
@@ -291,7 +289,6 @@ impl Scheduler {
                 Some(reason),
                 Some(&finish),
                 now_ms(),
-                None,
             )
             .await?
         {

@@ -320,7 +320,6 @@ async fn status_changes_are_compare_and_set_with_history() {
             Some("exit_0"),
             Some(&finish),
             10,
-            None,
         )
         .await
         .expect("finish");
@@ -333,7 +332,6 @@ async fn status_changes_are_compare_and_set_with_history() {
             Some("late"),
             None,
             11,
-            None,
         )
         .await
         .expect("finish");
@@ -476,7 +474,7 @@ async fn rollups_follow_the_runs() {
                 cost_usd: cost,
                 ..Finish::default()
             };
-            s.transition(&id, RunStatus::Running, to, None, Some(&f), at, None)
+            s.transition(&id, RunStatus::Running, to, None, Some(&f), at)
                 .await
                 .expect("finish")
                 .expect("finished");
@@ -601,17 +599,9 @@ async fn health_in_sql_agrees_with_each_row() {
             };
             if let Some((status, age)) = outcome {
                 let to = RunStatus::parse(status).expect("status");
-                s.transition(
-                    &r.id,
-                    RunStatus::Running,
-                    to,
-                    None,
-                    None,
-                    now - age * 1_000,
-                    None,
-                )
-                .await
-                .expect("finish");
+                s.transition(&r.id, RunStatus::Running, to, None, None, now - age * 1_000)
+                    .await
+                    .expect("finish");
             }
         }
     }
@@ -716,7 +706,6 @@ async fn measure_fire_database_work() {
             Some("exit_0"),
             Some(&Finish::default()),
             i,
-            None,
         )
         .await
         .expect("finish");
@@ -1318,7 +1307,6 @@ async fn a_run_keeps_the_name_it_ran_under_and_says_why_it_failed_in_one_line() 
             Some("exit_3"),
             Some(&failed),
             5,
-            None,
         )
         .await
         .expect("finish")
@@ -1468,7 +1456,6 @@ async fn each_schedule_keeps_its_newest_runs_as_they_come_change_and_go() {
         None,
         None,
         2_000,
-        None,
     )
     .await
     .expect("transition")

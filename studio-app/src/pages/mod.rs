@@ -6,6 +6,7 @@
 //! renders the layout's banner with the next step instead.
 
 mod assets;
+mod audit;
 mod commands;
 mod forms;
 mod overview;
@@ -46,6 +47,7 @@ pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/", get(overview::overview)),
         ("/attention", get(overview::attention)),
         ("/devices", get(overview::devices)),
+        ("/audit", get(audit::page)),
         ("/commands", get(commands::page)),
         ("/schedules", get(schedules::list)),
         ("/schedules/new", get(forms::new)),
@@ -66,6 +68,7 @@ pub(crate) enum Nav {
     Attention,
     Commands,
     Devices,
+    Audit,
 }
 
 /// What the layout needs: the page state, the banner's words, the hashed asset URLs.

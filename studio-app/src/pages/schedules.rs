@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use studio_api::RecentRun;
 
-use super::{Ctx, Nav, render, resolve, runs::RunRow, words};
+use super::{Ctx, Nav, audit::AuditRow, render, resolve, runs::RunRow, words};
 use crate::{
     daemon::{Schedule, with_query},
     state::AppState,
@@ -230,6 +230,8 @@ pub(crate) struct DetailPage {
     /// Its spec as the API holds it, indented (only this page shows it).
     pub(crate) spec_json: String,
     pub(crate) runs: Vec<RunRow>,
+    /// Its newest changes, from the audit trail.
+    pub(crate) history: Vec<AuditRow>,
 }
 
 /// A schedule's spec as the API holds it, indented for reading.
@@ -249,12 +251,18 @@ pub(crate) async fn detail(
         schedule: None,
         spec_json: String::new(),
         runs: Vec::new(),
+        history: Vec::new(),
     };
     if let Some(p) = paired {
         let daemon = p.daemon(&state);
-        // Two calls, concurrently: the schedule and its latest runs.
+        // Three calls, concurrently: the schedule, its latest runs and its changes.
         let run_query = [("schedule", id.as_str()), ("limit", "20")];
-        let (schedule, runs) = tokio::join!(daemon.schedule(&id), daemon.runs(&run_query));
+        let audit_query = [("schedule", id.as_str()), ("limit", "10")];
+        let (schedule, runs, history) = tokio::join!(
+            daemon.schedule(&id),
+            daemon.runs(&run_query),
+            daemon.audit(&audit_query)
+        );
         match schedule {
             Ok(s) => {
                 page.spec_json = spec_json(&s);
@@ -264,6 +272,12 @@ pub(crate) async fn detail(
         }
         match runs {
             Ok(r) => page.runs = r.runs.iter().map(|r| RunRow::list(r, &ctx)).collect(),
+            Err(e) => ctx.fail(&e),
+        }
+        match history {
+            Ok(h) => {
+                page.history = h.entries.iter().map(|e| AuditRow::new(e, &ctx)).collect();
+            }
             Err(e) => ctx.fail(&e),
         }
         page.ctx = ctx;

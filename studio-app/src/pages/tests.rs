@@ -116,6 +116,7 @@ fn schedule_detail_has_actions_spec_and_runs() {
         schedule: Some(schedules::ScheduleRow::new(schedule(), &ctx)),
         spec_json: schedules::spec_json(&schedule()),
         runs: vec![row("failed", &ctx)],
+        history: vec![super::audit::AuditRow::new(&audit_entry(), &ctx)],
         ctx,
     };
     let html = page.render().expect("renders");
@@ -125,11 +126,67 @@ fn schedule_detail_has_actions_spec_and_runs() {
         "schedule-delete",
         "schedule-spec",
         "run-row",
+        "history-row",
+        "schedule-audit-link",
     ] {
         assert!(html.contains(&format!(r#"data-testid="{id}""#)), "{id}");
     }
     assert!(html.contains("data-confirm="));
     assert!(html.contains("&quot;expression&quot;") || html.contains("&#34;expression&#34;"));
+}
+
+/// An audit row as studiod sends it, with markup where a name may hold any text.
+fn audit_entry() -> studio_api::AuditEntry {
+    serde_json::from_value(serde_json::json!({
+        "id": 7, "at": "2026-01-01T11:00:00.000Z", "kind": "schedule_updated", "epoch": "ep_1",
+        "principal": "0190aaaa-bbbb-7ccc-8ddd-eeeeffff0001", "role": "operator",
+        "origin": "http://127.0.0.1:1", "object": "schedule:s1", "schedule_id": "s1",
+        "detail": {"name": "<b>nightly</b>", "revision": 3, "from_revision": 2}
+    }))
+    .expect("entry")
+}
+
+/// The audit page names who made each change (this browser, another by its short id,
+/// the terminal), links what changed, and escapes every name.
+#[test]
+fn the_audit_page_says_who_changed_what() {
+    let ctx = paired(Nav::Audit);
+    let mut mine = audit_entry();
+    mine.principal.clone_from(&ctx.principal);
+    mine.kind = "run_triggered".into();
+    mine.object = Some("run:r-1".into());
+    let mut terminal = audit_entry();
+    terminal.principal = Some("daemon".into());
+    terminal.origin = None;
+    let rows = [audit_entry(), mine, terminal]
+        .iter()
+        .map(|e| super::audit::AuditRow::new(e, &ctx))
+        .collect();
+    let html = super::audit::AuditPage {
+        ctx,
+        query: super::audit::AuditQuery {
+            kind: "schedule_updated".into(),
+            ..Default::default()
+        },
+        rows,
+        next: Some("c/1".into()),
+    }
+    .render()
+    .expect("renders");
+    assert_eq!(html.matches(r#"data-testid="audit-row""#).count(), 3);
+    assert!(html.contains("browser ffff0001"), "{html}");
+    assert!(html.contains(">this browser"), "{html}");
+    assert!(html.contains("the terminal (daemon token)"), "{html}");
+    assert!(html.contains(r#"href="/schedules/s1""#) && html.contains(r#"href="/runs/r-1""#));
+    assert!(!html.contains("<b>nightly"), "{html}");
+    assert!(
+        html.contains("from_revision=2 name=&#60;b&#62;nightly") || html.contains("name=&lt;b&gt;"),
+        "{html}"
+    );
+    assert!(html.contains(r#"data-testid="filter-clear""#));
+    assert!(html.contains(r#"<option value="schedule_updated" selected>"#));
+    assert!(html.contains(r#"rel="next""#));
+    assert!(html.contains(r#"aria-current="page" data-testid="nav-audit""#));
 }
 
 /// A page offers what the browser's role may do: a viewer no write, an operator no
@@ -143,6 +200,7 @@ fn pages_offer_what_the_role_may_do() {
             schedule: Some(schedules::ScheduleRow::new(schedule(), &ctx)),
             spec_json: String::new(),
             runs: Vec::new(),
+            history: Vec::new(),
             ctx,
         }
         .render()

@@ -218,6 +218,28 @@ async fn a_schedule_is_created_through_the_form() {
         panic!("not a command: {all:?}");
     };
     assert_eq!(executable, "true");
+
+    // The schedule's page, and the audit page, say this browser made it (the refused
+    // attempt left no row).
+    let history = browser.wait_for_testid("history-row", WAIT).await;
+    let said = history.text().await.expect("history text");
+    assert!(
+        said.starts_with("schedule created by this browser (admin)"),
+        "{said}"
+    );
+    browser.click("schedule-audit-link").await;
+    browser.wait_for_testid("audit-table", WAIT).await;
+    let rows = browser.find_all_css(r#"[data-testid="audit-row"]"#).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        browser.text_of("audit-kind").await.as_deref(),
+        Some("schedule created")
+    );
+    let who = browser.text_of("audit-who").await.unwrap_or_default();
+    assert!(
+        who.starts_with("this browser (admin)") && who.contains(&studio.app_origin()),
+        "{who}"
+    );
     browser.close().await;
 }
 
@@ -478,7 +500,7 @@ async fn screenshots_of_every_page() {
     wait_terminal(&api, &failed).await;
 
     let browser = paired_browser(&studio).await;
-    let shots: [(&str, &str, &str); 8] = [
+    let shots: [(&str, &str, &str); 9] = [
         ("overview", "/", "daemon-facts"),
         ("schedules", "/schedules", "schedules-table"),
         (
@@ -491,6 +513,7 @@ async fn screenshots_of_every_page() {
         ("attention", "/attention", "attention-list"),
         ("devices", "/devices", "devices-table"),
         ("commands", "/commands", "commands-table"),
+        ("audit", "/audit", "audit-table"),
     ];
     // Each page at a desktop's width and a phone's, in light and dark.
     let looks = [

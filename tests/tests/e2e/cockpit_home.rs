@@ -156,12 +156,7 @@ async fn runs_filters_apply_as_chosen_and_clear() {
 
     // The project box suggests every project, those of runs not on the page included.
     api.create(&sh("ml/train", "true")).await;
-    browser
-        .execute(
-            "document.querySelector('[data-testid=filter-project]').focus(); return true;",
-            vec![],
-        )
-        .await;
+    browser.click("filter-project").await;
     browser.wait_for_css("#projects[data-loaded]", WAIT).await;
     let offered = browser
         .execute(

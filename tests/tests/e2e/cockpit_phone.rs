@@ -129,6 +129,7 @@ async fn every_page_fits_a_phone_screen() {
         ("/attention".to_owned(), "attention-item"),
         ("/devices".to_owned(), "devices-table"),
         ("/commands".to_owned(), "commands-table"),
+        ("/audit".to_owned(), "audit-table"),
     ];
     for (path, testid) in &pages {
         open(&browser, &studio, path, testid).await;

@@ -253,6 +253,14 @@ async fn insert_run(
     Ok(row)
 }
 
+/// A run's status change: from what, to what, why, and how its process ended.
+struct Step<'a> {
+    from: RunStatus,
+    to: RunStatus,
+    reason: Option<&'a str>,
+    finish: Option<&'a Finish>,
+}
+
 impl SchedStore {
     /// The fire transaction: the cursor advance (compare-and-set), the `max_runs` count
     /// and the run row with its transition and event commit together, or nothing does.
@@ -330,7 +338,6 @@ impl SchedStore {
     }
 
     /// Compare-and-set of a run's status, with its transition and event.
-    #[tracing::instrument(skip_all, fields(run = id, to = to.as_str()))]
     pub(in crate::scheduling) async fn transition(
         &self,
         id: &str,
@@ -339,8 +346,48 @@ impl SchedStore {
         reason: Option<&str>,
         finish: Option<&Finish>,
         now_ms: i64,
+    ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
+        let step = Step {
+            from,
+            to,
+            reason,
+            finish,
+        };
+        self.write_step(id, step, now_ms, None).await
+    }
+
+    /// A queued run cancelled by a person: its end and the audit row of who asked, in one
+    /// transaction.
+    pub(in crate::scheduling) async fn cancel_queued(
+        &self,
+        id: &str,
+        reason: &str,
+        now_ms: i64,
+        note: &Note<'_>,
+    ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
+        let step = Step {
+            from: RunStatus::Queued,
+            to: RunStatus::Cancelled,
+            reason: Some(reason),
+            finish: None,
+        };
+        self.write_step(id, step, now_ms, Some(note)).await
+    }
+
+    #[tracing::instrument(skip_all, fields(run = id, to = step.to.as_str()))]
+    async fn write_step(
+        &self,
+        id: &str,
+        step: Step<'_>,
+        now_ms: i64,
         note: Option<&Note<'_>>,
     ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
+        let Step {
+            from,
+            to,
+            reason,
+            finish,
+        } = step;
         let mut tx = self.writer.begin().await?;
         let f = finish.cloned().unwrap_or_default();
         let error_line = error_line(to, &f);

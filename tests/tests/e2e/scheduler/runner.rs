@@ -121,6 +121,61 @@ async fn scheduler_cancel_ends_a_running_job_once() {
     assert_eq!(reply.code(), (409, Code::RunNotActive), "{reply}");
 }
 
+/// A cancel is in the audit trail: of a queued run with the run's end, of a running one
+/// before its process is signalled; each row names the run, its schedule and the status
+/// it was cancelled in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_cancels_are_in_the_audit_trail() {
+    let studio = start(&[("STUDIO_MAX_CONCURRENT_RUNS", "1")]);
+    let api = Api::new(&studio);
+    let (schedule, first) = api
+        .create_and_trigger(&command("sleeper", every("1d"), "sleep", &["300"]))
+        .await;
+    let queued = api.trigger(&schedule).await;
+    assert_eq!(
+        queued.core.status,
+        RunStatus::Queued,
+        "one slot: {queued:?}"
+    );
+    api.wait_run(&first, "the run to be running", running).await;
+    for run in [&queued.core.id, &first] {
+        let reply = api.act(&format!("/api/runs/{run}/cancel")).await;
+        assert_eq!(reply.status, 200, "{reply}");
+    }
+    let trail: studio_api::AuditPage = api
+        .get(&format!(
+            "/api/audit?schedule={schedule}&kind=run_cancelled"
+        ))
+        .await
+        .expect(200);
+    let said: Vec<(Option<&str>, &str)> = trail
+        .entries
+        .iter()
+        .map(|e| {
+            (
+                e.object.as_deref(),
+                e.detail["status"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [
+            (Some(format!("run:{first}").as_str()), "running"),
+            (Some(format!("run:{}", queued.core.id).as_str()), "queued"),
+        ]
+    );
+    for e in &trail.entries {
+        assert_eq!(e.principal.as_deref(), Some("daemon"));
+        assert_eq!(e.schedule_id.as_deref(), Some(schedule.as_str()));
+        assert_eq!(e.detail["schedule"], "sleeper");
+    }
+    assert_eq!(
+        api.finished(&first).await.core().status,
+        RunStatus::Cancelled
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_chains_follow_the_parent_and_do_not_count() {
     let studio = start(&[]);
