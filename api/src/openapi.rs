@@ -95,8 +95,14 @@ fn operation<O>(
         .operation_id(Some(route.id))
         .summary(Some(route.summary));
     if route.access == Access::Bearer {
+        let decision = if route.decides {
+            " From a browser it also needs the session's decision token \
+             (`x-studio-decision-token`)."
+        } else {
+            ""
+        };
         op = op.description(Some(format!(
-            "A browser session needs the role `{}` or above.",
+            "A browser session needs the role `{}` or above.{decision}",
             route.needs.as_str()
         )));
     }

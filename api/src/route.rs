@@ -165,6 +165,9 @@ pub struct Route<O: 'static> {
     /// The least role a browser session needs (docs/DECISIONS.md); the daemon token has
     /// every role.
     pub needs: Role,
+    /// A destructive change: from a browser it also needs that browser's decision token
+    /// (`x-studio-decision-token`; docs/DECISIONS.md). The daemon token needs none.
+    pub decides: bool,
     pub via_app: ViaApp,
     pub query: &'static [Param],
     pub takes: Takes,
@@ -197,6 +200,7 @@ impl<O> Route<O> {
                 Method::Get => Role::Viewer,
                 Method::Post | Method::Put | Method::Patch | Method::Delete => Role::Operator,
             },
+            decides: false,
             via_app,
             query: &[],
             takes: Takes::Nothing,
@@ -222,6 +226,9 @@ impl<O> Route<O> {
         }
         if self.access == Access::Bearer && self.needs > Role::Viewer {
             codes.push(Code::Forbidden);
+        }
+        if self.decides {
+            codes.push(Code::DecisionRequired);
         }
         if !matches!(self.takes, Takes::Nothing) {
             codes.extend([

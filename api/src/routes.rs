@@ -254,6 +254,7 @@ pub const ROUTES: &[Route<Op>] = &[
     ),
     Route {
         needs: Role::Admin,
+        decides: true,
         takes: Takes::Json(typed::<SessionChange>()),
         errors: &[Code::SessionNotFound, Code::ValidationFailed],
         ..route(
@@ -267,6 +268,7 @@ pub const ROUTES: &[Route<Op>] = &[
     },
     Route {
         needs: Role::Admin,
+        decides: true,
         errors: &[Code::SessionNotFound],
         ..route(
             Op::RevokeSession,
@@ -345,6 +347,7 @@ pub const ROUTES: &[Route<Op>] = &[
     },
     Route {
         needs: Role::Admin,
+        decides: true,
         errors: &[Code::ScheduleNotFound],
         ..route(
             Op::DeleteSchedule,
@@ -535,7 +538,12 @@ pub const ROUTES: &[Route<Op>] = &[
     },
     Route {
         takes: Takes::Json(typed::<DeclarationRequest>()),
-        errors: &[Code::ValidationFailed, Code::PlanHasErrors, Code::Conflict],
+        errors: &[
+            Code::ValidationFailed,
+            Code::PlanHasErrors,
+            Code::Conflict,
+            Code::DecisionRequired,
+        ],
         ..route(
             Op::ApplyDeclarations,
             "apply_declarations",

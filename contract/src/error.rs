@@ -71,6 +71,7 @@ codes! {
     OriginNotAllowed = "origin_not_allowed" => FORBIDDEN,
     DaemonTokenRequired = "daemon_token_required" => FORBIDDEN,
     Forbidden = "forbidden" => FORBIDDEN,
+    DecisionRequired = "decision_required" => FORBIDDEN,
     NotFound = "not_found" => NOT_FOUND,
     SessionNotFound = "session_not_found" => NOT_FOUND,
     ScheduleNotFound = "schedule_not_found" => NOT_FOUND,

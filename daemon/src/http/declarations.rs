@@ -15,8 +15,8 @@ use studio_schedule::FieldError;
 
 use super::{
     ApiState,
-    front::By,
-    routes::{QueryParams, TextBody},
+    front::{By, Caller, require_decision},
+    routes::{self, QueryParams, TextBody},
     schedules::store_error,
 };
 use crate::scheduling::{
@@ -97,6 +97,8 @@ pub(crate) async fn plan(
 pub(crate) async fn apply(
     State(state): State<ApiState>,
     By(by): By,
+    who: Option<axum::Extension<Caller>>,
+    headers: http::HeaderMap,
     TextBody(body): TextBody,
 ) -> Result<Json<studio_api::Plan>, ApiError> {
     let req = parse(&body)?;
@@ -111,6 +113,11 @@ pub(crate) async fn apply(
             Code::Forbidden,
             "removing schedules (prune) needs the admin role; apply without prune, or ask an admin",
         ));
+    }
+    if removes {
+        // Removing schedules is destructive: from a browser, its decision token too.
+        let Caller(who) = routes::caller(who)?;
+        require_decision(&state.authority, &who, &headers, by.origin.as_deref()).await?;
     }
     if let Some((name, message)) = declare::stale_expected(&rows, &req.expected) {
         return Err(moved(name, message));

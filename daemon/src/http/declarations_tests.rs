@@ -277,3 +277,40 @@ async fn pruning_needs_an_admin() {
         .collect();
     assert_eq!(names, [json!(false)]);
 }
+
+/// Pruning is destructive: an admin's browser needs its decision token too (refused,
+/// nothing is removed); with it, the schedule goes. The daemon token needs none.
+#[tokio::test]
+async fn a_browser_prunes_only_with_its_decision_token() {
+    let api = api_allowing().await;
+    let (status, _, _) = api
+        .send(post("/api/declarations/apply", &nightly("0 2 * * *")))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let admin = api.pair_as(studio_contract::role::Role::Admin).await;
+    let token = admin["token"].as_str().expect("token");
+    let decision = admin["decision_token"].as_str().expect("decision");
+    let mut pruning = nightly("0 2 * * *");
+    pruning["documents"][0]["document"]["schedules"] = json!({});
+    pruning["prune"] = json!(true);
+    let (status, _, body) = api
+        .send(post_as(token, "/api/declarations/apply", &pruning))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("decision_required")),
+        "{body}"
+    );
+    assert_eq!(api.schedules().await.len(), 1, "nothing was removed");
+    let mut with_decision = post_as(token, "/api/declarations/apply", &pruning);
+    with_decision.headers_mut().insert(
+        "x-studio-decision-token",
+        http::HeaderValue::from_str(decision).expect("header"),
+    );
+    with_decision
+        .headers_mut()
+        .insert(header::ORIGIN, http::HeaderValue::from_static(super::APP));
+    let (status, _, body) = api.send(with_decision).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(api.schedules().await.is_empty());
+}

@@ -24,7 +24,7 @@ use studio_contract::{
 use studio_frontdoor::door::{self, Door, Stage};
 
 use crate::{
-    admission::{Admitted, Authority},
+    admission::{Admitted, Authority, PrincipalKind},
     audit::{Actor, Kind as AuditKind},
 };
 
@@ -151,11 +151,63 @@ impl Stage for Daemon {
                 if let Some(refusal) = route.and_then(|r| role_refusal(&admitted, r.needs)) {
                     return Err(refusal.into_response());
                 }
+                if route.is_some_and(|r| r.decides) {
+                    let origin = req
+                        .extensions()
+                        .get::<door::RequestOrigin>()
+                        .and_then(|o| o.0.as_deref());
+                    let decided =
+                        require_decision(&self.authority, &admitted, req.headers(), origin).await;
+                    if let Err(refusal) = decided {
+                        return Err(refusal.into_response());
+                    }
+                }
                 req.extensions_mut().insert(Caller(admitted));
                 Ok(req)
             }
             Err(refusal) => Err(refusal.into_response()),
         }
+    }
+}
+
+/// The header a browser's page sends its decision token in.
+pub(crate) const DECISION_HEADER: &str = "x-studio-decision-token";
+
+/// A destructive change from a browser needs that browser's own decision token, resolved
+/// against the origin the request was judged by (`403 decision_required` otherwise, with
+/// the resolver's reason); the daemon token, the machine owner's, needs none.
+pub(crate) async fn require_decision(
+    authority: &Authority,
+    who: &Admitted,
+    headers: &http::HeaderMap,
+    origin: Option<&str>,
+) -> Result<(), ApiError> {
+    if who.kind == PrincipalKind::Daemon {
+        return Ok(());
+    }
+    let refuse = |why: &str| {
+        ApiError::new(
+            Code::DecisionRequired,
+            format!(
+                "{why}: this change needs this browser's decision token, which the cockpit \
+                 keeps for the tab it paired in (pair again with `studio pair` to get a new \
+                 one), or the daemon token from a terminal"
+            ),
+        )
+    };
+    let Some(token) = headers.get(DECISION_HEADER) else {
+        return Err(refuse("no decision token was sent"));
+    };
+    let token = token
+        .to_str()
+        .map_err(|_| refuse("the decision token is not text"))?;
+    match authority
+        .resolve_decision(token, origin.unwrap_or_default(), now_ms())
+        .await
+    {
+        Ok(decider) if decider.id == who.id => Ok(()),
+        Ok(_) => Err(refuse("the decision token is another session's")),
+        Err(e) => Err(refuse(&e.message)),
     }
 }
 

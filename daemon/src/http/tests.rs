@@ -476,12 +476,50 @@ async fn sessions_disconnect_and_revoke() {
     assert!(sessions[0]["created_at"].is_string() && sessions[0]["last_seen_at"].is_string());
     assert_eq!(sessions[0]["expires_at"], first["expires_at"]);
 
+    // Revoking another browser is destructive: from a browser it needs that browser's
+    // own decision token, sent from its own origin; refused, nothing changes.
     let id = second["principal"].as_str().expect("id");
-    let delete = empty(
-        authed(Method::DELETE, &format!("/api/studio/sessions/{id}"), token)
-            .header(header::CONTENT_TYPE, "application/json"),
+    let delete = |decision: Option<&str>| {
+        let mut r = authed(Method::DELETE, &format!("/api/studio/sessions/{id}"), token)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ORIGIN, APP);
+        if let Some(d) = decision {
+            r = r.header("x-studio-decision-token", d);
+        }
+        empty(r)
+    };
+    let others = second["decision_token"].as_str().expect("decision");
+    for (decision, why) in [
+        (None, "no decision token was sent"),
+        (Some(others), "the decision token is another session's"),
+        (Some("std_forged"), ""),
+    ] {
+        let (status, _, body) = api.send(delete(decision)).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::FORBIDDEN, Some("decision_required")),
+            "{body}"
+        );
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(why),
+            "{body}"
+        );
+    }
+    let still = empty(authed(
+        Method::GET,
+        "/api/identity",
+        second["token"].as_str().expect("t"),
+    ));
+    assert_eq!(
+        api.send(still).await.0,
+        StatusCode::OK,
+        "the refusals revoked nothing"
     );
-    let (status, _, body) = api.send(delete).await;
+    let mine = first["decision_token"].as_str().expect("decision");
+    let (status, _, body) = api.send(delete(Some(mine))).await;
     assert_eq!(
         (status, body),
         (StatusCode::OK, json!({ "revoked": true, "id": id }))

@@ -240,6 +240,24 @@ async fn a_schedule_is_created_through_the_form() {
         who.starts_with("this browser (admin)") && who.contains(&studio.app_origin()),
         "{who}"
     );
+
+    // Deleting is destructive: the page sends this tab's decision token with it.
+    let id = all[0].id.clone();
+    open(
+        &browser,
+        &studio,
+        &format!("/schedules/{id}"),
+        "schedule-delete",
+    )
+    .await;
+    browser.click("schedule-delete").await;
+    let asked = browser.accept_dialog(WAIT).await;
+    assert!(asked.to_lowercase().contains("delete"), "{asked}");
+    browser
+        .wait_until(WAIT, "the schedule to be deleted", || async {
+            api.schedules().await.is_empty()
+        })
+        .await;
     browser.close().await;
 }
 

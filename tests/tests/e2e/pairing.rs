@@ -218,3 +218,48 @@ async fn disconnect_revokes_the_callers_own_tokens_and_clears_the_cookie() {
 fn futures_block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }
+
+/// A destructive change through the app from a browser needs the decision token its
+/// pairing answered with (`x-studio-decision-token`): the cookie alone is refused
+/// (`403 decision_required`) and nothing is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_from_a_browser_needs_its_decision_token() {
+    let studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "true")]);
+    let resp = pair(&studio, &studio.first_code()).await;
+    let cookie = studio_tests::admission_cookie(&resp).expect("a cookie");
+    let paired: studio_api::app::BrowserPaired = Reply::of(resp).await.expect(200);
+    let created = http()
+        .post(studio.app_url("/api/schedules"))
+        .header("cookie", &cookie)
+        .header("origin", studio.app_origin())
+        .json(&studio_tests::api::command_spec(
+            "doomed",
+            studio_tests::api::cron("0 3 * * *"),
+            "true",
+            &[],
+        ))
+        .send()
+        .await
+        .expect("create");
+    let created: studio_api::Schedule = Reply::of(created).await.expect(201);
+    let delete = |decision: Option<&str>| {
+        let mut r = http()
+            .delete(studio.app_url(&format!("/api/schedules/{}", created.id)))
+            .header("cookie", &cookie)
+            .header("origin", studio.app_origin())
+            .header("content-type", "application/json");
+        if let Some(d) = decision {
+            r = r.header("x-studio-decision-token", d);
+        }
+        r.send()
+    };
+    let refused = Reply::of(delete(None).await.expect("delete")).await;
+    assert_eq!(refused.code(), (403, Code::DecisionRequired), "{refused}");
+    let still = Reply::of(
+        get_with_cookie(&studio, &format!("/api/schedules/{}", created.id), &cookie).await,
+    )
+    .await;
+    assert_eq!(still.status, 200, "nothing was deleted: {still}");
+    let done = Reply::of(delete(Some(&paired.decision_token)).await.expect("delete")).await;
+    assert_eq!(done.status, 200, "{done}");
+}
