@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::error::{ApiError, Code};
+
 /// Ordered: each role may do what the ones before it may.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
@@ -37,6 +39,22 @@ impl Role {
     /// Whether this role may do what `needed` may.
     pub fn covers(self, needed: Role) -> bool {
         self >= needed
+    }
+
+    /// `403 forbidden` when a route needs more than this role ("this needs the operator
+    /// role; this session is a viewer"), the one wording of both processes.
+    pub fn refusal(self, needs: Role) -> Option<ApiError> {
+        (!self.covers(needs)).then(|| {
+            let article = if self == Role::Viewer { "a" } else { "an" };
+            ApiError::new(
+                Code::Forbidden,
+                format!(
+                    "this needs the {} role; this session is {article} {}",
+                    needs.as_str(),
+                    self.as_str()
+                ),
+            )
+        })
     }
 }
 

@@ -227,6 +227,12 @@ function historyPanel(key, it, api) {
   return { toggle, panel };
 }
 
+// Whether this session may decide on items (an operator's); a viewer reads the queue
+// and each item's history (the app refuses a viewer's decision anyway).
+function decides() {
+  return document.getElementById("attention")?.dataset.decides === "true";
+}
+
 function itemView(it, page) {
   const key = "att-" + it.id.replace(/[^A-Za-z0-9_-]/g, "_");
   const api = API + "/" + encodeURIComponent(it.id);
@@ -259,6 +265,11 @@ function itemView(it, page) {
     return body;
   }
 
+  const ledger = historyPanel(key, it, api);
+  if (!decides()) {
+    li.append(el("div", { className: "actions" }, ledger.toggle), ledger.panel);
+    return li;
+  }
   const buttons = el("div", { className: "actions" });
   for (const [state, label, testid] of DISPOSE) {
     // Every item has the same buttons: name the item for screen readers.
@@ -271,7 +282,6 @@ function itemView(it, page) {
     if (until !== undefined) body.until = until;
     write(button, "PUT", body, "snoozed: " + it.title + (local ? " until " + local : ""));
   });
-  const ledger = historyPanel(key, it, api);
   errors = fieldErrors({ reason, until: snooze.until }, out);
   buttons.append(snooze.toggle, ledger.toggle);
   if (it.hidden) {
@@ -334,7 +344,7 @@ function groupView(group, list, page) {
   const n = group.items.length;
   const head = el("div", { className: "att-group-head" },
     el("h2", {}, name, el("span", { className: "muted" }, " · " + n + (n === 1 ? " item" : " items"))));
-  if (open.length > 1) {
+  if (open.length > 1 && decides()) {
     const out = el("span", { className: "action-result", role: "status" });
     const all = el("button", { type: "button", testid: "attention-group-ack", "aria-label": "Acknowledge all " + open.length + ": " + group.name }, "Acknowledge all " + open.length);
     all.addEventListener("click", async () => {

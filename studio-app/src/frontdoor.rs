@@ -148,6 +148,15 @@ impl Stage for Admission {
         match checked {
             Ok(admitted) => {
                 tracing::Span::current().record("principal", admitted.principal.id.as_str());
+                // The app's own routes need the role their inventory line names (a
+                // viewer reads the attention queue and decides nothing); studiod judges
+                // the routes forwarded to it.
+                let own = studio_api::app::APP_ROUTES
+                    .iter()
+                    .find(|r| r.method.answers(req.method()) && r.matches(req.uri().path()));
+                if let Some(refusal) = own.and_then(|r| admitted.principal.role.refusal(r.needs)) {
+                    return Err(refusal.into_response());
+                }
                 req.extensions_mut().insert(admitted);
                 Ok(req)
             }

@@ -17,7 +17,6 @@ use studio_contract::{
     error::{ApiError, Code},
     forward,
     host::HostPolicy,
-    role::Role,
     secret::AppKey,
     time::now_ms,
 };
@@ -148,7 +147,7 @@ impl Stage for Daemon {
         match self.authority.admit(token, now_ms()).await {
             Ok(admitted) => {
                 tracing::Span::current().record("principal", admitted.id.as_str());
-                if let Some(refusal) = route.and_then(|r| role_refusal(&admitted, r.needs)) {
+                if let Some(refusal) = route.and_then(|r| admitted.role.refusal(r.needs)) {
                     return Err(refusal.into_response());
                 }
                 if route.is_some_and(|r| r.decides) {
@@ -209,26 +208,6 @@ pub(crate) async fn require_decision(
         Ok(_) => Err(refuse("the decision token is another session's")),
         Err(e) => Err(refuse(&e.message)),
     }
-}
-
-/// `403 forbidden` when the route needs more than the caller's role (the inventory says
-/// what each route needs; a path it does not know is left to the router's 404 or 405).
-fn role_refusal(admitted: &Admitted, needs: Role) -> Option<ApiError> {
-    (!admitted.role.covers(needs)).then(|| {
-        ApiError::new(
-            Code::Forbidden,
-            format!(
-                "this needs the {} role; this session is {} {}",
-                needs.as_str(),
-                if admitted.role == Role::Viewer {
-                    "a"
-                } else {
-                    "an"
-                },
-                admitted.role.as_str()
-            ),
-        )
-    })
 }
 
 /// Whether the inventory lets this route be called without a bearer (liveness, pairing).

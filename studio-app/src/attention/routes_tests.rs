@@ -107,6 +107,8 @@ fn temp_home() -> PathBuf {
 struct Browser {
     addr: SocketAddr,
     client: Client<HttpConnector, Full<Bytes>>,
+    /// Its admission cookie (`name=value`).
+    cookie: &'static str,
 }
 
 impl Browser {
@@ -120,7 +122,7 @@ impl Browser {
         let mut req = http::Request::builder()
             .method(method.clone())
             .uri(format!("http://{}{path}", self.addr))
-            .header(header::COOKIE, "studio_admission=sta_t");
+            .header(header::COOKIE, self.cookie);
         if method != Method::GET {
             req = req
                 .header(header::ORIGIN, origin)
@@ -173,6 +175,7 @@ async fn the_attention_api_through_the_front_door() {
     let browser = Browser {
         addr: app.local_addr(),
         client: Client::builder(TokioExecutor::new()).build_http(),
+        cookie: "studio_admission=sta_t",
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(app.serve(async {
@@ -340,6 +343,45 @@ async fn the_attention_api_through_the_front_door() {
             ("delete:p1".into(), 2),
             ("put:p1".into(), 3)
         ]
+    );
+
+    // A viewer reads the queue and decides nothing: `403 forbidden`, and no row changes.
+    fake.state
+        .script()
+        .tokens
+        .insert("sta_v".into(), "viewer-1".into());
+    let viewer = Browser {
+        cookie: "studio_admission=sta_v",
+        ..browser
+    };
+    let (ids, _) = viewer.ids("/api/app/attention?all=true").await;
+    assert!(!ids.is_empty());
+    let path = "/api/app/attention/sched:s1";
+    let (status, body) = viewer
+        .send(
+            Method::PUT,
+            path,
+            r#"{"state": "acknowledged", "reason": "seen"}"#,
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden")),
+        "{body}"
+    );
+    assert_eq!(
+        body["message"],
+        "this needs the operator role; this session is a viewer"
+    );
+    let (status, _) = viewer.send(Method::DELETE, path, "").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (_, history) = viewer
+        .send(Method::GET, "/api/app/attention/sched:s1/history", "")
+        .await;
+    assert_eq!(
+        history["history"].as_array().map(Vec::len),
+        Some(3),
+        "the refusals wrote nothing: {history}"
     );
 
     let _ = stop.send(());

@@ -132,7 +132,13 @@ impl Verifier for Service {
                 kind: "browser".into(),
                 epoch: self.0.epoch.clone(),
                 expires_at_ms: 0,
-                role: "admin".into(),
+                // A principal named `viewer…` is a viewer; every other an admin.
+                role: if id.starts_with("viewer") {
+                    "viewer"
+                } else {
+                    "admin"
+                }
+                .into(),
             })
         } else if bearer.starts_with("old_") {
             admit_reply::Verdict::Refusal(refusal("epoch_ended"))

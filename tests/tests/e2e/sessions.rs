@@ -297,5 +297,49 @@ async fn a_viewer_link_pairs_a_browser_that_reads_and_cannot_change() {
     assert!(note.contains("changes nothing"), "{note}");
     assert!(browser.try_find("schedule-trigger").await.is_none());
     assert!(browser.try_find("schedule-delete").await.is_none());
+
+    // Its attention queue lists a failed run with its history, and no decision.
+    let broken = client
+        .post(studio.daemon_url("/api/schedules"))
+        .bearer_auth(studio.token())
+        .json(&studio_tests::api::command_spec(
+            "etl/broken",
+            studio_tests::api::cron("0 3 * * *"),
+            "sh",
+            &["-c", "exit 3"],
+        ))
+        .send()
+        .await
+        .expect("create");
+    let broken: studio_api::Schedule = Reply::of(broken).await.expect(201);
+    let run = client
+        .post(studio.daemon_url(&format!("/api/schedules/{}/trigger", broken.id)))
+        .bearer_auth(studio.token())
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .expect("trigger");
+    let run: studio_api::Run = Reply::of(run).await.expect(202);
+    browser.goto(&studio.app_url("/attention")).await;
+    let item = format!("run:{}", run.core.id);
+    browser
+        .wait_until(WAIT, "the failed run in the queue", || async {
+            browser.refresh().await;
+            browser
+                .wait_for_attr("attention-list", "data-state", &["loaded"], WAIT)
+                .await;
+            browser
+                .find_all_css(&format!(
+                    r#"[data-testid="attention-item"][data-id="{item}"]"#
+                ))
+                .await
+                .len()
+                == 1
+        })
+        .await;
+    assert!(browser.try_find("attention-history-toggle").await.is_some());
+    for action in ["attention-ack", "attention-resolve", "attention-reason"] {
+        assert!(browser.try_find(action).await.is_none(), "{action} offered");
+    }
     browser.quit().await;
 }
