@@ -467,13 +467,17 @@ pub const ROUTES: &[Route<Op>] = &[
         )
     },
     Route {
-        errors: &[Code::RunNotFound, Code::RunNotActive],
+        errors: &[
+            Code::RunNotFound,
+            Code::RunNotActive,
+            Code::DecisionRequired,
+        ],
         ..route(
             Op::CancelRun,
             "cancel_run",
             Post,
             "/api/runs/{id}/cancel",
-            "Cancel a queued or running run",
+            "Cancel a queued or running run (from a browser, one another session asked for also needs the decision token)",
             ok::<Run>(),
         )
     },
@@ -549,7 +553,7 @@ pub const ROUTES: &[Route<Op>] = &[
             "apply_declarations",
             Post,
             "/api/declarations/apply",
-            "Apply these documents, all or nothing",
+            "Apply these documents, all or nothing (pruning needs the admin role and, from a browser, the decision token)",
             ok::<Plan>(),
         )
     },

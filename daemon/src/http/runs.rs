@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::{
     ApiState, cursor,
-    front::By,
+    front::{By, Caller, require_decision},
     routes::QueryParams,
     schedules::{engine_error, store_error},
 };
@@ -302,11 +302,25 @@ pub(crate) async fn log(
     Ok(response)
 }
 
+/// Cancelling a run another session asked for is destructive: from a browser it needs
+/// this browser's decision token (its own runs, and the clock's, need none).
 pub(crate) async fn cancel(
     State(state): State<ApiState>,
     By(by): By,
+    who: Option<axum::Extension<Caller>>,
+    headers: http::HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Run>, ApiError> {
+    let Caller(who) = super::routes::caller(who)?;
+    let requester = state
+        .scheduler
+        .reads()
+        .run_requester(&id)
+        .await
+        .map_err(store_error)?;
+    if requester.is_some_and(|r| r != who.id) {
+        require_decision(&state.authority, &who, &headers, by.origin.as_deref()).await?;
+    }
     let row = state
         .scheduler
         .cancel_run(&id, &by)

@@ -263,3 +263,83 @@ async fn deleting_from_a_browser_needs_its_decision_token() {
     let done = Reply::of(delete(Some(&paired.decision_token)).await.expect("delete")).await;
     assert_eq!(done.status, 200, "{done}");
 }
+
+/// Cancelling a run another browser asked for is destructive: the cookie alone is
+/// refused (`403 decision_required`) and the run goes on; with this browser's decision
+/// token it is cancelled. A browser cancels its own run with the cookie alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_another_browsers_run_needs_a_decision() {
+    let studio = Studio::start_with(&[("STUDIO_COMMAND_ALLOWLIST", "sleep")]);
+    let mut browsers = Vec::new();
+    for _ in 0..2 {
+        let resp = pair(&studio, &studio.pair_code()).await;
+        let cookie = studio_tests::admission_cookie(&resp).expect("a cookie");
+        let paired: studio_api::app::BrowserPaired = Reply::of(resp).await.expect(200);
+        browsers.push((cookie, paired.decision_token));
+    }
+    let post = |cookie: &str, path: &str, decision: Option<&str>| {
+        let mut r = http()
+            .post(studio.app_url(path))
+            .header("cookie", cookie)
+            .header("origin", studio.app_origin())
+            .header("content-type", "application/json");
+        if let Some(d) = decision {
+            r = r.header("x-studio-decision-token", d);
+        }
+        r
+    };
+    let (mine, theirs) = (&browsers[0], &browsers[1]);
+    let created = post(&mine.0, "/api/schedules", None)
+        .json(&studio_tests::api::command_spec(
+            "long",
+            studio_tests::api::cron("0 3 * * *"),
+            "sleep",
+            &["300"],
+        ))
+        .send()
+        .await
+        .expect("create");
+    let created: studio_api::Schedule = Reply::of(created).await.expect(201);
+    let trigger = format!("/api/schedules/{}/trigger", created.id);
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let run = post(&mine.0, &trigger, None).send().await.expect("trigger");
+        let run: studio_api::Run = Reply::of(run).await.expect(202);
+        runs.push(run.core.id);
+    }
+
+    let cancel = |run: &str| format!("/api/runs/{run}/cancel");
+    let refused = Reply::of(
+        post(&theirs.0, &cancel(&runs[0]), None)
+            .send()
+            .await
+            .expect("cancel"),
+    )
+    .await;
+    assert_eq!(refused.code(), (403, Code::DecisionRequired), "{refused}");
+    let run: studio_api::RunDetail =
+        Reply::of(get_with_cookie(&studio, &format!("/api/runs/{}", runs[0]), &theirs.0).await)
+            .await
+            .expect(200);
+    assert!(
+        !run.run.core.status.is_terminal(),
+        "the refusal cancelled nothing: {run:?}"
+    );
+    let decided = Reply::of(
+        post(&theirs.0, &cancel(&runs[0]), Some(&theirs.1))
+            .send()
+            .await
+            .expect("cancel"),
+    )
+    .await;
+    assert_eq!(decided.status, 200, "{decided}");
+    // Its own run: the cookie is enough.
+    let own = Reply::of(
+        post(&mine.0, &cancel(&runs[1]), None)
+            .send()
+            .await
+            .expect("cancel"),
+    )
+    .await;
+    assert_eq!(own.status, 200, "{own}");
+}

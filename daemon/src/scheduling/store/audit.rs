@@ -128,6 +128,19 @@ impl SchedStore {
         Ok(())
     }
 
+    /// Who asked for a run by hand (its `run_triggered` row's principal), if anyone did:
+    /// a run the clock fired, or a follow-up, is nobody's.
+    pub(crate) async fn run_requester(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        let who: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT principal_id FROM admin_events WHERE object = ? AND kind = 'run_triggered' \
+             ORDER BY id LIMIT 1",
+        )
+        .bind(format!("run:{run_id}"))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(who.flatten())
+    }
+
     /// One page of the trail, newest first. Each filter given narrows it; the statement
     /// names only those, so SQLite picks the index of the narrowest.
     pub(crate) async fn audit(&self, f: &AuditFilter<'_>) -> Result<Vec<AuditRow>, StoreError> {
