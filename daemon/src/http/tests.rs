@@ -111,6 +111,23 @@ impl Api {
         self.pair_as(Role::Admin).await
     }
 
+    /// The admission token of a new session of `role`.
+    async fn token_as(&self, role: Role) -> String {
+        self.pair_as(role).await["token"]
+            .as_str()
+            .expect("token")
+            .to_owned()
+    }
+
+    /// Adds `executables` to the command allow-list (the daemon token's change).
+    async fn allow(&self, executables: &[&str]) {
+        let allow = authed(Method::POST, "/api/admin/allowlist", DAEMON_TOKEN)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(json!({ "add": executables }).to_string()))
+            .expect("request");
+        assert_eq!(self.send(allow).await.0, StatusCode::OK);
+    }
+
     /// Pairs as an Edge on Windows would (its `User-Agent`).
     async fn pair_as(&self, role: Role) -> Value {
         let code = self.authority.mint_code("test", role, now_ms()).await.code;
@@ -672,19 +689,9 @@ async fn the_document_is_served_as_checked_in() {
 #[tokio::test]
 async fn roles_are_enforced_from_the_inventory() {
     let api = api().await;
-    let viewer = api.pair_as(Role::Viewer).await["token"]
-        .as_str()
-        .expect("token")
-        .to_owned();
-    let operator = api.pair_as(Role::Operator).await["token"]
-        .as_str()
-        .expect("token")
-        .to_owned();
-    let allow = authed(Method::POST, "/api/admin/allowlist", DAEMON_TOKEN)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(json!({"add": ["true"]}).to_string()))
-        .expect("request");
-    assert_eq!(api.send(allow).await.0, StatusCode::OK);
+    let viewer = api.token_as(Role::Viewer).await;
+    let operator = api.token_as(Role::Operator).await;
+    api.allow(&["true"]).await;
     let spec = json!({
         "name": "nightly", "trigger": {"cron": {"expression": "0 3 * * *"}},
         "action": {"kind": "command", "executable": "true"}
@@ -813,15 +820,8 @@ async fn every_change_is_in_the_audit_trail_with_who_made_it() {
         operator["token"].as_str().expect("token").to_owned(),
         operator["principal"].as_str().expect("id").to_owned(),
     );
-    let viewer = api.pair_as(Role::Viewer).await["token"]
-        .as_str()
-        .expect("token")
-        .to_owned();
-    let allow = authed(Method::POST, "/api/admin/allowlist", DAEMON_TOKEN)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(json!({"add": ["true"]}).to_string()))
-        .expect("request");
-    assert_eq!(api.send(allow).await.0, StatusCode::OK);
+    let viewer = api.token_as(Role::Viewer).await;
+    api.allow(&["true"]).await;
     let post = |path: &str, token: &str, body: Value| {
         authed(Method::POST, path, token)
             .header(header::CONTENT_TYPE, "application/json")

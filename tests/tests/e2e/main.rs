@@ -41,6 +41,26 @@ pub async fn pair(studio: &Studio, code: &str) -> reqwest::Response {
         .expect("pair request")
 }
 
+/// A request through the app as a paired browser's page sends it: its cookie, the app's
+/// Origin, a JSON body type, and its decision token when given.
+pub fn from_browser(
+    studio: &Studio,
+    method: reqwest::Method,
+    path: &str,
+    cookie: &str,
+    decision: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let request = http()
+        .request(method, studio.app_url(path))
+        .header("cookie", cookie)
+        .header("origin", studio.app_origin())
+        .header("content-type", "application/json");
+    match decision {
+        Some(d) => request.header("x-studio-decision-token", d),
+        None => request,
+    }
+}
+
 /// Pairs with a fresh code and returns the admission cookie (`name=value`).
 pub async fn paired_cookie(studio: &Studio) -> String {
     let resp = pair(studio, &studio.pair_code()).await;

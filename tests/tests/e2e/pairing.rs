@@ -8,7 +8,9 @@ use studio_api::{
 };
 use studio_tests::{Reply, Studio, admission_cookie, http, wait_for};
 
-use crate::{get_with_cookie, get_with_token, pair, paired_cookie};
+use reqwest::Method;
+
+use crate::{from_browser, get_with_cookie, get_with_token, pair, paired_cookie};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pairing_code_redeems_once() {
@@ -228,10 +230,7 @@ async fn deleting_from_a_browser_needs_its_decision_token() {
     let resp = pair(&studio, &studio.first_code()).await;
     let cookie = studio_tests::admission_cookie(&resp).expect("a cookie");
     let paired: studio_api::app::BrowserPaired = Reply::of(resp).await.expect(200);
-    let created = http()
-        .post(studio.app_url("/api/schedules"))
-        .header("cookie", &cookie)
-        .header("origin", studio.app_origin())
+    let created = from_browser(&studio, Method::POST, "/api/schedules", &cookie, None)
         .json(&studio_tests::api::command_spec(
             "doomed",
             studio_tests::api::cron("0 3 * * *"),
@@ -242,16 +241,9 @@ async fn deleting_from_a_browser_needs_its_decision_token() {
         .await
         .expect("create");
     let created: studio_api::Schedule = Reply::of(created).await.expect(201);
+    let path = format!("/api/schedules/{}", created.id);
     let delete = |decision: Option<&str>| {
-        let mut r = http()
-            .delete(studio.app_url(&format!("/api/schedules/{}", created.id)))
-            .header("cookie", &cookie)
-            .header("origin", studio.app_origin())
-            .header("content-type", "application/json");
-        if let Some(d) = decision {
-            r = r.header("x-studio-decision-token", d);
-        }
-        r.send()
+        from_browser(&studio, Method::DELETE, &path, &cookie, decision).send()
     };
     let refused = Reply::of(delete(None).await.expect("delete")).await;
     assert_eq!(refused.code(), (403, Code::DecisionRequired), "{refused}");
@@ -278,15 +270,7 @@ async fn cancelling_another_browsers_run_needs_a_decision() {
         browsers.push((cookie, paired.decision_token));
     }
     let post = |cookie: &str, path: &str, decision: Option<&str>| {
-        let mut r = http()
-            .post(studio.app_url(path))
-            .header("cookie", cookie)
-            .header("origin", studio.app_origin())
-            .header("content-type", "application/json");
-        if let Some(d) = decision {
-            r = r.header("x-studio-decision-token", d);
-        }
-        r
+        from_browser(&studio, Method::POST, path, cookie, decision)
     };
     let (mine, theirs) = (&browsers[0], &browsers[1]);
     let created = post(&mine.0, "/api/schedules", None)
