@@ -50,23 +50,28 @@ impl AuditRow {
             who,
             role: e.role.map(|r| r.as_str()),
             origin: e.origin.clone(),
-            object: e.object.as_deref().and_then(object_link),
+            object: e.object.as_deref().and_then(|o| object_link(o, &e.detail)),
             detail: detail_words(&e.detail),
         }
     }
 }
 
-/// `schedule:ID` and `run:ID` link to their pages; anything else is not linked.
-fn object_link(object: &str) -> Option<(String, String)> {
+/// `schedule:ID` and `run:ID` link to their pages, named as the row's detail names them
+/// ("schedule nightly", "run a1b2c3d4 of nightly"); anything else is not linked.
+fn object_link(object: &str, detail: &serde_json::Value) -> Option<(String, String)> {
     let (kind, id) = object.split_once(':')?;
+    let named = |key: &str| detail.get(key).and_then(serde_json::Value::as_str);
     match kind {
         "schedule" => Some((
             format!("/schedules/{}", encode(id)),
-            format!("schedule {}", short_id(id)),
+            format!("schedule {}", named("name").unwrap_or(short_id(id))),
         )),
         "run" => Some((
             format!("/runs/{}", encode(id)),
-            format!("run {}", short_id(id)),
+            match named("schedule") {
+                Some(name) => format!("run {} of {name}", short_id(id)),
+                None => format!("run {}", short_id(id)),
+            },
         )),
         _ => None,
     }

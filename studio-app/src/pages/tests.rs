@@ -178,6 +178,12 @@ fn the_audit_page_says_who_changed_what() {
     assert!(html.contains(">this browser"), "{html}");
     assert!(html.contains("the terminal (daemon token)"), "{html}");
     assert!(html.contains(r#"href="/schedules/s1""#) && html.contains(r#"href="/runs/r-1""#));
+    // Objects are named as their row names them, escaped.
+    assert!(
+        html.contains(">schedule &#60;b&#62;nightly&#60;/b&#62;</a>")
+            || html.contains(">schedule &lt;b&gt;nightly&lt;/b&gt;</a>"),
+        "{html}"
+    );
     assert!(!html.contains("<b>nightly"), "{html}");
     assert!(
         html.contains("from_revision=2 name=&#60;b&#62;nightly") || html.contains("name=&lt;b&gt;"),
