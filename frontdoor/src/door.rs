@@ -56,8 +56,26 @@ pub trait Stage: Send + Sync + 'static {
         async {}
     }
 
-    /// The process's own admission: the request to route, or the answer to give instead.
-    fn admit(&self, req: Request) -> impl Future<Output = Result<Request, Response>> + Send;
+    /// The process's own admission: the request to route, or the answer to give instead
+    /// with the request it refuses (whose body the door reads before answering).
+    fn admit(
+        &self,
+        req: Request,
+    ) -> impl Future<Output = Result<Request, (Response, Request)>> + Send;
+}
+
+/// How long a refused request's body is read before the refusal is sent anyway.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// An answer given before the request's body was read. The body is read first (and
+/// dropped), up to the API's body limit and for at most [`DRAIN_TIME`]: a client still
+/// writing a large body then gets this answer instead of a reset connection (which a
+/// proxy would report as the upstream failing). Bodies over the limit are not read: the
+/// connection closes, as for any request too large to take.
+pub async fn after_body(req: Request, answer: Response) -> Response {
+    let body = axum::body::to_bytes(req.into_body(), studio_contract::API_BODY_LIMIT);
+    let _ = tokio::time::timeout(DRAIN_TIME, body).await;
+    answer
 }
 
 /// A listener's front door: its Host rule and its process's stage.
@@ -89,11 +107,12 @@ impl<S: Stage> Door<S> {
 
     async fn answer(&self, mut req: Request, next: Next) -> Response {
         if !self.hosts.accepts_request(req.headers(), req.uri()) {
-            return ApiError::new(Code::InvalidHost, "host not allowed").into_response();
+            let refusal = ApiError::new(Code::InvalidHost, "host not allowed");
+            return after_body(req, refusal.into_response()).await;
         }
         let origin = match self.stage.origin(&req) {
             Ok(origin) => origin,
-            Err(refusal) => return refusal.into_response(),
+            Err(refusal) => return after_body(req, refusal.into_response()).await,
         };
         let api = is_api(req.uri().path());
         let cors = match origin.as_deref() {
@@ -105,7 +124,7 @@ impl<S: Stage> Door<S> {
                         self.stage
                             .origin_refused(req.method(), req.uri().path(), origin)
                             .await;
-                        return origin_not_allowed().into_response();
+                        return after_body(req, origin_not_allowed().into_response()).await;
                     }
                 }
             }
@@ -121,12 +140,12 @@ impl<S: Stage> Door<S> {
                 Code::UnsupportedMediaType,
                 "content-type must be application/json",
             );
-            return with_cors_maybe(refusal.into_response(), cors);
+            return with_cors_maybe(after_body(req, refusal.into_response()).await, cors);
         }
         req.extensions_mut().insert(RequestOrigin(origin));
         let response = match self.stage.admit(req).await {
             Ok(req) => next.run(req).await,
-            Err(refusal) => refusal,
+            Err((refusal, req)) => after_body(req, refusal).await,
         };
         with_cors_maybe(response, cors)
     }
@@ -320,5 +339,87 @@ mod tests {
             h.insert(header::AUTHORIZATION, HeaderValue::from_static(bad));
             assert_eq!(bearer(&h).expect_err(bad).code, Code::Unauthorized);
         }
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use std::time::Duration;
+
+    use axum::routing::post;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A stage that refuses every request before its body is read.
+    struct RefuseAll;
+
+    impl Stage for RefuseAll {
+        fn origin_allowed(&self, _origin: &str) -> bool {
+            true
+        }
+
+        async fn admit(&self, req: Request) -> Result<Request, (Response, Request)> {
+            let refusal = ApiError::new(Code::Forbidden, "refused before the body");
+            Err((refusal.into_response(), req))
+        }
+    }
+
+    /// A client still writing a large body when the stage refuses gets the refusal, not
+    /// a reset connection (through a proxy, that reset read as "the daemon is gone").
+    #[tokio::test]
+    async fn a_refusal_before_the_body_reaches_a_client_still_sending_it() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let door = Arc::new(Door::new(
+            HostPolicy::new([127, 0, 0, 1].into(), addr.port(), addr.port()),
+            RefuseAll,
+        ));
+        let router = door.guard(Router::new().route("/api/x", post(|| async { "taken" })));
+        let limits = crate::Limits {
+            max_connections: 4,
+            header_timeout: Duration::from_secs(5),
+        };
+        tokio::spawn(crate::serve(
+            listener,
+            None,
+            router,
+            limits,
+            std::future::pending(),
+        ));
+        let body = vec![b'x'; 900 * 1024];
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let head = format!(
+            "POST /api/x HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n",
+            addr.port(),
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await.expect("head");
+        // Written in pieces, with pauses: the answer is decided long before the end.
+        for piece in body.chunks(64 * 1024) {
+            stream
+                .write_all(piece)
+                .await
+                .expect("the body is taken, not reset");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&answer).contains("refused before the body") {
+            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+                .await
+                .expect("answers in time")
+                .expect("the answer, not a reset");
+            assert!(n > 0, "closed before answering: {answer:?}");
+            answer.extend_from_slice(&buf[..n]);
+        }
+        assert!(
+            String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 403"),
+            "{}",
+            String::from_utf8_lossy(&answer)
+        );
     }
 }

@@ -134,7 +134,7 @@ impl Stage for Admission {
     }
 
     /// The admitted caller rides on in the request extensions.
-    async fn admit(&self, mut req: Request) -> Result<Request, Response> {
+    async fn admit(&self, mut req: Request) -> Result<Request, (Response, Request)> {
         if admission_exempt(req.method(), req.uri().path()) {
             return Ok(req);
         }
@@ -155,12 +155,12 @@ impl Stage for Admission {
                     .iter()
                     .find(|r| r.method.answers(req.method()) && r.matches(req.uri().path()));
                 if let Some(refusal) = own.and_then(|r| admitted.principal.role.refusal(r.needs)) {
-                    return Err(refusal.into_response());
+                    return Err((refusal.into_response(), req));
                 }
                 req.extensions_mut().insert(admitted);
                 Ok(req)
             }
-            Err(refusal) => Err(refusal.into_response()),
+            Err(refusal) => Err((refusal.into_response(), req)),
         }
     }
 }

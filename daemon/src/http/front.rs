@@ -129,43 +129,62 @@ impl Stage for Daemon {
         }
     }
 
-    async fn admit(&self, mut req: Request) -> Result<Request, Response> {
-        // One lookup in the inventory answers both: whether a bearer is needed, and
-        // which role.
-        let route = studio_api::routes::find(req.method(), req.uri().path());
-        if exempt(route) {
-            return Ok(req);
-        }
-        let token = match door::bearer(req.headers()) {
-            Ok(Some(token)) => token,
-            Ok(None) | Err(_) => {
-                return Err(
-                    ApiError::new(Code::Unauthorized, "missing bearer token").into_response()
-                );
-            }
-        };
-        match self.authority.admit(token, now_ms()).await {
-            Ok(admitted) => {
-                tracing::Span::current().record("principal", admitted.id.as_str());
-                if let Some(refusal) = route.and_then(|r| admitted.role.refusal(r.needs)) {
-                    return Err(refusal.into_response());
-                }
-                if route.is_some_and(|r| r.decides) {
-                    let origin = req
-                        .extensions()
-                        .get::<door::RequestOrigin>()
-                        .and_then(|o| o.0.as_deref());
-                    let decided =
-                        require_decision(&self.authority, &admitted, req.headers(), origin).await;
-                    if let Err(refusal) = decided {
-                        return Err(refusal.into_response());
-                    }
-                }
+    async fn admit(&self, mut req: Request) -> Result<Request, (Response, Request)> {
+        let origin = req
+            .extensions()
+            .get::<door::RequestOrigin>()
+            .and_then(|o| o.0.clone());
+        let judged = self
+            .judge(
+                req.method(),
+                req.uri().path(),
+                req.headers(),
+                origin.as_deref(),
+            )
+            .await;
+        match judged {
+            Ok(None) => Ok(req),
+            Ok(Some(admitted)) => {
                 req.extensions_mut().insert(Caller(admitted));
                 Ok(req)
             }
-            Err(refusal) => Err(refusal.into_response()),
+            Err(refusal) => Err((refusal.into_response(), req)),
         }
+    }
+}
+
+impl Daemon {
+    /// Who the request is admitted as (`None` for a route that needs no bearer), or why
+    /// it is refused: its bearer, the role its route needs, and for a destructive route
+    /// from a browser the decision token.
+    async fn judge(
+        &self,
+        method: &http::Method,
+        path: &str,
+        headers: &http::HeaderMap,
+        origin: Option<&str>,
+    ) -> Result<Option<Admitted>, ApiError> {
+        // One lookup in the inventory answers both: whether a bearer is needed, and
+        // which role.
+        let route = studio_api::routes::find(method, path);
+        if exempt(route) {
+            return Ok(None);
+        }
+        let token = match door::bearer(headers) {
+            Ok(Some(token)) => token,
+            Ok(None) | Err(_) => {
+                return Err(ApiError::new(Code::Unauthorized, "missing bearer token"));
+            }
+        };
+        let admitted = self.authority.admit(token, now_ms()).await?;
+        tracing::Span::current().record("principal", admitted.id.as_str());
+        if let Some(refusal) = route.and_then(|r| admitted.role.refusal(r.needs)) {
+            return Err(refusal);
+        }
+        if route.is_some_and(|r| r.decides) {
+            require_decision(&self.authority, &admitted, headers, origin).await?;
+        }
+        Ok(Some(admitted))
     }
 }
 
