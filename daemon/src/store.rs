@@ -98,6 +98,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "audit trail",
         include_str!("../../migrations/daemon/0017_audit_trail.sql"),
     ),
+    (
+        18,
+        "run approval statuses",
+        include_str!("../../migrations/daemon/0018_run_approval_statuses.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -533,6 +538,92 @@ mod tests {
                 (7_200_000, "running".into(), 1),
             ]
         );
+        after.close().await;
+    }
+
+    /// Widening the runs table's statuses rebuilds it: every run, rollup and strip reads
+    /// the same after, every index, trigger and view that reads runs is back, and the
+    /// new statuses are accepted (an unknown one still is not).
+    #[tokio::test]
+    async fn the_status_migration_keeps_every_run_and_what_reads_them() {
+        let dir = TempDir::new("statuses");
+        let path = dir.path().join("state.db");
+        let before = studio_store::open(&path, &MIGRATIONS[..17], true)
+            .await
+            .expect("open at 0017");
+        sqlx::query(
+            "INSERT INTO schedules (id, name, spec, enabled, trigger_kind, anchor_ms, \
+             created_at_ms, updated_at_ms) VALUES ('s', 's', '{}', 1, 'every', 0, 0, 0); \
+             INSERT INTO runs (id, schedule_id, kind, status, action, created_at_ms, \
+             finished_at_ms, cost_usd, error_line, attempt, schedule_name) VALUES \
+             ('r1', 's', 'scheduled', 'failed', '{}', 3600000, 3600010, 0.5, 'boom', 1, 's'), \
+             ('r2', 's', 'manual', 'completed', '{}', 3600020, 3600030, NULL, NULL, 2, 's'), \
+             ('r3', 's', 'scheduled', 'running', '{}', 7200050, NULL, NULL, NULL, 1, 's')",
+        )
+        .execute(&before.writer)
+        .await
+        .expect("rows");
+        let read = |pool: sqlx::SqlitePool| async move {
+            type Run = (String, String, Option<String>, i64, Option<f64>);
+            let runs: Vec<Run> = sqlx::query_as(
+                "SELECT id, status, error_line, attempt, cost_usd FROM runs ORDER BY id",
+            )
+            .fetch_all(&pool)
+            .await
+            .expect("runs");
+            let rollups: (String, Option<String>, f64) = sqlx::query_as(
+                "SELECT recent_runs, last_outcome, spend_usd FROM schedules WHERE id = 's'",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("rollups");
+            let objects: Vec<(String, String)> = sqlx::query_as(
+                "SELECT type, name FROM sqlite_master WHERE tbl_name IN ('runs', 'schedule_strips') \
+                 AND name NOT LIKE 'sqlite_autoindex%' ORDER BY type, name",
+            )
+            .fetch_all(&pool)
+            .await
+            .expect("schema");
+            (runs, rollups, objects)
+        };
+        let was = read(before.readers.clone()).await;
+        before.close().await;
+
+        let after = studio_store::open(&path, MIGRATIONS, true)
+            .await
+            .expect("migrate to 0018");
+        assert_eq!(read(after.readers.clone()).await, was);
+        assert_eq!(
+            was.2.iter().filter(|(t, _)| t == "trigger").count(),
+            7,
+            "{:?}",
+            was.2
+        );
+
+        // The new statuses are stored, and the strip follows them.
+        sqlx::query(
+            "INSERT INTO runs (id, schedule_id, kind, status, action, created_at_ms) \
+             VALUES ('r4', 's', 'manual', 'awaiting_approval', '{}', 9000000)",
+        )
+        .execute(&after.writer)
+        .await
+        .expect("awaiting_approval");
+        sqlx::query("UPDATE runs SET status = 'denied', finished_at_ms = 9000001 WHERE id = 'r4'")
+            .execute(&after.writer)
+            .await
+            .expect("denied");
+        let strip: String = sqlx::query_scalar("SELECT recent_runs FROM schedules WHERE id = 's'")
+            .fetch_one(&after.readers)
+            .await
+            .expect("strip");
+        assert!(strip.contains(r#"["r4","denied",9000000,null]"#), "{strip}");
+        let refused = sqlx::query(
+            "INSERT INTO runs (id, kind, status, action, created_at_ms) \
+             VALUES ('r5', 'manual', 'paused', '{}', 1)",
+        )
+        .execute(&after.writer)
+        .await;
+        assert!(refused.is_err(), "an unknown status is refused");
         after.close().await;
     }
 

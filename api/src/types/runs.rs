@@ -15,11 +15,18 @@ pub enum RunStatus {
     TimedOut,
     Cancelled,
     Skipped,
+    /// Claimed and waiting for a person's grant (its schedule's `approval` policy);
+    /// nothing is launched until then.
+    AwaitingApproval,
+    /// A person denied it: it never ran.
+    Denied,
+    /// No decision came before its approval expired: it never ran.
+    Expired,
 }
 
 impl RunStatus {
     /// Every status's word, in `ALL`'s order (filters offer these).
-    pub const WORDS: [&'static str; 7] = [
+    pub const WORDS: [&'static str; 10] = [
         "queued",
         "running",
         "completed",
@@ -27,9 +34,12 @@ impl RunStatus {
         "timed_out",
         "cancelled",
         "skipped",
+        "awaiting_approval",
+        "denied",
+        "expired",
     ];
 
-    pub const ALL: [RunStatus; 7] = [
+    pub const ALL: [RunStatus; 10] = [
         Self::Queued,
         Self::Running,
         Self::Completed,
@@ -37,6 +47,9 @@ impl RunStatus {
         Self::TimedOut,
         Self::Cancelled,
         Self::Skipped,
+        Self::AwaitingApproval,
+        Self::Denied,
+        Self::Expired,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -47,9 +60,16 @@ impl RunStatus {
         Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 
-    /// Whether the run has ended (every status but `queued` and `running`).
+    /// Whether the run has ended (every status but `queued`, `running` and
+    /// `awaiting_approval`).
     pub fn is_terminal(self) -> bool {
-        !matches!(self, Self::Queued | Self::Running)
+        !matches!(self, Self::Queued | Self::Running | Self::AwaitingApproval)
+    }
+
+    /// Whether it holds or waits for a run slot (`queued`, `running`): what a cancel
+    /// stops, a live log follows and the overview counts as running.
+    pub fn is_active(self) -> bool {
+        matches!(self, Self::Queued | Self::Running)
     }
 }
 
@@ -137,7 +157,7 @@ pub struct RunCore {
 impl RunCore {
     /// Whether the run is still queued or running.
     pub fn active(&self) -> bool {
-        !self.status.is_terminal()
+        self.status.is_active()
     }
 
     /// How the run ended, or where it stands, in words for people ("exited with code 3",
@@ -154,6 +174,9 @@ impl RunCore {
         };
         match self.status {
             RunStatus::Queued => "waiting to start".into(),
+            RunStatus::AwaitingApproval => "waiting for a person's approval".into(),
+            RunStatus::Denied => "never started: denied".into(),
+            RunStatus::Expired => "never started: no decision before its approval expired".into(),
             RunStatus::Running => "running".into(),
             RunStatus::Completed => "exited with code 0".into(),
             RunStatus::TimedOut => "stopped at its deadline".into(),
@@ -316,5 +339,38 @@ mod tests {
             "skipped: the previous run was still going"
         );
         assert_eq!(run(RunStatus::Queued, None).outcome(), "waiting to start");
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+
+    /// Each status reads back from its word; a run awaiting approval has not ended but
+    /// holds no slot, and a denied or expired one has ended without running.
+    #[test]
+    fn statuses_say_whether_a_run_ended_and_whether_it_holds_a_slot() {
+        for status in RunStatus::ALL {
+            assert_eq!(RunStatus::parse(status.as_str()), Some(status));
+            let json = serde_json::to_string(&status).expect("json");
+            assert_eq!(json, format!("\"{}\"", status.as_str()));
+        }
+        let active: Vec<_> = RunStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_active())
+            .collect();
+        assert_eq!(active, [RunStatus::Queued, RunStatus::Running]);
+        let open: Vec<_> = RunStatus::ALL
+            .into_iter()
+            .filter(|s| !s.is_terminal())
+            .collect();
+        assert_eq!(
+            open,
+            [
+                RunStatus::Queued,
+                RunStatus::Running,
+                RunStatus::AwaitingApproval
+            ]
+        );
     }
 }

@@ -85,7 +85,7 @@ impl ScheduleRow {
     /// Takes the answer's schedule, moving its strings rather than copying them.
     pub(crate) fn new(s: Schedule, ctx: &Ctx) -> Self {
         Self {
-            running: s.recent_runs.iter().any(|r| !r.status.is_terminal()),
+            running: s.recent_runs.iter().any(|r| r.status.is_active()),
             latest: latest(&s, ctx),
             trigger: words::trigger(&s.spec.trigger, s.timezone.as_deref()),
             next: words::Stamp::parse(s.next_fire_at.as_deref(), ctx.now),

@@ -275,7 +275,7 @@ pub struct RunsArgs {
     #[arg(long, value_name = "NAME")]
     pub schedule: Option<String>,
     /// Only runs in this status (queued, running, completed, failed, timed_out,
-    /// cancelled, skipped).
+    /// cancelled, skipped, awaiting_approval, denied, expired).
     #[arg(long, value_name = "S")]
     pub status: Option<String>,
     /// How many recent runs (1 to 500).

@@ -55,7 +55,8 @@ pub(crate) fn tone_of(word: &str) -> Tone {
     match word {
         "completed" | "healthy" | "running" | "enabled" => Tone::Good,
         "failed" | "timed_out" | "failing" | "overdue" => Tone::Bad,
-        "cancelled" | "skipped" | "queued" | "no-evidence" | "never-fired" => Tone::Warn,
+        "cancelled" | "skipped" | "queued" | "no-evidence" | "never-fired"
+        | "awaiting_approval" | "denied" | "expired" => Tone::Warn,
         "disabled" | "-" => Tone::Dim,
         _ => Tone::Plain,
     }
