@@ -17,7 +17,7 @@ use studio_contract::{
 use tokio::sync::broadcast;
 
 use crate::{
-    audit::{Audit, Kind as AuditKind},
+    audit::{Actor, Audit, Kind as AuditKind},
     error::chain,
     pairing::CodeBook,
     principals::{Live, LivePrincipals},
@@ -353,7 +353,7 @@ impl Authority {
         &self,
         id: &str,
         role: Role,
-        by: &str,
+        by: &Actor,
         now_ms: i64,
     ) -> Result<bool, ApiError> {
         let changed = self
@@ -371,22 +371,25 @@ impl Authority {
             .revocations
             .send(PrincipalEvent::RoleChanged(id.to_owned()));
         self.audit
-            .record(
+            .record_change(
                 AuditKind::RoleChanged,
-                Some(id),
-                json!({ "role": role.as_str(), "by": by }),
+                by,
+                &format!("session:{id}"),
+                json!({ "role": role.as_str() }),
             )
             .await;
         tracing::info!(principal = id, role = role.as_str(), "role changed");
         Ok(true)
     }
 
-    /// Revokes a current-epoch principal; `false` when unknown or already revoked.
+    /// Revokes a current-epoch principal; `false` when unknown or already revoked. `by`
+    /// is who asked (`None`: the app, for a reason of its own), for the audit trail.
     #[tracing::instrument(skip_all, fields(principal = id, reason))]
     pub(crate) async fn revoke(
         &self,
         id: &str,
         reason: &str,
+        by: Option<&Actor>,
         now_ms: i64,
     ) -> Result<bool, ApiError> {
         let Some(row) = self.session(id).await? else {
@@ -403,13 +406,20 @@ impl Authority {
             let _ = self
                 .revocations
                 .send(PrincipalEvent::Revoked(row.id.clone()));
-            self.audit
-                .record(
-                    AuditKind::SessionRevoked,
-                    Some(&row.id),
-                    json!({ "reason": reason }),
-                )
-                .await;
+            let object = format!("session:{}", row.id);
+            let detail = json!({ "reason": reason });
+            match by {
+                Some(by) => {
+                    self.audit
+                        .record_change(AuditKind::SessionRevoked, by, &object, detail)
+                        .await;
+                }
+                None => {
+                    self.audit
+                        .record(AuditKind::SessionRevoked, Some(&row.id), detail)
+                        .await;
+                }
+            }
             tracing::info!("session revoked");
         }
         Ok(revoked)
@@ -425,7 +435,14 @@ impl Authority {
         let Some(live) = self.live.by_token(&secret::digest(bearer)) else {
             return Ok(None);
         };
-        self.revoke(&live.id, reason, now_ms).await?;
+        // The holder disconnects itself.
+        let by = Actor {
+            principal: live.id.clone(),
+            role: live.role(),
+            origin: Some(live.origin.clone()),
+            epoch: self.epoch.clone(),
+        };
+        self.revoke(&live.id, reason, Some(&by), now_ms).await?;
         Ok(Some(live.id.clone()))
     }
 
@@ -511,8 +528,16 @@ mod tests {
             Code::Expired
         );
 
-        assert!(a.revoke(&p.principal, "test", 4).await.expect("revoke"));
-        assert!(!a.revoke(&p.principal, "test", 5).await.expect("again"));
+        assert!(
+            a.revoke(&p.principal, "test", None, 4)
+                .await
+                .expect("revoke")
+        );
+        assert!(
+            !a.revoke(&p.principal, "test", None, 5)
+                .await
+                .expect("again")
+        );
         assert_eq!(refusal(a.admit(&p.token, 6).await), Code::Revoked);
         assert_eq!(
             refusal(a.resolve_decision(&p.decision_token, APP, 6).await),
@@ -549,7 +574,7 @@ mod tests {
         let sessions = a.sessions().await.expect("sessions");
         assert_eq!(sessions[0].expires_at_ms, end);
         assert!(
-            a.revoke(&p.principal, "test", end + 2)
+            a.revoke(&p.principal, "test", None, end + 2)
                 .await
                 .expect("revoke")
         );

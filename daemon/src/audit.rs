@@ -102,6 +102,25 @@ impl Audit {
         Self { store, epoch }
     }
 
+    /// Appends the row of a change `by` made to `object`; failures as for [`Audit::record`].
+    pub(crate) async fn record_change(&self, kind: Kind, by: &Actor, object: &str, detail: Value) {
+        let detail = detail.to_string();
+        let row = crate::store::ChangeRecord {
+            at_ms: studio_contract::time::now_ms(),
+            kind: kind.as_str(),
+            by,
+            object,
+            detail: &detail,
+        };
+        if let Err(error) = self.store.append_change(&row).await {
+            tracing::error!(
+                error = %crate::error::chain(&error),
+                kind = kind.as_str(),
+                "audit write failed"
+            );
+        }
+    }
+
     /// Appends one row. An audit write that fails is logged, not fatal: the action it
     /// records has already happened and must not be reported as failed.
     pub(crate) async fn record(&self, kind: Kind, principal_id: Option<&str>, detail: Value) {

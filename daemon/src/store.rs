@@ -140,6 +140,16 @@ pub(crate) struct PrincipalRow {
     pub revoked_at_ms: Option<i64>,
 }
 
+/// An audit row of a change someone made outside the scheduler (sessions, roles).
+pub(crate) struct ChangeRecord<'a> {
+    pub at_ms: i64,
+    pub kind: &'a str,
+    pub by: &'a crate::audit::Actor,
+    /// `session:ID`.
+    pub object: &'a str,
+    pub detail: &'a str,
+}
+
 /// A principal about to be recorded.
 pub(crate) struct NewPrincipal<'a> {
     pub id: &'a str,
@@ -376,6 +386,26 @@ impl Store {
         .bind(now_ms)
         .bind(id)
         .bind(now_ms)
+        .execute(&self.pools.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Appends a change made by `by` to `object` (a session's revocation, its role).
+    #[tracing::instrument(skip_all, fields(kind = r.kind))]
+    pub async fn append_change(&self, r: &ChangeRecord<'_>) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO admin_events (at_ms, kind, epoch, principal_id, role, origin, object, \
+             detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(r.at_ms)
+        .bind(r.kind)
+        .bind(&r.by.epoch)
+        .bind(&r.by.principal)
+        .bind(r.by.role.as_str())
+        .bind(r.by.origin.as_deref())
+        .bind(r.object)
+        .bind(r.detail)
         .execute(&self.pools.writer)
         .await?;
         Ok(())

@@ -180,7 +180,10 @@ impl Verifier for VerifierService {
         let now = now_ms();
         let reply = match req.into_inner().target {
             Some(Target::PrincipalId(id)) => {
-                let revoked = self.authority.revoke(&id, "revoked_by_app", now).await;
+                let revoked = self
+                    .authority
+                    .revoke(&id, "revoked_by_app", None, now)
+                    .await;
                 RevokeReply {
                     revoked: revoked.map_err(|e| Status::internal(e.message))?,
                     principal_id: id,

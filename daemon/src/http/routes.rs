@@ -18,7 +18,10 @@ use studio_contract::{
     time::{now_ms, rfc3339},
 };
 
-use super::{ApiState, front::Caller};
+use super::{
+    ApiState,
+    front::{By, Caller},
+};
 use crate::{admission::PrincipalKind, store::PrincipalRow};
 
 /// `axum::Json` whose refusals are the shared error body.
@@ -138,6 +141,7 @@ pub(super) fn caller(caller: Option<axum::Extension<Caller>>) -> Result<Caller, 
 pub(crate) async fn disconnect(
     State(state): State<ApiState>,
     who: Option<axum::Extension<Caller>>,
+    By(by): By,
 ) -> Result<Json<Disconnected>, ApiError> {
     let Caller(who) = caller(who)?;
     if who.kind == PrincipalKind::Daemon {
@@ -148,7 +152,7 @@ pub(crate) async fn disconnect(
     }
     state
         .authority
-        .revoke(&who.id, "disconnect", now_ms())
+        .revoke(&who.id, "disconnect", Some(&by), now_ms())
         .await?;
     Ok(Json(Disconnected {
         revoked: true,
@@ -189,6 +193,7 @@ fn session_view(s: PrincipalRow, caller: &str) -> Session {
 pub(crate) async fn change_session(
     State(state): State<ApiState>,
     who: Option<axum::Extension<Caller>>,
+    By(by): By,
     Path(id): Path<String>,
     TextBody(body): TextBody,
 ) -> Result<Json<Session>, ApiError> {
@@ -205,7 +210,7 @@ pub(crate) async fn change_session(
     };
     if !state
         .authority
-        .set_role(&id, change.role, &who.id, now_ms())
+        .set_role(&id, change.role, &by, now_ms())
         .await?
     {
         return Err(ApiError::new(
@@ -223,6 +228,7 @@ pub(crate) async fn change_session(
 
 pub(crate) async fn revoke_session(
     State(state): State<ApiState>,
+    By(by): By,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     if state.authority.session(&id).await?.is_none() {
@@ -230,7 +236,7 @@ pub(crate) async fn revoke_session(
     }
     state
         .authority
-        .revoke(&id, "revoked_by_user", now_ms())
+        .revoke(&id, "revoked_by_user", Some(&by), now_ms())
         .await?;
     Ok(Json(SessionRevoked { revoked: true, id }).into_response())
 }

@@ -583,6 +583,43 @@ async fn sessions_disconnect_and_revoke() {
             .iter()
             .all(|s| s["revoked_at"].is_string() && s["current"] == false)
     );
+
+    // The trail says who revoked whom: the first browser the second, then itself.
+    let (_, _, trail) = api
+        .send(empty(authed(
+            Method::GET,
+            "/api/audit?kind=session_revoked",
+            DAEMON_TOKEN,
+        )))
+        .await;
+    let said: Vec<(Value, Value, Value)> = trail["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            (
+                e["principal"].clone(),
+                e["object"].clone(),
+                e["detail"]["reason"].clone(),
+            )
+        })
+        .collect();
+    let first_id = first["principal"].as_str().expect("id");
+    assert_eq!(
+        said,
+        [
+            (
+                json!(first_id),
+                json!(format!("session:{first_id}")),
+                json!("disconnect")
+            ),
+            (
+                json!(first_id),
+                json!(format!("session:{id}")),
+                json!("revoked_by_user")
+            ),
+        ]
+    );
 }
 
 #[path = "declarations_tests.rs"]
