@@ -335,6 +335,9 @@ async fn keys_a_theme_choice_and_a_runs_actions() {
             url.contains("/runs/") && !url.contains(&run)
         })
         .await;
+    // The new run fails at once; its page reloads to say why. Wait for that page, so
+    // the header's elements are the ones that stay.
+    browser.wait_for_testid("run-why", WAIT).await;
 
     // The theme: auto, then dark, kept across pages.
     let theme = "return document.documentElement.dataset.theme || 'auto'";
