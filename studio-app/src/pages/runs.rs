@@ -463,6 +463,9 @@ fn midnight(day: &str, days_after: i64) -> Option<String> {
 pub(crate) struct DetailPage {
     pub(crate) ctx: Ctx,
     pub(crate) run: Option<RunRow>,
+    /// Who asked for it and who cancelled it, from the audit trail (a run the clock
+    /// fired has none).
+    pub(crate) history: Vec<super::audit::AuditRow>,
 }
 
 #[tracing::instrument(skip_all)]
@@ -475,10 +478,27 @@ pub(crate) async fn detail(
     let mut page = DetailPage {
         ctx: ctx.clone(),
         run: None,
+        history: Vec::new(),
     };
     if let Some(p) = paired {
-        match p.daemon(&state).run(&id).await {
+        let daemon = p.daemon(&state);
+        let object = format!("run:{id}");
+        let audit_query = [("object", object.as_str()), ("limit", "10")];
+        let (run, history) = tokio::join!(daemon.run(&id), daemon.audit(&audit_query));
+        match run {
             Ok(r) => page.run = Some(RunRow::detail(&r, &ctx)),
+            Err(e) => ctx.fail(&e),
+        }
+        match history {
+            Ok(h) => {
+                // Oldest first: who asked, then who cancelled.
+                page.history = h
+                    .entries
+                    .iter()
+                    .rev()
+                    .map(|e| super::audit::AuditRow::new(e, &ctx))
+                    .collect();
+            }
             Err(e) => ctx.fail(&e),
         }
         page.ctx = ctx;

@@ -224,11 +224,19 @@ fn pages_offer_what_the_role_may_do() {
 #[test]
 fn run_detail_has_transitions_outcome_and_log_view() {
     let ctx = paired(Nav::Runs);
+    let mut triggered = audit_entry();
+    triggered.kind = "run_triggered".into();
+    triggered.principal.clone_from(&ctx.principal);
     let page = runs::DetailPage {
         run: Some(row("running", &ctx)),
+        history: vec![super::audit::AuditRow::new(&triggered, &ctx)],
         ctx,
     };
     let html = page.render().expect("renders");
+    assert!(
+        html.contains(r#"<li data-testid="run-history-row">run triggered by this browser <span class="muted">(operator)</span>"#),
+        "{html}"
+    );
     assert!(html.contains(
         r#"data-testid="log-view" data-run="0190a8d2-7c1e-7000-8000-00000000run1" data-active="true" data-open="stdout""#
     ));
@@ -243,9 +251,15 @@ fn run_detail_has_transitions_outcome_and_log_view() {
     assert_eq!(html.matches(r#"data-testid="transition""#).count(), 2);
     let ended = runs::DetailPage {
         run: Some(row("completed", &paired(Nav::Runs))),
+        history: Vec::new(),
         ctx: paired(Nav::Runs),
     };
-    assert!(!ended.render().expect("renders").contains("run-cancel"));
+    let ended = ended.render().expect("renders");
+    assert!(!ended.contains("run-cancel"));
+    assert!(
+        !ended.contains("run-history"),
+        "a run the clock fired: nobody asked"
+    );
 }
 
 #[test]
@@ -253,6 +267,7 @@ fn a_failed_run_leads_with_its_name_and_why_it_failed() {
     let ctx = paired(Nav::Runs);
     let page = runs::DetailPage {
         run: Some(row("failed", &ctx)),
+        history: Vec::new(),
         ctx,
     };
     let html = page.render().expect("renders");

@@ -317,6 +317,24 @@ async fn cancelling_another_browsers_run_needs_a_decision() {
     )
     .await;
     assert_eq!(decided.status, 200, "{decided}");
+    // The run's page says who asked for it and who cancelled it.
+    let page = http()
+        .get(studio.app_url(&format!("/runs/{}", runs[0])))
+        .header("cookie", &theirs.0)
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    let rows: Vec<&str> = page
+        .split(r#"<li data-testid="run-history-row">"#)
+        .skip(1)
+        .map(|r| r.split(" <span").next().unwrap_or_default())
+        .collect();
+    assert_eq!(rows.len(), 2, "{page}");
+    assert!(rows[0].starts_with("run triggered by browser "), "{rows:?}");
+    assert_eq!(rows[1], "run cancelled by this browser", "{rows:?}");
     // Its own run: the cookie is enough.
     let own = Reply::of(
         post(&mine.0, &cancel(&runs[1]), None)
