@@ -300,6 +300,7 @@ impl Authority {
             }
         };
         let origin = allowed_origin.unwrap_or_default();
+        let device = user_agent.and_then(device::label);
         let paired = Paired {
             token: secret::mint::<32>("sta_"),
             decision_token: secret::mint::<32>("std_"),
@@ -318,7 +319,7 @@ impl Authority {
                 kind: PrincipalKind::Browser.as_str(),
                 origin: &origin,
                 role,
-                device: user_agent.and_then(device::label).as_deref(),
+                device: device.as_deref(),
                 token_digest: &token_digest,
                 decision_digest: &decision_digest,
                 decision_expires_at_ms: paired.decision_expires_at_ms,
@@ -336,11 +337,19 @@ impl Authority {
             paired.expires_at_ms,
             now_ms,
         ));
+        // The new session is its own pairing's author: its id, role and origin.
+        let by = Actor {
+            principal: paired.principal.clone(),
+            role,
+            origin: Some(origin.clone()),
+            epoch: self.epoch.clone(),
+        };
         self.audit
-            .record(
+            .record_change(
                 AuditKind::PairingRedeemed,
-                Some(&paired.principal),
-                json!({ "origin": origin, "role": role.as_str() }),
+                &by,
+                &format!("session:{}", paired.principal),
+                json!({ "device": device.as_deref() }),
             )
             .await;
         tracing::info!(principal = %paired.principal, "browser paired");

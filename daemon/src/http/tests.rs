@@ -605,6 +605,29 @@ async fn sessions_disconnect_and_revoke() {
         })
         .collect();
     let first_id = first["principal"].as_str().expect("id");
+    let (_, _, paired) = api
+        .send(empty(authed(
+            Method::GET,
+            &format!("/api/audit?kind=pairing_redeemed&principal={first_id}"),
+            DAEMON_TOKEN,
+        )))
+        .await;
+    let paired = &paired["entries"][0];
+    assert_eq!(
+        (
+            &paired["object"],
+            &paired["role"],
+            &paired["origin"],
+            &paired["detail"]["device"]
+        ),
+        (
+            &json!(format!("session:{first_id}")),
+            &json!("admin"),
+            &json!(APP),
+            &json!("Edge 131 on Windows")
+        ),
+        "a pairing is its session's own row"
+    );
     assert_eq!(
         said,
         [
