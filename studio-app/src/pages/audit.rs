@@ -11,7 +11,10 @@ use http::HeaderMap;
 use serde::Deserialize;
 use studio_api::AUDIT_KINDS;
 
-use super::{Ctx, Nav, render, resolve, runs::short_id, words};
+use super::{
+    Ctx, Nav, render, resolve,
+    words::{self, short_id},
+};
 use crate::{
     daemon::{AuditEntry, encode, with_query},
     state::AppState,

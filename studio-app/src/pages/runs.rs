@@ -11,7 +11,10 @@ use http::HeaderMap;
 
 use studio_api::{QueuePlace, RunCore, RunDetail, RunListItem, RunStatus, Transition};
 
-use super::{Ctx, Nav, render, resolve, words};
+use super::{
+    Ctx, Nav, render, resolve,
+    words::{self, short_id},
+};
 use crate::{
     daemon::{DaemonError, encode, with_query},
     state::AppState,
@@ -193,12 +196,6 @@ impl RunRow {
             .as_deref()
             .map(|id| format!("/schedules/{}", encode(id)))
     }
-}
-
-/// The part of a run id people tell runs apart by.
-pub(crate) fn short_id(id: &str) -> &str {
-    let cut = id.char_indices().rev().nth(7).map_or(0, |(i, _)| i);
-    &id[cut..]
 }
 
 /// The last `n` lines of `text` that are not trailing blank ones.

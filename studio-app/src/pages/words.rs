@@ -152,6 +152,13 @@ impl fmt::Display for Span {
     }
 }
 
+/// The part of an id people tell runs apart by: its last eight characters (a UUIDv7's
+/// first ones are its time).
+pub(crate) fn short_id(id: &str) -> &str {
+    let cut = id.char_indices().rev().nth(7).map_or(0, |(i, _)| i);
+    &id[cut..]
+}
+
 /// A run's duration: milliseconds below ten seconds, whole units above.
 pub(crate) fn duration_ms(ms: Option<i64>) -> String {
     match ms {
