@@ -21,7 +21,7 @@ use utoipa::{
     },
 };
 
-use crate::route::{Access, Gives, Kind, Method, Param, Route, Takes, path_params};
+use crate::route::{Access, Decides, Gives, Kind, Method, Param, Route, Takes, path_params};
 
 const BEARER: &str = "bearer";
 
@@ -95,11 +95,16 @@ fn operation<O>(
         .operation_id(Some(route.id))
         .summary(Some(route.summary));
     if route.access == Access::Bearer {
-        let decision = if route.decides {
-            " From a browser it also needs the session's decision token \
-             (`x-studio-decision-token`)."
-        } else {
-            ""
+        let decision = match route.decides {
+            Decides::No => "",
+            Decides::Destructive => {
+                " From a browser it also needs the session's decision token \
+                 (`x-studio-decision-token`)."
+            }
+            Decides::Human => {
+                " Only a person decides: it needs a paired browser's decision token \
+                 (`x-studio-decision-token`); the daemon token is refused."
+            }
         };
         op = op.description(Some(format!(
             "A browser session needs the role `{}` or above.{decision}",

@@ -151,6 +151,20 @@ pub struct Param {
     pub about: &'static str,
 }
 
+/// What a route decides, and so what it needs beyond its bearer and role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decides {
+    /// Nothing: the bearer and the role are enough.
+    No,
+    /// A destructive change: from a browser it also needs that browser's decision token
+    /// (`x-studio-decision-token`), resolved with its origin; the daemon token, the
+    /// machine owner's, needs none.
+    Destructive,
+    /// Only a person decides (an approval): a paired browser's decision token, resolved
+    /// with its origin, and never the daemon token.
+    Human,
+}
+
 /// One route of one listener. `O` names the handler that serves it.
 #[derive(Debug, Clone, Copy)]
 pub struct Route<O: 'static> {
@@ -165,9 +179,9 @@ pub struct Route<O: 'static> {
     /// The least role a browser session needs (docs/DECISIONS.md); the daemon token has
     /// every role.
     pub needs: Role,
-    /// A destructive change: from a browser it also needs that browser's decision token
-    /// (`x-studio-decision-token`; docs/DECISIONS.md). The daemon token needs none.
-    pub decides: bool,
+    /// Whether the route is a decision (docs/DECISIONS.md), which needs more than the
+    /// bearer.
+    pub decides: Decides,
     pub via_app: ViaApp,
     pub query: &'static [Param],
     pub takes: Takes,
@@ -200,7 +214,7 @@ impl<O> Route<O> {
                 Method::Get => Role::Viewer,
                 Method::Post | Method::Put | Method::Patch | Method::Delete => Role::Operator,
             },
-            decides: false,
+            decides: Decides::No,
             via_app,
             query: &[],
             takes: Takes::Nothing,
@@ -227,8 +241,10 @@ impl<O> Route<O> {
         if self.access == Access::Bearer && self.needs > Role::Viewer {
             codes.push(Code::Forbidden);
         }
-        if self.decides {
-            codes.push(Code::DecisionRequired);
+        match self.decides {
+            Decides::No => {}
+            Decides::Destructive => codes.push(Code::DecisionRequired),
+            Decides::Human => codes.push(Code::HumanDecisionRequired),
         }
         if !matches!(self.takes, Takes::Nothing) {
             codes.extend([

@@ -5,7 +5,7 @@
 use studio_contract::{error::Code, health::HEALTHS, role::Role};
 
 use crate::{
-    route::{Access, Gives, Kind, Param, Route, Takes, ViaApp, typed},
+    route::{Access, Decides, Gives, Kind, Param, Route, Takes, ViaApp, typed},
     types::*,
 };
 
@@ -40,6 +40,11 @@ pub enum Op {
     ListAllowlist,
     ChangeAllowlist,
     ListAudit,
+    ListApprovals,
+    GetApproval,
+    GrantApproval,
+    DenyApproval,
+    ExportEvidence,
     PlanDeclarations,
     ApplyDeclarations,
     ExportDeclarations,
@@ -144,6 +149,42 @@ const AUDIT_FILTERS: &[Param] = &[
     },
     LIMIT,
     CURSOR,
+];
+
+const APPROVAL_FILTERS: &[Param] = &[
+    Param {
+        name: "status",
+        kind: Kind::ListOf(&APPROVAL_STATUSES),
+        about: "comma-separated statuses",
+    },
+    Param {
+        name: "schedule",
+        kind: Kind::String,
+        about: "requests of the schedule with this id",
+    },
+    Param {
+        name: "run",
+        kind: Kind::String,
+        about: "requests of the run with this id",
+    },
+    LIMIT,
+    CURSOR,
+];
+
+const EVIDENCE_PARAMS: &[Param] = &[Param {
+    name: "since",
+    kind: Kind::Instant,
+    about: "rows sealed at or after (the bundle then starts from the chain hash of the row before)",
+}];
+
+/// What refuses a decision on a request, besides the front door.
+const DECISION_ERRORS: &[Code] = &[
+    Code::ApprovalNotFound,
+    Code::ApprovalNotPending,
+    Code::ApprovalExpired,
+    Code::ApprovalStale,
+    Code::RequesterCannotApprove,
+    Code::ValidationFailed,
 ];
 
 const LOG_PARAMS: &[Param] = &[
@@ -254,7 +295,7 @@ pub const ROUTES: &[Route<Op>] = &[
     ),
     Route {
         needs: Role::Admin,
-        decides: true,
+        decides: Decides::Destructive,
         takes: Takes::Json(typed::<SessionChange>()),
         errors: &[Code::SessionNotFound, Code::ValidationFailed],
         ..route(
@@ -268,7 +309,7 @@ pub const ROUTES: &[Route<Op>] = &[
     },
     Route {
         needs: Role::Admin,
-        decides: true,
+        decides: Decides::Destructive,
         errors: &[Code::SessionNotFound],
         ..route(
             Op::RevokeSession,
@@ -347,7 +388,7 @@ pub const ROUTES: &[Route<Op>] = &[
     },
     Route {
         needs: Role::Admin,
-        decides: true,
+        decides: Decides::Destructive,
         errors: &[Code::ScheduleNotFound],
         ..route(
             Op::DeleteSchedule,
@@ -490,6 +531,7 @@ pub const ROUTES: &[Route<Op>] = &[
         Gives::Events(&[
             ("run", typed::<RunEvent>()),
             ("schedule", typed::<ScheduleEvent>()),
+            ("approval", typed::<ApprovalEvent>()),
         ]),
     ),
     route(
@@ -524,6 +566,67 @@ pub const ROUTES: &[Route<Op>] = &[
             "/api/audit",
             "One page of the audit trail, newest first: who changed what, when, from where",
             ok::<AuditPage>(),
+        )
+    },
+    Route {
+        query: APPROVAL_FILTERS,
+        errors: &[Code::BadRequest, Code::InvalidCursor],
+        ..route(
+            Op::ListApprovals,
+            "list_approvals",
+            Get,
+            "/api/approvals",
+            "One page of approval requests, newest first",
+            ok::<ApprovalPage>(),
+        )
+    },
+    Route {
+        errors: &[Code::ApprovalNotFound],
+        ..route(
+            Op::GetApproval,
+            "get_approval",
+            Get,
+            "/api/approvals/{id}",
+            "One approval request: what will run, its hash, who asked, its expiry, its decision and evidence",
+            ok::<ApprovalDetail>(),
+        )
+    },
+    Route {
+        decides: Decides::Human,
+        takes: Takes::Json(typed::<DecisionRequest>()),
+        errors: DECISION_ERRORS,
+        ..route(
+            Op::GrantApproval,
+            "grant_approval",
+            Post,
+            "/api/approvals/{id}/grant",
+            "Grant a pending request: its run launches once (its schedule's overlap, max_runs and budget decide now)",
+            ok::<Decided>(),
+        )
+    },
+    Route {
+        decides: Decides::Human,
+        takes: Takes::Json(typed::<DecisionRequest>()),
+        errors: DECISION_ERRORS,
+        ..route(
+            Op::DenyApproval,
+            "deny_approval",
+            Post,
+            "/api/approvals/{id}/deny",
+            "Deny a pending request: its run ends `denied`",
+            ok::<Decided>(),
+        )
+    },
+    Route {
+        query: EVIDENCE_PARAMS,
+        errors: &[Code::BadRequest],
+        ..route(
+            Op::ExportEvidence,
+            "export_evidence",
+            Get,
+            "/api/evidence",
+            "The evidence log as a bundle (JSON lines: a signed header, then one sealed row per line), for `studio evidence verify`",
+            Gives::Text,
         )
     },
     Route {
@@ -623,7 +726,9 @@ mod tests {
         assert!(!proxied("/api/studio/pair"), "the app pairs itself");
         assert!(!proxied("/health"));
         assert!(!proxied("/api/tasks"), "studiod serves no tasks yet");
-        assert!(!proxied("/api/approvals"));
+        assert!(proxied("/api/approvals"));
+        assert!(proxied("/api/approvals/a1/grant"));
+        assert!(!proxied("/api/approvals/a1/consume"));
         assert!(!proxied("/api/admin"));
         assert!(!proxied("/api/schedules/"));
         assert!(!proxied("/api/app/session"));

@@ -1,6 +1,7 @@
 //! Every request and answer body of studiod's API, by the routes that use them.
 
 mod allowlist;
+mod approvals;
 mod audit;
 mod declarations;
 mod events;
@@ -10,6 +11,7 @@ mod schedules;
 mod summary;
 
 pub use allowlist::*;
+pub use approvals::*;
 pub use audit::*;
 pub use declarations::*;
 pub use events::*;

@@ -72,6 +72,10 @@ impl Home {
     pub fn token_file(&self) -> PathBuf {
         self.run_dir().join("token")
     }
+    /// The key that signs the evidence log (`run/evidence.key`, 0600; never in a database).
+    pub fn evidence_key_file(&self) -> PathBuf {
+        self.run_dir().join("evidence.key")
+    }
     pub fn verifier_socket(&self) -> PathBuf {
         self.run_dir().join("verifier.sock")
     }

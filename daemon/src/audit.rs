@@ -47,6 +47,8 @@ pub(crate) enum Kind {
     ScheduleDeleted,
     RunTriggered,
     RunCancelled,
+    ApprovalGranted,
+    ApprovalDenied,
 }
 
 impl Kind {
@@ -67,12 +69,14 @@ impl Kind {
             Kind::ScheduleDeleted => "schedule_deleted",
             Kind::RunTriggered => "run_triggered",
             Kind::RunCancelled => "run_cancelled",
+            Kind::ApprovalGranted => "approval_granted",
+            Kind::ApprovalDenied => "approval_denied",
         }
     }
 
     /// Every kind, for the API's filter and its documentation.
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 15] = [
+    pub(crate) const ALL: [Kind; 17] = [
         Kind::EpochStarted,
         Kind::EpochStopped,
         Kind::PairingMinted,
@@ -88,6 +92,8 @@ impl Kind {
         Kind::ScheduleDeleted,
         Kind::RunTriggered,
         Kind::RunCancelled,
+        Kind::ApprovalGranted,
+        Kind::ApprovalDenied,
     ];
 }
 

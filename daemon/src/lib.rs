@@ -96,6 +96,28 @@ fn daemon_token(config: &Config) -> Result<String, DaemonError> {
     }
 }
 
+/// The home's evidence key (`run/evidence.key`): read, or made once (32 random bytes).
+fn evidence_key(config: &Config) -> Result<Arc<studio_evidence::Key>, DaemonError> {
+    let path = config.home.evidence_key_file();
+    let bad = |why: String| DaemonError::Config(ConfigError::Invalid(why));
+    let text = match Home::read_secret(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            let text = secret::hex(&secret::random_bytes::<32>());
+            Home::write_secret(&path, &text)
+                .map_err(DaemonError::io("cannot write run/evidence.key"))?;
+            tracing::info!(path = %path.display(), "made an evidence key");
+            text
+        }
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => return Err(bad(e.to_string())),
+        Err(e) => return Err(DaemonError::io("cannot read run/evidence.key")(e)),
+    };
+    let bytes = secret::unhex(&text)
+        .filter(|b| b.len() == 32)
+        .ok_or_else(|| bad(format!("{} is not 64 hex digits", path.display())))?;
+    Ok(Arc::new(studio_evidence::Key::new(&bytes)))
+}
+
 fn allowed_origins(config: &Config, port: u16) -> AllowedOrigins {
     let mut list = origin::loopback_origins("http", port);
     if let Some(public) = config.public_port {
@@ -212,7 +234,7 @@ impl Daemon {
         } = self;
         let stop = Shutdown::new();
         let scheduler = scheduling::Scheduler::new(
-            scheduling::store::SchedStore::new(&store),
+            scheduling::store::SchedStore::new(&store, evidence_key(&config)?),
             config.scheduler.clone(),
             default_zone,
             config.home.runs_dir(),

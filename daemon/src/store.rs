@@ -103,6 +103,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "run approval statuses",
         include_str!("../../migrations/daemon/0018_run_approval_statuses.sql"),
     ),
+    (
+        19,
+        "approvals and evidence",
+        include_str!("../../migrations/daemon/0019_approvals_evidence.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

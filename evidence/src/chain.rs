@@ -45,6 +45,12 @@ pub struct Sealed {
 /// The per-home evidence key (32 random bytes kept outside the database).
 pub struct Key(hmac::Key);
 
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Key(..)")
+    }
+}
+
 impl Key {
     pub fn new(bytes: &[u8]) -> Self {
         Self(hmac::Key::new(hmac::HMAC_SHA256, bytes))
@@ -70,8 +76,26 @@ fn sha256(parts: &[&[u8]]) -> [u8; 32] {
 }
 
 /// A 32-byte digest from lowercase or uppercase hex.
-pub(crate) fn digest_of(text: &str) -> Option<[u8; 32]> {
+pub fn digest_of(text: &str) -> Option<[u8; 32]> {
     unhex(text)?.try_into().ok()
+}
+
+/// Seals `entry` onto the row whose chain hash is `head` ([`GENESIS`] for the first):
+/// how a store that keeps the head in its own table appends one row.
+pub fn seal_after(head: [u8; 32], key: &Key, entry: Entry) -> Result<Sealed, CanonicalError> {
+    let content = entry.content_hash()?;
+    let chain = sha256(&[&head, &content]);
+    Ok(Sealed {
+        entry,
+        content_sha256: hex(&content),
+        chain_sha256: hex(&chain),
+        mac: key.sign(&chain),
+    })
+}
+
+/// The SHA-256 of `bytes`, in lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&sha256(&[bytes]))
 }
 
 /// Appends rows: each new row is sealed onto the one before it.
@@ -88,15 +112,9 @@ impl Chain {
 
     /// Seals `entry` onto the chain and moves the head to it.
     pub fn seal(&mut self, entry: Entry) -> Result<Sealed, CanonicalError> {
-        let content = entry.content_hash()?;
-        let chain = sha256(&[&self.head, &content]);
-        self.head = chain;
-        Ok(Sealed {
-            entry,
-            content_sha256: hex(&content),
-            chain_sha256: hex(&chain),
-            mac: self.key.sign(&chain),
-        })
+        let sealed = seal_after(self.head, &self.key, entry)?;
+        self.head = digest_of(&sealed.chain_sha256).unwrap_or_default();
+        Ok(sealed)
     }
 
     /// The chain hash of the last row sealed.

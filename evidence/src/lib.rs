@@ -15,4 +15,6 @@ mod chain;
 
 pub use bundle::{FORMAT, Header, read_bundle, verify_bundle, write_bundle};
 pub use canonical::{CanonicalError, canonical};
-pub use chain::{Broken, Chain, Entry, GENESIS, Key, Sealed, Verified, verify};
+pub use chain::{
+    Broken, Chain, Entry, GENESIS, Key, Sealed, Verified, digest_of, seal_after, sha256_hex, verify,
+};

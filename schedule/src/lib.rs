@@ -16,8 +16,8 @@ pub use load::{
     Diagnostic, Format, LoadOptions, Loaded, Severity, load_all, load_file, parse_str, render_yaml,
 };
 pub use spec::{
-    Action, CronTrigger, FollowUp, MissedFire, OnDaemonLoss, Overlap, Policies, RateLimit,
-    ScheduleSpec, Trigger,
+    Action, ApprovalPolicy, CronTrigger, FollowUp, MissedFire, OnDaemonLoss, Overlap, Policies,
+    RateLimit, ScheduleSpec, Trigger,
 };
 pub use trigger::Armed;
 pub use validate::{Context, FieldError, Validated, parse_json, validate};

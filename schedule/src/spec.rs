@@ -151,11 +151,39 @@ pub struct Policies {
     /// (a crash, `kill -9`, `studio restart daemon`).
     #[serde(default, skip_serializing_if = "OnDaemonLoss::is_default")]
     pub on_daemon_loss: OnDaemonLoss,
+    /// A person must grant each run before it launches (docs/DECISIONS.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalPolicy>,
+}
+
+/// `policies.approval`: each fire or manual trigger waits, as a run `awaiting_approval`,
+/// for a person to grant it; a denial or the expiry ends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalPolicy {
+    #[serde(default = "yes")]
+    pub required: bool,
+    /// How long a request waits for a decision (an interval: `90s`, `15m`, `24h`; at
+    /// most 30 days).
+    #[serde(default = "default_expiry")]
+    pub expires_after: String,
+    /// The browser that asked for a run by hand may not grant it.
+    #[serde(default)]
+    pub distinct_from_requester: bool,
+}
+
+fn default_expiry() -> String {
+    "1h".into()
 }
 
 impl Policies {
     pub fn is_default(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// The approval policy when it is in force.
+    pub fn approval_required(&self) -> Option<&ApprovalPolicy> {
+        self.approval.as_ref().filter(|a| a.required)
     }
 }
 

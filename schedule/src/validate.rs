@@ -251,6 +251,9 @@ fn check_action(path: &str, action: &Action, ctx: &Context<'_>, errors: &mut Vec
     }
 }
 
+/// The longest an approval request may wait for a decision.
+pub const MAX_APPROVAL_WAIT_MS: i64 = 30 * 86_400_000;
+
 fn check_policies(spec: &ScheduleSpec, errors: &mut Vec<FieldError>) {
     let p = &spec.policies;
     if p.max_runs == Some(0) {
@@ -274,6 +277,16 @@ fn check_policies(spec: &ScheduleSpec, errors: &mut Vec<FieldError>) {
             "policies.budget_usd",
             "must be a non-negative amount",
         ));
+    }
+    if let Some(a) = &p.approval {
+        match crate::duration::parse_interval(&a.expires_after) {
+            Err(why) => errors.push(FieldError::new("policies.approval.expires_after", why)),
+            Ok(ms) if ms > MAX_APPROVAL_WAIT_MS => errors.push(FieldError::new(
+                "policies.approval.expires_after",
+                "must be at most 30d",
+            )),
+            Ok(_) => {}
+        }
     }
     if let Some(r) = p.rate_limit {
         if r.max_fires == 0 {
@@ -385,11 +398,35 @@ mod tests {
     }
 
     #[test]
+    fn the_approval_policy_has_defaults_and_a_bounded_wait() {
+        let spec = |policy: &str| {
+            parse_json(&format!(
+                r#"{{"name":"a","trigger":{{"every":"5m"}},"action":{{"kind":"command","executable":"x"}},"policies":{{"approval":{policy}}}}}"#
+            ))
+        };
+        let s = spec("{}").expect("defaults");
+        let a = s.policies.approval_required().expect("required by default");
+        assert_eq!(
+            (a.expires_after.as_str(), a.distinct_from_requester),
+            ("1h", false)
+        );
+        let s = spec(r#"{"required":false}"#).expect("off");
+        assert!(s.policies.approval_required().is_none());
+        assert!(spec(r#"{"required":true,"who":"me"}"#).is_err(), "closed");
+        let p = paths(
+            r#"{"name":"a","trigger":{"every":"5m"},"action":{"kind":"command","executable":"x"},
+                "policies":{"approval":{"expires_after":"soon"}}}"#,
+        );
+        assert_eq!(p, ["policies.approval.expires_after"]);
+    }
+
+    #[test]
     fn every_problem_is_reported_at_once() {
         let p = paths(
             r#"{"trigger":{"cron":{"expression":"0 0 31 2 *","timezone":"Nowhere/Land"}},
                 "action":{"kind":"agent","prompt":" "},"env":{"1X":"a","STUDIO_RUN_ID":"b"},
-                "policies":{"max_runs":0,"deadline":0,"budget_usd":-1,"rate_limit":{"max_fires":0,"window_seconds":0}}}"#,
+                "policies":{"max_runs":0,"deadline":0,"budget_usd":-1,"rate_limit":{"max_fires":0,"window_seconds":0},
+                            "approval":{"expires_after":"31d"}}}"#,
         );
         for want in [
             "name",
@@ -402,6 +439,7 @@ mod tests {
             "policies.budget_usd",
             "policies.rate_limit.max_fires",
             "policies.rate_limit.window_seconds",
+            "policies.approval.expires_after",
         ] {
             assert!(p.contains(&want.to_owned()), "missing {want} in {p:?}");
         }

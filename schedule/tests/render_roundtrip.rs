@@ -5,8 +5,8 @@ use std::{collections::BTreeMap, path::Path};
 
 use proptest::{collection, option, prelude::*};
 use studio_schedule::{
-    Action, CronTrigger, FollowUp, Format, LoadOptions, MissedFire, OnDaemonLoss, Overlap,
-    Policies, RateLimit, ScheduleSpec, Trigger, Zone,
+    Action, ApprovalPolicy, CronTrigger, FollowUp, Format, LoadOptions, MissedFire, OnDaemonLoss,
+    Overlap, Policies, RateLimit, ScheduleSpec, Trigger, Zone,
     declaration::{API_VERSION, KIND, Metadata, ScheduleSet},
     parse_str, render_yaml,
 };
@@ -116,9 +116,23 @@ fn policies() -> impl Strategy<Value = Policies> {
         option::of(prop_oneof![Just(0.0), Just(2.5), Just(0.1), 0.0f64..1e6]),
         option::of((1u32..100, 1u64..86_400)),
         prop_oneof![Just(OnDaemonLoss::Continue), Just(OnDaemonLoss::Kill)],
+        option::of((
+            any::<bool>(),
+            prop_oneof![Just("90s"), Just("15m"), Just("1h30m"), Just("2d")],
+            any::<bool>(),
+        )),
     )
         .prop_map(
-            |(missed_fire, overlap, max_runs, deadline, budget_usd, rate, on_daemon_loss)| {
+            |(
+                missed_fire,
+                overlap,
+                max_runs,
+                deadline,
+                budget_usd,
+                rate,
+                on_daemon_loss,
+                approval,
+            )| {
                 Policies {
                     missed_fire,
                     overlap,
@@ -130,6 +144,11 @@ fn policies() -> impl Strategy<Value = Policies> {
                         window_seconds,
                     }),
                     on_daemon_loss,
+                    approval: approval.map(|(required, expires_after, distinct)| ApprovalPolicy {
+                        required,
+                        expires_after: expires_after.into(),
+                        distinct_from_requester: distinct,
+                    }),
                 }
             },
         )

@@ -251,7 +251,7 @@ fn only_what_studiod_serves_is_forwarded() {
         "/api/runsx",
         "/api/runs/",
         "/api/tasks/1",
-        "/api/approvals",
+        "/api/approvals/a1/consume",
         "/api/admin/checkpoint",
         "/api",
         "/",

@@ -152,6 +152,10 @@ pub struct RunCore {
     pub chain_parent_id: Option<String>,
     pub chain_depth: i64,
     pub replaces_run_id: Option<String>,
+    /// The approval request it waits for or launched under (its schedule's `approval`
+    /// policy); absent for a run that needs none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
 }
 
 impl RunCore {
@@ -232,6 +236,13 @@ pub struct RunDetail {
     /// Why a queued run has not started: its place in the queue (absent unless queued).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueuePlace>,
+    /// Its approval requests, oldest first (more than one when an edit of its schedule
+    /// voided one and raised another).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<crate::Approval>,
+    /// The evidence rows sealed for it, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<crate::EvidenceRow>,
 }
 
 /// A queued run waits for one of the daemon's run slots (`STUDIO_MAX_CONCURRENT_RUNS`):
@@ -305,6 +316,7 @@ mod tests {
             chain_parent_id: None,
             chain_depth: 0,
             replaces_run_id: None,
+            approval_id: None,
         }
     }
 

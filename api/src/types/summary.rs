@@ -15,6 +15,10 @@ pub struct Summary {
     pub daemon: DaemonFacts,
     pub schedules: ScheduleCensus,
     pub runs: RunCensus,
+    /// Approval requests waiting for a person's decision (absent from a studiod older
+    /// than approvals, which reads as none).
+    #[serde(default)]
+    pub pending_approvals: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

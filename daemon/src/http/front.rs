@@ -10,7 +10,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use studio_api::{
-    route::{Access, Route},
+    route::{Access, Decides, Route},
     routes::Op,
 };
 use studio_contract::{
@@ -181,8 +181,14 @@ impl Daemon {
         if let Some(refusal) = route.and_then(|r| admitted.role.refusal(r.needs)) {
             return Err(refusal);
         }
-        if route.is_some_and(|r| r.decides) {
-            require_decision(&self.authority, &admitted, headers, origin).await?;
+        match route.map(|r| r.decides) {
+            None | Some(Decides::No) => {}
+            Some(Decides::Destructive) => {
+                require_decision(&self.authority, &admitted, headers, origin).await?;
+            }
+            Some(Decides::Human) => {
+                require_person(&self.authority, &admitted, headers, origin).await?;
+            }
         }
         Ok(Some(admitted))
     }
@@ -203,29 +209,67 @@ pub(crate) async fn require_decision(
     if who.kind == PrincipalKind::Daemon {
         return Ok(());
     }
-    let refuse = |why: &str| {
-        ApiError::new(
-            Code::DecisionRequired,
-            format!(
-                "{why}: this change needs this browser's decision token, which the cockpit \
-                 keeps for the tab it paired in (pair again with `studio pair` to get a new \
-                 one), or the daemon token from a terminal"
-            ),
-        )
+    own_decision_token(authority, who, headers, origin)
+        .await
+        .map_err(|why| {
+            ApiError::new(
+                Code::DecisionRequired,
+                format!(
+                    "{why}: this change needs this browser's decision token, which the \
+                     cockpit keeps for the tab it paired in (pair again with `studio pair` to \
+                     get a new one), or the daemon token from a terminal"
+                ),
+            )
+        })
+}
+
+/// Only a person decides an approval: a paired browser's admission and its own decision
+/// token, resolved with its origin and epoch. The daemon token, admission alone, or a
+/// token another session, origin or epoch holds, or one expired, is refused `403
+/// human_decision_required`, with the reason.
+pub(crate) async fn require_person(
+    authority: &Authority,
+    who: &Admitted,
+    headers: &http::HeaderMap,
+    origin: Option<&str>,
+) -> Result<(), ApiError> {
+    let why = if who.kind == PrincipalKind::Daemon {
+        "the daemon token cannot decide an approval".to_owned()
+    } else {
+        match own_decision_token(authority, who, headers, origin).await {
+            Ok(()) => return Ok(()),
+            Err(why) => why,
+        }
     };
+    Err(ApiError::new(
+        Code::HumanDecisionRequired,
+        format!(
+            "{why}: only a person decides, from a paired browser's cockpit, which sends its \
+             decision token"
+        ),
+    ))
+}
+
+/// Whether the request carries `who`'s own decision token, valid for `origin`; why not.
+async fn own_decision_token(
+    authority: &Authority,
+    who: &Admitted,
+    headers: &http::HeaderMap,
+    origin: Option<&str>,
+) -> Result<(), String> {
     let Some(token) = headers.get(DECISION_HEADER) else {
-        return Err(refuse("no decision token was sent"));
+        return Err("no decision token was sent".into());
     };
     let token = token
         .to_str()
-        .map_err(|_| refuse("the decision token is not text"))?;
+        .map_err(|_| "the decision token is not text".to_owned())?;
     match authority
         .resolve_decision(token, origin.unwrap_or_default(), now_ms())
         .await
     {
         Ok(decider) if decider.id == who.id => Ok(()),
-        Ok(_) => Err(refuse("the decision token is another session's")),
-        Err(e) => Err(refuse(&e.message)),
+        Ok(_) => Err("the decision token is another session's".into()),
+        Err(e) => Err(e.message),
     }
 }
 

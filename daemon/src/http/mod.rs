@@ -2,6 +2,7 @@
 //! and its graceful serving.
 
 mod allowlist;
+mod approvals;
 mod audit;
 mod cursor;
 mod declarations;
@@ -87,6 +88,11 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::ListAllowlist => on(m, allowlist::list),
         Op::ChangeAllowlist => on(m, allowlist::change),
         Op::ListAudit => on(m, audit::list),
+        Op::ListApprovals => on(m, approvals::list),
+        Op::GetApproval => on(m, approvals::get_one),
+        Op::GrantApproval => on(m, approvals::grant),
+        Op::DenyApproval => on(m, approvals::deny),
+        Op::ExportEvidence => on(m, approvals::export),
         Op::PlanDeclarations => on(m, declarations::plan),
         Op::ApplyDeclarations => on(m, declarations::apply),
         Op::ExportDeclarations => on(m, declarations::export),

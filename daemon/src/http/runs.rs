@@ -20,7 +20,10 @@ use super::{
     routes::QueryParams,
     schedules::{engine_error, store_error},
 };
-use crate::scheduling::{model::RunStatus, store::RunFilter};
+use crate::scheduling::{
+    model::RunStatus,
+    store::{ApprovalFilter, RunFilter},
+};
 
 /// The most a single log read returns.
 const LOG_READ_MAX: u64 = 1024 * 1024;
@@ -227,10 +230,31 @@ pub(crate) async fn get_one(
     } else {
         None
     };
+    let (approvals, evidence) = if run.approval_id.is_some() {
+        let filter = ApprovalFilter {
+            run_id: Some(run.id.clone()),
+            limit: 100,
+            ..ApprovalFilter::default()
+        };
+        let mut approvals = store.approvals(&filter).await.map_err(store_error)?;
+        approvals.reverse();
+        let evidence = store.run_evidence(&id).await.map_err(store_error)?;
+        (
+            approvals.iter().map(super::approvals::view).collect(),
+            evidence
+                .into_iter()
+                .map(super::approvals::evidence_view)
+                .collect(),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
     Ok(Json(RunDetail {
         run: run.view(),
         transitions,
         queue,
+        approvals,
+        evidence,
     }))
 }
 

@@ -60,6 +60,25 @@ pub(crate) fn engine_error(e: EngineError) -> ApiError {
         EngineError::BudgetExhausted => {
             ApiError::new(Code::BudgetExhausted, "the schedule's budget is spent")
         }
+        EngineError::ApprovalNotFound => {
+            ApiError::new(Code::ApprovalNotFound, "no such approval request")
+        }
+        EngineError::ApprovalNotPending(status) => ApiError::new(
+            Code::ApprovalNotPending,
+            format!("the request is {status}: only a pending request can be decided"),
+        ),
+        EngineError::ApprovalExpired => ApiError::new(
+            Code::ApprovalExpired,
+            "the request expired before the decision; its run will not start",
+        ),
+        EngineError::ApprovalStale => ApiError::new(
+            Code::ApprovalStale,
+            "the request was voided because what it would run changed; decide the new request",
+        ),
+        EngineError::RequesterCannotApprove => ApiError::new(
+            Code::RequesterCannotApprove,
+            "the session that asked for this run cannot decide it: another person must",
+        ),
         EngineError::BadSpec(why) => ApiError::new(
             Code::Internal,
             format!("the stored spec cannot be read: {why}"),

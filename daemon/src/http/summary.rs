@@ -99,7 +99,9 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Summar
             failed: *failed,
         })
         .collect();
+    let pending_approvals = store.pending_approvals().await.map_err(store_error)?;
     Ok(Json(Summary {
+        pending_approvals,
         as_of: rfc3339(now),
         daemon: DaemonFacts {
             version: VERSION.into(),

@@ -35,7 +35,7 @@ async fn api_with(configure: impl FnOnce(&mut crate::scheduling::SchedulerConfig
     let (store, authority) = authority(&dir, "0123456789abcdef0123456789abcdef").await;
     let stop_rx = studio_contract::lifecycle::Shutdown::new();
     let scheduler = crate::scheduling::Scheduler::new(
-        crate::scheduling::store::SchedStore::new(&store),
+        crate::scheduling::store::SchedStore::with_test_key(&store),
         config,
         studio_schedule::Zone::utc(),
         dir.path().join("runs"),
@@ -650,6 +650,9 @@ mod declarations;
 
 #[path = "schedules_tests.rs"]
 mod schedules;
+
+#[path = "approvals_tests.rs"]
+mod approvals;
 
 /// The live router against the document: every (method, path) the document names is
 /// served (never the fallback's `not_found` nor `method_not_allowed`), and every method

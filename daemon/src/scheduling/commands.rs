@@ -12,7 +12,7 @@ use serde_json::json;
 use studio_contract::time::now_ms;
 
 use super::{
-    Scheduler,
+    Scheduler, approval,
     define::toggled_row,
     engine::{EngineError, arm},
     model::{RunKind, RunRow, ScheduleRow},
@@ -61,12 +61,14 @@ impl Scheduler {
             "from_revision": expected_revision,
         });
         let note = Note::schedule(by, kind, &row.id, detail);
-        let event = self
+        let events = self
             .store
             .update_schedule(row, expected_revision, Some(&note))
             .await?
             .ok_or(EngineError::Moved)?;
-        self.publish(event);
+        for event in events {
+            self.publish(event);
+        }
         self.rearm(row);
         Ok(())
     }
@@ -96,12 +98,14 @@ impl Scheduler {
 
     /// Deletes a schedule (its runs stay, detached) and takes it out of the queue.
     pub(crate) async fn delete_schedule(&self, id: &str, by: &Actor) -> Result<(), EngineError> {
-        let event = self
+        let events = self
             .store
             .delete_schedule(id, now_ms(), Some(by))
             .await?
             .ok_or(EngineError::ScheduleNotFound)?;
-        self.publish(event);
+        for event in events {
+            self.publish(event);
+        }
         self.forget(id);
         Ok(())
     }
@@ -140,12 +144,15 @@ impl Scheduler {
             .await?
             .ok_or(EngineError::ScheduleNotFound)?;
         let (spec, _) = arm(&row, &self.default_zone)?;
-        if let Some(budget) = spec.policies.budget_usd
+        // A gated run's budget is decided when it is granted.
+        let approval = approval::request_now(&spec, Some(&by.principal));
+        if approval.is_none()
+            && let Some(budget) = spec.policies.budget_usd
             && self.store.spend(id).await? >= budget
         {
             return Err(EngineError::BudgetExhausted);
         }
-        let run = self.new_run(&row, &spec, RunKind::Manual, None, None);
+        let run = self.new_run(&row, &spec, RunKind::Manual, None, None, approval);
         let detail = json!({ "schedule": row.name });
         let note = Note::run(by, Kind::RunTriggered, &run.id, Some(id), detail);
         match self

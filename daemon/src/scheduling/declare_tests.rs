@@ -97,7 +97,7 @@ async fn store(dir: &TempDir) -> SchedStore {
     let store = Store::open(&dir.path().join("state.db"))
         .await
         .expect("open");
-    SchedStore::new(&store)
+    SchedStore::with_test_key(&store)
 }
 
 async fn apply(s: &SchedStore, req: &Request, now: i64) -> Plan {

@@ -17,7 +17,6 @@ use std::{
 };
 use studio_contract::lifecycle::Shutdown;
 
-use serde_json::json;
 use studio_contract::time::now_ms;
 use studio_runner::Canceller;
 use studio_schedule::{Armed, MissedFire, Overlap, ScheduleSpec, Zone, ZoneSource};
@@ -26,7 +25,8 @@ use tokio::sync::{Notify, Semaphore, broadcast};
 use super::{
     SchedulerConfig,
     allowlist::AllowList,
-    model::{EventRow, RunKind, RunRow, RunStatus, ScheduleRow},
+    approval::{self, NewApproval},
+    model::{EventRow, RunKind, RunRow, RunStatus, ScheduleRow, follow_ups},
     store::{Claim, Cursor, NewRun, Note, SchedStore, WriteError},
 };
 use crate::{
@@ -71,6 +71,17 @@ pub(crate) enum EngineError {
     MaxRunsReached,
     #[error("the budget is exhausted")]
     BudgetExhausted,
+    #[error("no such approval request")]
+    ApprovalNotFound,
+    /// Decided already, expired or consumed: its status.
+    #[error("the request is {0}, not pending")]
+    ApprovalNotPending(String),
+    #[error("the request expired before the decision")]
+    ApprovalExpired,
+    #[error("the request was voided: what it would run changed")]
+    ApprovalStale,
+    #[error("the session that asked for the run cannot decide it")]
+    RequesterCannotApprove,
     #[error("the stored spec cannot be read: {0}")]
     BadSpec(String),
     #[error(transparent)]
@@ -155,6 +166,8 @@ pub(crate) struct Scheduler {
     /// adopt instead of cancelling them: set by a `detach` request on the control socket
     /// for the stop that follows it (`studio restart daemon`), never for a later one.
     pub(super) detached_until_ms: AtomicI64,
+    /// Wakes the expiry of approval requests when one is raised.
+    pub(super) expiry_wake: Notify,
 }
 
 /// The spec of a stored row, armed in the zone recorded on the row.
@@ -230,6 +243,7 @@ impl Scheduler {
             allowlist_writes: tokio::sync::Mutex::default(),
             boot_id,
             detached_until_ms: AtomicI64::new(0),
+            expiry_wake: Notify::new(),
         });
         this.load_allowlist().await?;
         Ok(this)
@@ -316,6 +330,7 @@ impl Scheduler {
             Err(error) => tracing::error!(error = %chain(&error), "cannot load schedules"),
         }
         tokio::spawn(self.clone().reap_forever());
+        tokio::spawn(self.clone().expire_forever());
         let stop = self.stop.clone();
         loop {
             let due = self.queue().pop_due(now_ms());
@@ -383,10 +398,16 @@ impl Scheduler {
             (true, MissedFire::RunOnce) => (RunKind::Recovery, None),
             (false, _) => (RunKind::Scheduled, None),
         };
+        // A gated occurrence waits for a person; its overlap and budget are decided when
+        // it is granted, as it would launch.
+        let approval = approval::request_for(&spec, None, now);
         if skip.is_none() {
-            skip = self.gate(&row, &spec, now).await?;
+            skip = match approval {
+                Some(_) => self.rate_limited(&row, &spec, now).await?,
+                None => self.gate(&row, &spec, now).await?,
+            };
         }
-        let run = self.new_run(&row, &spec, kind, Some(at), skip);
+        let run = self.new_run(&row, &spec, kind, Some(at), skip, approval);
         let cursor = Cursor::Advance { expected: at, next };
         match self.claim_and_launch(run, &row, cursor, None).await? {
             Claim::MaxRunsReached => {
@@ -414,6 +435,19 @@ impl Scheduler {
         spec: &ScheduleSpec,
         now: i64,
     ) -> Result<Option<&'static str>, EngineError> {
+        if let Some(why) = self.hold(row, spec).await? {
+            return Ok(Some(why));
+        }
+        self.rate_limited(row, spec, now).await
+    }
+
+    /// What holds a run of `row` back as it would launch: its overlap policy (`replace`
+    /// cancels the running ones instead) and its budget.
+    pub(super) async fn hold(
+        &self,
+        row: &ScheduleRow,
+        spec: &ScheduleSpec,
+    ) -> Result<Option<&'static str>, EngineError> {
         let p = &spec.policies;
         let running: Vec<String> = self
             .active()
@@ -437,7 +471,17 @@ impl Scheduler {
         {
             return Ok(Some("budget_exhausted"));
         }
-        if let Some(limit) = p.rate_limit {
+        Ok(None)
+    }
+
+    /// The rate limit: decided when an occurrence fires.
+    async fn rate_limited(
+        &self,
+        row: &ScheduleRow,
+        spec: &ScheduleSpec,
+        now: i64,
+    ) -> Result<Option<&'static str>, EngineError> {
+        if let Some(limit) = spec.policies.rate_limit {
             let window = i64::try_from(limit.window_seconds).unwrap_or(i64::MAX / 2_000) * 1_000;
             if self.store.fires_since(&row.id, now - window).await? >= i64::from(limit.max_fires) {
                 return Ok(Some("rate_limited"));
@@ -453,9 +497,11 @@ impl Scheduler {
         kind: RunKind,
         scheduled_at: Option<i64>,
         skip: Option<&str>,
+        approval: Option<NewApproval>,
     ) -> NewRun {
-        let follow_ups = (spec.on_success.is_some() || spec.on_fail.is_some())
-            .then(|| json!({ "on_success": spec.on_success, "on_fail": spec.on_fail }).to_string());
+        // A skipped occurrence asks nobody.
+        let approval = approval.filter(|_| skip.is_none());
+        let follow_ups = follow_ups(spec);
         NewRun {
             id: uuid::Uuid::now_v7().to_string(),
             schedule_id: Some(row.id.clone()),
@@ -463,18 +509,23 @@ impl Scheduler {
             kind,
             status: if skip.is_some() {
                 RunStatus::Skipped
+            } else if approval.is_some() {
+                RunStatus::AwaitingApproval
             } else {
                 RunStatus::Queued
             },
             reason: skip.map(str::to_owned),
             action: serde_json::to_string(&spec.action).unwrap_or_default(),
             scheduled_at_ms: scheduled_at,
-            counted: skip.is_none(),
+            // A gated run counts when it is granted.
+            counted: skip.is_none() && approval.is_none(),
             chain_parent_id: None,
             chain_depth: 0,
             replaces_run_id: None,
             follow_ups,
             attempt: 1,
+            approval,
+            approval_id: None,
         }
     }
 
@@ -494,7 +545,7 @@ impl Scheduler {
         if permit.is_some() {
             run.status = RunStatus::Running;
         }
-        if run.status != RunStatus::Skipped {
+        if run.status.is_active() {
             self.active().insert(
                 run.id.clone(),
                 Active {
@@ -512,9 +563,14 @@ impl Scheduler {
             }
         };
         match &claim {
-            Claim::Claimed(claimed, event, _) => {
-                self.publish(event.clone());
-                if claimed.status() != Some(RunStatus::Skipped) {
+            Claim::Claimed(claimed, events, _) => {
+                for event in events {
+                    self.publish(event.clone());
+                }
+                if claimed.approval_id.is_some() {
+                    self.expiry_wake.notify_one();
+                }
+                if claimed.status().is_some_and(RunStatus::is_active) {
                     super::CrashPoint::reached(
                         self.config.crash_at,
                         super::CrashPoint::AfterClaim,

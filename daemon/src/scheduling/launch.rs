@@ -74,21 +74,19 @@ impl Scheduler {
                 let Ok(p) = self.slots.clone().acquire_owned().await else {
                     return Ok(());
                 };
-                // Cancelled while it waited: the compare-and-set fails and nothing runs.
-                match self
-                    .store
-                    .transition(
-                        &run.id,
-                        RunStatus::Queued,
-                        RunStatus::Running,
-                        None,
-                        None,
-                        now_ms(),
-                    )
-                    .await?
-                {
-                    Some((_, event)) => self.publish(event),
-                    None => return Ok(()),
+                // Cancelled (or sent back to wait for a new approval) while it waited: the
+                // compare-and-set fails and nothing runs. An approved run consumes its
+                // grant here, in the same transaction.
+                let Some((started, events)) = self.store.start_queued(&run.id, now_ms()).await?
+                else {
+                    return Ok(());
+                };
+                for event in events {
+                    self.publish(event);
+                }
+                if started.status() != Some(RunStatus::Running) {
+                    tracing::warn!(run = %run.id, "approval not granted: the run is cancelled");
+                    return Ok(());
                 }
                 p
             }
@@ -427,6 +425,9 @@ impl Scheduler {
             replaces_run_id: None,
             follow_ups,
             attempt: 1,
+            // Covered by its parent's grant, which bound the follow-ups too.
+            approval: None,
+            approval_id: None,
         };
         match self
             .claim_and_launch(run, schedule, Cursor::Keep, None)

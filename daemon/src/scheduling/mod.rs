@@ -9,8 +9,10 @@
 //! `rearm` are visible only inside this module.
 
 pub(crate) mod allowlist;
+pub(crate) mod approval;
 mod commands;
 pub(crate) mod compare;
+mod decisions;
 pub(crate) mod declare;
 pub(crate) mod define;
 pub(crate) mod engine;
@@ -82,6 +84,8 @@ impl Default for SchedulerConfig {
 pub enum CrashPoint {
     /// The claim is committed; nothing is spawned.
     AfterClaim,
+    /// A grant is committed (its run `queued`); nothing is launched.
+    AfterGrant,
     /// The child is launched; `dispatched_at_ms` is not stamped.
     AfterSpawn,
     /// Stamped; the job runs.
@@ -94,6 +98,7 @@ impl CrashPoint {
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "after_claim" => Some(Self::AfterClaim),
+            "after_grant" => Some(Self::AfterGrant),
             "after_spawn" => Some(Self::AfterSpawn),
             "after_dispatch" => Some(Self::AfterDispatch),
             "before_finish" => Some(Self::BeforeFinish),
@@ -104,6 +109,7 @@ impl CrashPoint {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::AfterClaim => "after_claim",
+            Self::AfterGrant => "after_grant",
             Self::AfterSpawn => "after_spawn",
             Self::AfterDispatch => "after_dispatch",
             Self::BeforeFinish => "before_finish",

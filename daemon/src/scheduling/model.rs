@@ -103,6 +103,8 @@ pub(crate) struct RunRow {
     pub chain_depth: i64,
     pub replaces_run_id: Option<String>,
     pub follow_ups: Option<String>,
+    /// The request it waits for or launched under.
+    pub approval_id: Option<String>,
 }
 
 impl RunRow {
@@ -143,6 +145,7 @@ impl RunRow {
             chain_parent_id: self.chain_parent_id.clone(),
             chain_depth: self.chain_depth,
             replaces_run_id: self.replaces_run_id.clone(),
+            approval_id: self.approval_id.clone(),
         }
     }
 
@@ -154,6 +157,13 @@ impl RunRow {
             stderr_tail: self.stderr_tail.clone(),
         }
     }
+}
+
+/// The follow-ups a run of `spec` keeps, as stored on the run.
+pub(crate) fn follow_ups(spec: &studio_schedule::ScheduleSpec) -> Option<String> {
+    (spec.on_success.is_some() || spec.on_fail.is_some()).then(|| {
+        serde_json::json!({ "on_success": spec.on_success, "on_fail": spec.on_fail }).to_string()
+    })
 }
 
 /// One of a schedule's newest runs, as its history strip shows it (read from the

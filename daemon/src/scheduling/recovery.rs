@@ -167,7 +167,7 @@ impl Scheduler {
         Ok(())
     }
 
-    async fn relaunch(self: &Arc<Self>, run: RunRow) -> Result<(), StoreError> {
+    pub(super) async fn relaunch(self: &Arc<Self>, run: RunRow) -> Result<(), StoreError> {
         let Some(schedule) = self.schedule_of(&run).await? else {
             let from = run.status().unwrap_or(RunStatus::Queued);
             let detail = "[studio] the schedule was deleted before the run started\n".into();

@@ -14,7 +14,7 @@ async fn store(dir: &TempDir) -> SchedStore {
     let store = Store::open(&dir.path().join("state.db"))
         .await
         .expect("open");
-    SchedStore::new(&store)
+    SchedStore::with_test_key(&store)
 }
 
 fn schedule(id: &str, next: Option<i64>, max_runs: Option<i64>) -> ScheduleRow {
@@ -59,6 +59,8 @@ fn run(schedule_id: &str, key: Option<String>, kind: RunKind) -> NewRun {
         replaces_run_id: None,
         follow_ups: None,
         attempt: 1,
+        approval: None,
+        approval_id: None,
     }
 }
 
@@ -731,7 +733,7 @@ async fn measure_health_over_ten_thousand_schedules() {
     let db = Store::open(&dir.path().join("state.db"))
         .await
         .expect("open");
-    let s = SchedStore::new(&db);
+    let s = SchedStore::with_test_key(&db);
     let now = studio_contract::time::now_ms();
     let n = 10_000;
     for i in 0..n {
@@ -784,7 +786,7 @@ async fn scheduler(dir: &TempDir) -> Arc<super::Scheduler> {
         .expect("open");
     let stop = studio_contract::lifecycle::Shutdown::new();
     super::Scheduler::new(
-        SchedStore::new(&store),
+        SchedStore::with_test_key(&store),
         super::SchedulerConfig::default(),
         studio_schedule::Zone::utc(),
         dir.path().join("runs"),

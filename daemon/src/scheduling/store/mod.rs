@@ -2,7 +2,8 @@
 //! (rows, cursors, the derived cadence, health counts), `runs` (runs, their transitions,
 //! the fire transaction, the hourly counts), `events` (the event log), `plans` (a
 //! declarations plan's one transaction), `allowlist` (the command allow-list) and
-//! `audit` (the trail's row of each change made through the API, in its transaction,
+//! `approvals` (requests for a person's decision and the evidence log), `audit` (the
+//! trail's row of each change made through the API, in its transaction,
 //! and the trail's reads). Each
 //! change of a run or schedule writes its event in the same transaction, so the event
 //! stream never shows what did not happen, nor misses what did.
@@ -13,6 +14,7 @@
 use sqlx::SqlitePool;
 
 mod allowlist;
+mod approvals;
 mod audit;
 mod events;
 mod plans;
@@ -20,6 +22,7 @@ mod runs;
 mod schedules;
 
 pub(crate) use allowlist::AllowEntry;
+pub(crate) use approvals::{ApprovalFilter, ApprovalRow, Decided, Verdict};
 pub(crate) use audit::{AuditFilter, AuditRow, Note};
 pub(crate) use plans::{PlanError, PlanWrite};
 pub(crate) use runs::{Claim, Cursor, Finish, NewRun, RunFilter};
@@ -35,17 +38,36 @@ pub(crate) struct SchedStore {
     pool: SqlitePool,
     /// The one writer (see `crate::store::Store`).
     writer: SqlitePool,
+    /// Seals evidence rows (`run/evidence.key`; never in the database).
+    evidence_key: std::sync::Arc<studio_evidence::Key>,
 }
+
+/// The evidence key of unit tests' stores.
+#[cfg(test)]
+pub(crate) const TEST_EVIDENCE_KEY: &[u8] = b"the evidence key of unit tests";
 
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
 impl SchedStore {
-    pub(crate) fn new(store: &crate::store::Store) -> Self {
+    pub(crate) fn new(
+        store: &crate::store::Store,
+        evidence_key: std::sync::Arc<studio_evidence::Key>,
+    ) -> Self {
         Self {
             pool: store.pool().clone(),
             writer: store.writer().clone(),
+            evidence_key,
         }
+    }
+
+    /// The store with [`TEST_EVIDENCE_KEY`].
+    #[cfg(test)]
+    pub(crate) fn with_test_key(store: &crate::store::Store) -> Self {
+        Self::new(
+            store,
+            std::sync::Arc::new(studio_evidence::Key::new(TEST_EVIDENCE_KEY)),
+        )
     }
 }

@@ -5,6 +5,7 @@ use studio_api::ScheduleOp;
 
 use super::{
     SchedStore,
+    approvals::restate,
     audit::{self, Note},
     events::{append_event, schedule_event},
     is_unique_violation,
@@ -126,6 +127,15 @@ impl SchedStore {
                 return Err(PlanError::Conflict(write.name().to_owned()));
             }
             if let Some((row, op)) = event {
+                // Open approval requests follow the change of what would run.
+                if op != ScheduleOp::Created {
+                    let spec = (op == ScheduleOp::Updated)
+                        .then(|| serde_json::from_str(&row.spec).ok())
+                        .flatten();
+                    let key = &self.evidence_key;
+                    let voided = restate(&mut tx, key, &row.id, spec.as_ref(), now_ms).await?;
+                    events.extend(voided);
+                }
                 if let Some(by) = by {
                     let kind = match op {
                         ScheduleOp::Created => Kind::ScheduleCreated,

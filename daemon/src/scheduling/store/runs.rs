@@ -8,12 +8,16 @@ use studio_runner::ProcessIdentity;
 
 use super::{
     SchedStore,
+    approvals::{self, Consumed},
     audit::{self, Note},
     events::{append_event, run_event},
     is_unique_violation,
 };
 use crate::{
-    scheduling::model::{EventRow, RunKind, RunRow, RunStatus, TransitionRow},
+    scheduling::{
+        approval::NewApproval,
+        model::{EventRow, RunKind, RunRow, RunStatus, TransitionRow},
+    },
     store::StoreError,
 };
 
@@ -21,14 +25,14 @@ const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
     chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
-    pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms";
+    pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id";
 
 /// A run as lists read it: its log tails (up to 64 KiB each) are left in the table.
 const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
     counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
-    pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms";
+    pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id";
 
 fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
@@ -79,6 +83,7 @@ fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
         chain_depth: r.try_get("chain_depth")?,
         replaces_run_id: r.try_get("replaces_run_id")?,
         follow_ups: r.try_get("follow_ups")?,
+        approval_id: r.try_get("approval_id")?,
     })
 }
 
@@ -100,6 +105,10 @@ pub(crate) struct NewRun {
     pub follow_ups: Option<String>,
     /// 1, or one more than the run this one replaces.
     pub attempt: i64,
+    /// The request to raise with the claim (the run is then `awaiting_approval`).
+    pub approval: Option<NewApproval>,
+    /// The consumed request a replacement of a never-launched run keeps.
+    pub approval_id: Option<String>,
 }
 
 /// How the schedule's cursor moves with a claim.
@@ -114,9 +123,10 @@ pub(crate) enum Cursor {
 /// What a claim did.
 #[derive(Debug)]
 pub(crate) enum Claim {
-    /// The run, its event, and the schedule's cursor after the claim (NULL once `max_runs`
-    /// is reached: the claim that uses the last run disarms the schedule).
-    Claimed(Box<RunRow>, EventRow, Option<i64>),
+    /// The run, its events (its request's first), and the schedule's cursor after the
+    /// claim (NULL once `max_runs` is reached: the claim that uses the last run disarms
+    /// the schedule).
+    Claimed(Box<RunRow>, Vec<EventRow>, Option<i64>),
     /// Someone else moved the cursor (or disabled the schedule) first: nothing written.
     Lost,
     /// `max_runs` is reached: nothing written (a scheduled claim also disarms).
@@ -226,9 +236,9 @@ async fn insert_run(
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO runs (id, schedule_id, schedule_name, occurrence_key, kind, status, reason, \
          action, scheduled_at_ms, created_at_ms, finished_at_ms, counted, chain_parent_id, \
-         chain_depth, replaces_run_id, follow_ups, attempt) \
+         chain_depth, replaces_run_id, follow_ups, attempt, approval_id) \
          VALUES (?1, ?2, (SELECT name FROM schedules WHERE id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
-         ?10, ?11, ?12, ?13, ?14, ?15, ?16) RETURNING {RUN_COLUMNS}"
+         ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) RETURNING {RUN_COLUMNS}"
     )))
     .bind(&run.id)
     .bind(&run.schedule_id)
@@ -246,6 +256,7 @@ async fn insert_run(
     .bind(&run.replaces_run_id)
     .bind(&run.follow_ups)
     .bind(run.attempt)
+    .bind(&run.approval_id)
     .fetch_one(&mut **tx)
     .await?;
     let row = run_from(&row)?;
@@ -254,11 +265,93 @@ async fn insert_run(
 }
 
 /// A run's status change: from what, to what, why, and how its process ended.
-struct Step<'a> {
-    from: RunStatus,
-    to: RunStatus,
-    reason: Option<&'a str>,
-    finish: Option<&'a Finish>,
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Step<'a> {
+    pub from: RunStatus,
+    pub to: RunStatus,
+    pub reason: Option<&'a str>,
+    pub finish: Option<&'a Finish>,
+    /// The run now counts against its schedule's `max_runs` (a granted request's).
+    pub count: bool,
+}
+
+impl<'a> Step<'a> {
+    pub(super) fn to(from: RunStatus, to: RunStatus, reason: &'a str) -> Self {
+        Self {
+            from,
+            to,
+            reason: Some(reason),
+            finish: None,
+            count: false,
+        }
+    }
+}
+
+/// One run, read inside a write.
+pub(super) async fn run_by_id(
+    tx: &mut Transaction<'_, Sqlite>,
+    id: &str,
+) -> Result<Option<RunRow>, sqlx::Error> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"
+    )))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.as_ref().map(run_from).transpose()
+}
+
+/// The compare-and-set of `step` with its transition, in `tx`; `None` when the run was
+/// not in `step.from`.
+pub(super) async fn step_in(
+    tx: &mut Transaction<'_, Sqlite>,
+    id: &str,
+    step: &Step<'_>,
+    now_ms: i64,
+) -> Result<Option<RunRow>, sqlx::Error> {
+    let Step {
+        from,
+        to,
+        reason,
+        finish,
+        count,
+    } = *step;
+    let f = finish.cloned().unwrap_or_default();
+    let error_line = error_line(to, &f);
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE runs SET status = ?, reason = COALESCE(?, reason), \
+         finished_at_ms = CASE WHEN ? THEN ? ELSE finished_at_ms END, \
+         exit_code = COALESCE(?, exit_code), signal = COALESCE(?, signal), \
+         stdout_tail = COALESCE(?, stdout_tail), stderr_tail = COALESCE(?, stderr_tail), \
+         stdout_bytes = COALESCE(?, stdout_bytes), stderr_bytes = COALESCE(?, stderr_bytes), \
+         cost_usd = COALESCE(?, cost_usd), tokens = COALESCE(?, tokens), \
+         error_line = COALESCE(?, error_line), counted = CASE WHEN ? THEN 1 ELSE counted END \
+         WHERE id = ? AND status = ? RETURNING {RUN_COLUMNS}"
+    )))
+    .bind(to.as_str())
+    .bind(reason)
+    .bind(to.is_terminal())
+    .bind(now_ms)
+    .bind(f.exit_code)
+    .bind(f.signal)
+    .bind(f.stdout_tail)
+    .bind(f.stderr_tail)
+    .bind(f.stdout_bytes)
+    .bind(f.stderr_bytes)
+    .bind(f.cost_usd)
+    .bind(f.tokens)
+    .bind(error_line)
+    .bind(count)
+    .bind(id)
+    .bind(from.as_str())
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let row = run_from(&row)?;
+    record_transition(tx, id, Some(from), to, reason, now_ms).await?;
+    Ok(Some(row))
 }
 
 impl SchedStore {
@@ -329,12 +422,20 @@ impl SchedStore {
             Err(e) if is_unique_violation(&e) => return Ok(Claim::Lost),
             other => other?,
         };
+        let mut row = row;
         if let Some(note) = note {
             audit::append(&mut tx, note, now_ms).await?;
         }
-        let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
+        let mut events = Vec::with_capacity(2);
+        if let Some(request) = &run.approval {
+            let (approval, event) =
+                approvals::raise(&mut tx, &self.evidence_key, &row, request, now_ms).await?;
+            row.approval_id = Some(approval.id);
+            events.push(event);
+        }
+        events.push(append_event(&mut tx, "run", &run_event(&row), now_ms).await?);
         tx.commit().await?;
-        Ok(Claim::Claimed(Box::new(row), event, cursor_after))
+        Ok(Claim::Claimed(Box::new(row), events, cursor_after))
     }
 
     /// Compare-and-set of a run's status, with its transition and event.
@@ -352,6 +453,7 @@ impl SchedStore {
             to,
             reason,
             finish,
+            count: false,
         };
         self.write_step(id, step, now_ms, None).await
     }
@@ -365,12 +467,7 @@ impl SchedStore {
         now_ms: i64,
         note: &Note<'_>,
     ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
-        let step = Step {
-            from: RunStatus::Queued,
-            to: RunStatus::Cancelled,
-            reason: Some(reason),
-            finish: None,
-        };
+        let step = Step::to(RunStatus::Queued, RunStatus::Cancelled, reason);
         self.write_step(id, step, now_ms, Some(note)).await
     }
 
@@ -382,53 +479,50 @@ impl SchedStore {
         now_ms: i64,
         note: Option<&Note<'_>>,
     ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
-        let Step {
-            from,
-            to,
-            reason,
-            finish,
-        } = step;
         let mut tx = self.writer.begin().await?;
-        let f = finish.cloned().unwrap_or_default();
-        let error_line = error_line(to, &f);
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE runs SET status = ?, reason = COALESCE(?, reason), \
-             finished_at_ms = CASE WHEN ? THEN ? ELSE finished_at_ms END, \
-             exit_code = COALESCE(?, exit_code), signal = COALESCE(?, signal), \
-             stdout_tail = COALESCE(?, stdout_tail), stderr_tail = COALESCE(?, stderr_tail), \
-             stdout_bytes = COALESCE(?, stdout_bytes), stderr_bytes = COALESCE(?, stderr_bytes), \
-             cost_usd = COALESCE(?, cost_usd), tokens = COALESCE(?, tokens), \
-             error_line = COALESCE(?, error_line) \
-             WHERE id = ? AND status = ? RETURNING {RUN_COLUMNS}"
-        )))
-        .bind(to.as_str())
-        .bind(reason)
-        .bind(to.is_terminal())
-        .bind(now_ms)
-        .bind(f.exit_code)
-        .bind(f.signal)
-        .bind(f.stdout_tail)
-        .bind(f.stderr_tail)
-        .bind(f.stdout_bytes)
-        .bind(f.stderr_bytes)
-        .bind(f.cost_usd)
-        .bind(f.tokens)
-        .bind(error_line)
-        .bind(id)
-        .bind(from.as_str())
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else {
+        let Some(row) = step_in(&mut tx, id, &step, now_ms).await? else {
             return Ok(None);
         };
-        let row = run_from(&row)?;
-        record_transition(&mut tx, id, Some(from), to, reason, now_ms).await?;
         if let Some(note) = note {
             audit::append(&mut tx, note, now_ms).await?;
         }
         let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
         tx.commit().await?;
         Ok(Some((row, event)))
+    }
+
+    /// A queued run takes its slot: `queued → running`, consuming its granted request in
+    /// the same transaction (a request is used once). A run whose request is not granted
+    /// ends `cancelled` (`approval_not_granted`) instead. `None` when it is no longer
+    /// queued (cancelled, or sent back to wait for a new request).
+    pub(in crate::scheduling) async fn start_queued(
+        &self,
+        id: &str,
+        now_ms: i64,
+    ) -> Result<Option<(RunRow, Vec<EventRow>)>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let (consumed, mut events) =
+            approvals::consume_in(&mut tx, &self.evidence_key, id, now_ms).await?;
+        let step = match consumed {
+            Consumed::Refused => Step::to(
+                RunStatus::Queued,
+                RunStatus::Cancelled,
+                "approval_not_granted",
+            ),
+            Consumed::NotNeeded | Consumed::Now | Consumed::ByReplaced => Step {
+                from: RunStatus::Queued,
+                to: RunStatus::Running,
+                reason: None,
+                finish: None,
+                count: false,
+            },
+        };
+        let Some(row) = step_in(&mut tx, id, &step, now_ms).await? else {
+            return Ok(None);
+        };
+        events.push(append_event(&mut tx, "run", &run_event(&row), now_ms).await?);
+        tx.commit().await?;
+        Ok(Some((row, events)))
     }
 
     /// Stamps the confirmed launch; from here on the run is never fired again.
@@ -441,6 +535,7 @@ impl SchedStore {
         deadline_ms: Option<i64>,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
+        let mut tx = self.writer.begin().await?;
         let done = sqlx::query(
             "UPDATE runs SET dispatched_at_ms = ?, pid = ?, pid_start_ticks = ?, boot_id = ?, \
              program = COALESCE(?, program), deadline_at_ms = COALESCE(?, deadline_at_ms) \
@@ -453,9 +548,15 @@ impl SchedStore {
         .bind(program)
         .bind(deadline_ms.map(|d| now_ms.saturating_add(d)))
         .bind(id)
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        let stamped = done.rows_affected() == 1;
+        if stamped {
+            // An approved run's launch is evidence too (nothing for any other run).
+            approvals::launched_in(&mut tx, &self.evidence_key, id, (pid, program), now_ms).await?;
+        }
+        tx.commit().await?;
+        Ok(stamped)
     }
 
     /// A run that was never launched is tombstoned and replaced by a fresh one that takes
@@ -507,6 +608,8 @@ impl SchedStore {
             replaces_run_id: Some(old.id.clone()),
             follow_ups: old.follow_ups.clone(),
             attempt: old.attempt + 1,
+            approval: None,
+            approval_id: old.approval_id.clone(),
         };
         let row = insert_run(&mut tx, &replacement, now_ms).await?;
         let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;

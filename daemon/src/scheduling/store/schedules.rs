@@ -7,6 +7,7 @@ use studio_api::ScheduleOp;
 
 use super::{
     SchedStore,
+    approvals::restate,
     audit::{self, Note},
     events::{append_event, schedule_event},
     is_unique_violation,
@@ -248,7 +249,7 @@ impl SchedStore {
         row: &ScheduleRow,
         expected_revision: i64,
         note: Option<&Note<'_>>,
-    ) -> Result<Option<EventRow>, WriteError> {
+    ) -> Result<Option<Vec<EventRow>>, WriteError> {
         let mut tx = self.writer.begin().await?;
         let updated = match update_row(&mut tx, row, expected_revision).await {
             Err(e) if is_unique_violation(&e) => {
@@ -262,15 +263,21 @@ impl SchedStore {
         if let Some(note) = note {
             audit::append(&mut tx, note, row.updated_at_ms).await?;
         }
-        let event = append_event(
-            &mut tx,
-            "schedule",
-            &schedule_event(row, ScheduleOp::Updated),
-            row.updated_at_ms,
-        )
-        .await?;
+        let mut events = vec![
+            append_event(
+                &mut tx,
+                "schedule",
+                &schedule_event(row, ScheduleOp::Updated),
+                row.updated_at_ms,
+            )
+            .await?,
+        ];
+        // Open approval requests follow the change of what would run.
+        let spec = serde_json::from_str(&row.spec).ok();
+        let key = &self.evidence_key;
+        events.extend(restate(&mut tx, key, &row.id, spec.as_ref(), row.updated_at_ms).await?);
         tx.commit().await?;
-        Ok(Some(event))
+        Ok(Some(events))
     }
 
     #[tracing::instrument(skip_all, fields(id))]
@@ -279,7 +286,7 @@ impl SchedStore {
         id: &str,
         now_ms: i64,
         by: Option<&Actor>,
-    ) -> Result<Option<EventRow>, StoreError> {
+    ) -> Result<Option<Vec<EventRow>>, StoreError> {
         let mut tx = self.writer.begin().await?;
         let Some(row) = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules WHERE id = ?"
@@ -300,15 +307,19 @@ impl SchedStore {
             let note = Note::schedule(by, Kind::ScheduleDeleted, id, detail);
             audit::append(&mut tx, &note, now_ms).await?;
         }
-        let event = append_event(
-            &mut tx,
-            "schedule",
-            &schedule_event(&row, ScheduleOp::Deleted),
-            now_ms,
-        )
-        .await?;
+        let mut events = vec![
+            append_event(
+                &mut tx,
+                "schedule",
+                &schedule_event(&row, ScheduleOp::Deleted),
+                now_ms,
+            )
+            .await?,
+        ];
+        // Its open approval requests end with it, and their runs.
+        events.extend(restate(&mut tx, &self.evidence_key, id, None, now_ms).await?);
         tx.commit().await?;
-        Ok(Some(event))
+        Ok(Some(events))
     }
 
     /// Every schedule, ordered by name (declarations plan and export against all of them).
