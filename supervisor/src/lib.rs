@@ -25,8 +25,8 @@ use std::{future::Future, io, path::PathBuf};
 use studio_contract::{error::ErrorBody, home::Home};
 
 use crate::cli::{
-    Cli, Command, ScheduleCommand, allow, audit, commands, declare, evidence, runs, schedules,
-    sessions,
+    Cli, Command, EvidenceCommand, ScheduleCommand, allow, approvals, audit, commands, declare,
+    evidence, runs, schedules, sessions,
 };
 pub use crate::{
     cli::preview,
@@ -102,7 +102,9 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Schedule {
             command: ScheduleCommand::Validate { files },
         } => return declare::validate(&files),
-        Command::Evidence { command } => return evidence::run(command),
+        Command::Evidence {
+            command: EvidenceCommand::Verify { bundle, key },
+        } => return evidence::verify(&bundle, key.as_deref()).map(|()| 0),
         other => other,
     };
     let home = Home::resolve(home);
@@ -131,7 +133,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Allow { command } => allow::run(&home, command).await,
         Command::Sessions { command, remote } => sessions::run(&home, command, remote).await,
         Command::Audit(args) => audit::run(&home, args).await,
-        // Answered above, before the home; here only for the match to be whole.
-        Command::Evidence { command } => evidence::run(command),
+        Command::Approvals { command, list } => approvals::run(&home, command, list).await,
+        Command::Evidence { command } => evidence::run(&home, command).await,
     }
 }

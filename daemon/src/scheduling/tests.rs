@@ -723,6 +723,58 @@ async fn measure_fire_database_work() {
     );
 }
 
+/// Not a timed assertion: prints the p50 of a status change alone and with an evidence
+/// row sealed in its transaction (run with `--release -- --ignored --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check"]
+async fn measure_evidence_row_cost() {
+    let dir = TempDir::new("evidence-speed");
+    let s = store(&dir).await;
+    s.insert_schedule(&schedule("a", None, None), None)
+        .await
+        .expect("insert");
+    let n = 4_000;
+    let mut plain = Vec::with_capacity(n);
+    let mut sealed = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut new = run("a", None, RunKind::Manual);
+        new.status = RunStatus::Queued;
+        let Claim::Claimed(r, _, _) = s.claim(&new, Cursor::Keep, 1, None).await.expect("claim")
+        else {
+            panic!("claimed");
+        };
+        let t = std::time::Instant::now();
+        // Alternate, so both see the same database as it grows.
+        if i % 2 == 0 {
+            s.transition(
+                &r.id,
+                RunStatus::Queued,
+                RunStatus::Cancelled,
+                None,
+                None,
+                2,
+            )
+            .await
+            .expect("change");
+            plain.push(t.elapsed().as_micros());
+        } else {
+            s.transition_with_evidence(&r.id, (RunStatus::Queued, RunStatus::Cancelled), 2)
+                .await
+                .expect("change with evidence");
+            sealed.push(t.elapsed().as_micros());
+        }
+    }
+    let p50 = |v: &mut Vec<u128>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let (a, b) = (p50(&mut plain), p50(&mut sealed));
+    println!(
+        "status change p50: {a} µs alone, {b} µs with an evidence row (+{} µs)",
+        b.saturating_sub(a)
+    );
+}
+
 /// Not a timed assertion: prints what the summary's health counts cost over 10,000
 /// hourly schedules with outcomes, and what a page of them filtered by health costs
 /// (run with `--release -- --ignored --nocapture`).

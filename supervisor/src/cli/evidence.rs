@@ -1,3 +1,6 @@
+//! `studio evidence export [--since T]`: the evidence log as a bundle on standard output
+//! (`GET /api/evidence`).
+//!
 //! `studio evidence verify BUNDLE [--key FILE]`: checks an exported evidence bundle
 //! offline (docs/DECISIONS.md) — no studiod, no database, no home. A bundle that
 //! verifies prints one line saying how many rows and from which chain hash; one that
@@ -12,13 +15,49 @@ use std::{
 use studio_contract::secret::{hex, unhex};
 use studio_evidence::{Key, verify_bundle};
 
-use super::EvidenceCommand;
+use studio_contract::home::Home;
+
+use super::{
+    EvidenceCommand, Remote,
+    client::{connect, encode},
+};
 use crate::Error;
 
-pub(crate) fn run(command: EvidenceCommand) -> Result<u8, Error> {
+pub(crate) async fn run(home: &Home, command: EvidenceCommand) -> Result<u8, Error> {
     match command {
         EvidenceCommand::Verify { bundle, key } => verify(&bundle, key.as_deref()).map(|()| 0),
+        EvidenceCommand::Export { since, daemon } => export(home, since, daemon).await.map(|()| 0),
     }
+}
+
+/// Streams the bundle studiod writes to standard output, as it arrives.
+async fn export(home: &Home, since: Option<String>, daemon: Option<String>) -> Result<(), Error> {
+    if let Some(t) = &since
+        && t.parse::<jiff::Timestamp>().is_err()
+    {
+        return Err(Error::Usage(format!(
+            "--since {t:?} is not an RFC 3339 instant (like 2026-12-01T00:00:00Z)"
+        )));
+    }
+    let remote = Remote {
+        daemon,
+        json: false,
+    };
+    let client = connect(home, &remote).await?;
+    let path = match &since {
+        Some(t) => format!("/api/evidence?since={}", encode(t)),
+        None => "/api/evidence".to_owned(),
+    };
+    let mut resp = client.get_raw(&path).await?;
+    let mut out = std::io::stdout().lock();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| Error::Failed(format!("the bundle was cut short: {e}")))?
+    {
+        out.write_all(&chunk).map_err(Error::Output)?;
+    }
+    out.flush().map_err(Error::Output)
 }
 
 /// The key in `path`: 64 hex digits (surrounding whitespace ignored).
@@ -34,7 +73,7 @@ fn read_key(path: &Path) -> Result<Key, Error> {
     }
 }
 
-fn verify(bundle: &Path, key: Option<&Path>) -> Result<(), Error> {
+pub(crate) fn verify(bundle: &Path, key: Option<&Path>) -> Result<(), Error> {
     let key = key.map(read_key).transpose()?;
     let file = std::fs::File::open(bundle)
         .map_err(|e| Error::Usage(format!("cannot read {}: {e}", bundle.display())))?;

@@ -7,6 +7,7 @@
 //! entry point: `up` builds an [`UpConfig`] for `supervise::up`.
 
 pub(crate) mod allow;
+pub(crate) mod approvals;
 pub(crate) mod audit;
 pub(crate) mod client;
 pub(crate) mod commands;
@@ -105,11 +106,47 @@ pub enum Command {
     },
     /// The audit trail: who changed what, when, in what role and from where.
     Audit(AuditArgs),
+    /// Approval requests: runs of approval-gated schedules waiting for a person (who
+    /// decides in the cockpit: the daemon token cannot), and the decisions made.
+    Approvals {
+        #[command(subcommand)]
+        command: Option<ApprovalsCommand>,
+        #[command(flatten)]
+        list: ApprovalsArgs,
+    },
     /// The evidence log of human decisions.
     Evidence {
         #[command(subcommand)]
         command: EvidenceCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// One request: exactly what will run, its hash, who asked, its expiry, its decision
+    /// and its evidence rows.
+    Show {
+        /// The request's id (`studio approvals` lists them).
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalsArgs {
+    /// Only requests in these statuses, comma-separated (pending, granted, denied,
+    /// expired, voided, consumed).
+    #[arg(long, value_name = "S")]
+    pub status: Option<String>,
+    /// Only requests of this schedule (name or id).
+    #[arg(long, value_name = "NAME")]
+    pub schedule: Option<String>,
+    /// How many recent requests (1 to 500).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=500))]
+    pub limit: u16,
+    #[command(flatten)]
+    pub remote: Remote,
 }
 
 #[derive(Debug, Subcommand)]
@@ -148,6 +185,17 @@ impl From<RoleArg> for Role {
 
 #[derive(Debug, Subcommand)]
 pub enum EvidenceCommand {
+    /// Write the evidence log as a bundle (JSON lines) to standard output: a header
+    /// signed with the home's key, then one sealed row per line.
+    Export {
+        /// Only rows sealed at or after this RFC 3339 instant (the header then names the
+        /// chain hash the first row follows).
+        #[arg(long, value_name = "T")]
+        since: Option<String>,
+        /// studiod's URL (default: the home's running daemon, else http://127.0.0.1:8766).
+        #[arg(long, env = "STUDIO_DAEMON_URL", value_name = "URL")]
+        daemon: Option<String>,
+    },
     /// Check an exported bundle offline, without studiod or its database: every row's
     /// hashes and, with the key, every MAC. Names the first row an edit, a deletion, an
     /// insertion or a reordering breaks; exit status 1 when one does.
@@ -302,7 +350,7 @@ pub struct AuditArgs {
     pub principal: Option<String>,
     /// Only rows of these kinds, comma-separated (schedule_created, schedule_updated,
     /// schedule_enabled, schedule_disabled, schedule_deleted, run_triggered,
-    /// run_cancelled, pairing_minted, pairing_redeemed, pairing_failed, session_revoked,
+    /// run_cancelled, approval_granted, approval_denied, pairing_minted, pairing_redeemed, pairing_failed, session_revoked,
     /// role_changed, allowlist_changed, epoch_started, epoch_stopped).
     #[arg(long, value_name = "KINDS")]
     pub kind: Option<String>,

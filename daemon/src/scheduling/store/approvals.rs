@@ -422,22 +422,15 @@ pub(super) async fn consume_in(
     ))
 }
 
-/// Seals the launch of an approved run (its process is up).
+/// Seals the launch of run `run_id` under request `approval_id` (its process is up).
 pub(super) async fn launched_in(
     tx: &mut Transaction<'_, Sqlite>,
     key: &Key,
-    run_id: &str,
+    (approval_id, run_id): (&str, &str),
     (pid, program): (u32, Option<&str>),
     now_ms: i64,
 ) -> Result<(), sqlx::Error> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {APPROVAL_COLUMNS} FROM approvals \
-         WHERE id = (SELECT approval_id FROM runs WHERE id = ?)"
-    )))
-    .bind(run_id)
-    .fetch_optional(&mut **tx)
-    .await?;
-    let Some(a) = row.as_ref().map(approval_from).transpose()? else {
+    let Some(a) = approval_in(tx, approval_id).await? else {
         return Ok(());
     };
     let more = json!({ "pid": pid, "program": program });
@@ -803,6 +796,33 @@ impl SchedStore {
         let previous = before.and_then(|h| digest_of(&h)).unwrap_or(GENESIS);
         let rows = rows.iter().map(sealed_from).collect::<Result<_, _>>()?;
         Ok((previous, rows))
+    }
+
+    /// A status change with an evidence row sealed in its transaction, to measure what
+    /// the row adds.
+    #[cfg(test)]
+    pub(in crate::scheduling) async fn transition_with_evidence(
+        &self,
+        id: &str,
+        (from, to): (RunStatus, RunStatus),
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let step = Step::to(from, to, "measured");
+        let mut events = Vec::new();
+        step_run(&mut tx, id, &step, now_ms, &mut events).await?;
+        let content = json!({ "run": id, "approval": "a", "action_sha256": "0".repeat(64) });
+        seal(
+            &mut tx,
+            &self.evidence_key,
+            "denied",
+            now_ms,
+            ("a", id),
+            content,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// The home's evidence key, to sign an exported bundle's header.

@@ -536,10 +536,11 @@ impl SchedStore {
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let mut tx = self.writer.begin().await?;
-        let done = sqlx::query(
+        // `approval_id`: an approved run's launch is evidence too.
+        let stamped: Option<Option<String>> = sqlx::query_scalar(
             "UPDATE runs SET dispatched_at_ms = ?, pid = ?, pid_start_ticks = ?, boot_id = ?, \
              program = COALESCE(?, program), deadline_at_ms = COALESCE(?, deadline_at_ms) \
-             WHERE id = ? AND dispatched_at_ms IS NULL",
+             WHERE id = ? AND dispatched_at_ms IS NULL RETURNING approval_id",
         )
         .bind(now_ms)
         .bind(i64::from(pid))
@@ -548,15 +549,14 @@ impl SchedStore {
         .bind(program)
         .bind(deadline_ms.map(|d| now_ms.saturating_add(d)))
         .bind(id)
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
-        let stamped = done.rows_affected() == 1;
-        if stamped {
-            // An approved run's launch is evidence too (nothing for any other run).
-            approvals::launched_in(&mut tx, &self.evidence_key, id, (pid, program), now_ms).await?;
+        if let Some(Some(approval_id)) = &stamped {
+            let key = &self.evidence_key;
+            approvals::launched_in(&mut tx, key, (approval_id, id), (pid, program), now_ms).await?;
         }
         tx.commit().await?;
-        Ok(stamped)
+        Ok(stamped.is_some())
     }
 
     /// A run that was never launched is tombstoned and replaced by a fresh one that takes

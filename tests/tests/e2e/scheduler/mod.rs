@@ -22,6 +22,7 @@ use studio_tests::{
 };
 
 mod allowlist;
+mod approvals;
 mod api;
 mod events;
 mod gates;
