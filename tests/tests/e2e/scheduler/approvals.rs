@@ -20,7 +20,12 @@ struct Browser {
 }
 
 async fn browser(studio: &Studio) -> Browser {
-    let resp = pair(studio, &studio.pair_code()).await;
+    browser_with(studio, &studio.pair_code()).await
+}
+
+/// A browser paired with `code`.
+async fn browser_with(studio: &Studio, code: &str) -> Browser {
+    let resp = pair(studio, code).await;
     let cookie = admission_cookie(&resp).expect("a cookie");
     let paired: BrowserPaired = Reply::of(resp).await.expect(200);
     Browser {
@@ -64,6 +69,29 @@ async fn decide(studio: &Studio, who: &Browser, approval: &str, verdict: &str) -
             text: e.to_string(),
         },
     }
+}
+
+/// A grant from `who`'s cookie and decision token, sent with `origin` as its Origin.
+async fn grant_from(studio: &Studio, who: &Browser, approval: &str, origin: &str) -> Reply {
+    let resp = studio_tests::http()
+        .post(studio.app_url(&format!("/api/approvals/{approval}/grant")))
+        .header("cookie", &who.cookie)
+        .header("origin", origin)
+        .header("content-type", "application/json")
+        .header("x-studio-decision-token", &who.decision)
+        .body("{}")
+        .send()
+        .await
+        .expect("grant");
+    Reply::of(resp).await
+}
+
+async fn status_of(api: &Api, approval: &str) -> ApprovalStatus {
+    let detail: ApprovalDetail = api
+        .get(&format!("/api/approvals/{approval}"))
+        .await
+        .expect(200);
+    detail.approval.status
 }
 
 fn kinds(detail: &RunDetail) -> Vec<&str> {
@@ -270,4 +298,77 @@ async fn approvals_expire_and_deny_and_the_evidence_bundle_catches_tampering() {
     // Bad input: one line, exit 2.
     let out = studio.cli(&["evidence", "export", "--since", "yesterday"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_refuse_a_viewer_and_a_foreign_origin_and_an_edit_voids_a_request() {
+    // A second origin the app serves (as behind a proxy): allowed at the door, but not
+    // the origin the browser paired from.
+    let studio = start(&[("STUDIO_ALLOWED_ORIGINS", "http://studio.example")]);
+    let api = Api::new(&studio);
+    let ran = marker(&studio, "ran");
+    let script = |word: &str| format!("echo {word} >> '{}'", ran.display());
+    let spec = gated(
+        sh("gated/edit", every("1h"), &script("first")),
+        "10m",
+        false,
+    );
+    let schedule = api.create(&spec).await.id;
+    let admin = browser(&studio).await;
+    let link = studio.cli(&["pair", "--role", "viewer"]);
+    let code =
+        studio_tests::code_from_link(&String::from_utf8_lossy(&link.stdout)).expect("a link");
+    let viewer = browser_with(&studio, &code).await;
+    let run = api.trigger(&schedule).await;
+    let first = run.core.approval_id.clone().expect("a request");
+
+    // A viewer decides nothing; a foreign origin is refused at the door; the browser's
+    // own token sent from another origin the app allows does not resolve.
+    let refused = decide(&studio, &viewer, &first, "grant").await;
+    assert_eq!(refused.code(), (403, Code::Forbidden), "{refused}");
+    let foreign = grant_from(&studio, &admin, &first, "http://evil.example").await;
+    assert_eq!(foreign.code(), (403, Code::OriginNotAllowed), "{foreign}");
+    let moved = grant_from(&studio, &admin, &first, "http://studio.example").await;
+    assert_eq!(moved.code(), (403, Code::HumanDecisionRequired), "{moved}");
+    assert_eq!(
+        status_of(&api, &first).await,
+        ApprovalStatus::Pending,
+        "nothing changed"
+    );
+
+    // An edit of what runs voids the request and raises one for the new action.
+    let patch = api
+        .send(
+            Method::PATCH,
+            &format!("/api/schedules/{schedule}"),
+            Some(
+                serde_json::json!({"action": {"kind": "command", "executable": "sh",
+                    "args": ["-c", script("second")]}})
+                .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(patch.status, 200, "{patch}");
+    let waiting = api.run(&run.core.id).await;
+    let second = waiting.run.core.approval_id.clone().expect("a new request");
+    assert_ne!(second, first);
+    assert_eq!(status_of(&api, &first).await, ApprovalStatus::Voided);
+    let stale = decide(&studio, &admin, &first, "grant").await;
+    assert_eq!(stale.code(), (409, Code::ApprovalStale), "{stale}");
+    let granted: Decided = decide(&studio, &admin, &second, "grant").await.expect(200);
+    assert_eq!(granted.run.core.id, run.core.id);
+    let done = api.finished(&run.core.id).await;
+    assert_eq!(done.run.core.status, RunStatus::Completed, "{done:?}");
+    assert_eq!(lines_of(&ran), ["second"], "the approved action ran, once");
+    assert_eq!(
+        kinds(&done),
+        [
+            "requested",
+            "voided",
+            "requested",
+            "granted",
+            "consumed",
+            "launched"
+        ]
+    );
 }
