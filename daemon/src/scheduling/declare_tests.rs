@@ -206,6 +206,44 @@ async fn update_lists_fields_and_rearms() {
 }
 
 #[tokio::test]
+async fn the_approval_policy_is_declared_like_any_policy() {
+    let dir = TempDir::new("decl-approval");
+    let s = store(&dir).await;
+    let mut gated = cron("0 1 * * *");
+    gated["policies"] = json!({"approval": {"expires_after": "15m"}});
+    let req =
+        |member: &Value| request(vec![document("demo", "nightly", json!({"deploy": member}))]);
+    apply(&s, &req(&gated), NOW).await;
+    let row = &s.all_schedules().await.expect("rows")[0];
+    let spec: studio_schedule::ScheduleSpec = serde_json::from_str(&row.spec).expect("spec");
+    let policy = spec
+        .policies
+        .approval_required()
+        .expect("stored with its defaults");
+    assert_eq!(
+        (
+            policy.expires_after.as_str(),
+            policy.distinct_from_requester
+        ),
+        ("15m", false)
+    );
+    gated["policies"]["approval"]["distinct_from_requester"] = json!(true);
+    let plan = apply(&s, &req(&gated), NOW + 1_000).await;
+    assert_eq!(
+        plan.view().changes[0].fields.as_deref(),
+        Some(
+            &[field(
+                "policies.approval.distinct_from_requester",
+                json!(false),
+                json!(true)
+            )][..]
+        )
+    );
+    let again = apply(&s, &req(&gated), NOW + 2_000).await;
+    assert_eq!(actions(&again), [("demo/deploy".into(), "unchanged")]);
+}
+
+#[tokio::test]
 async fn absent_members_disable_or_prune() {
     let dir = TempDir::new("decl-gone");
     let s = store(&dir).await;
