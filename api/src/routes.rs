@@ -158,12 +158,12 @@ const APPROVAL_FILTERS: &[Param] = &[
         about: "comma-separated statuses",
     },
     Param {
-        name: "schedule",
+        name: "schedule_id",
         kind: Kind::String,
         about: "requests of the schedule with this id",
     },
     Param {
-        name: "run",
+        name: "run_id",
         kind: Kind::String,
         about: "requests of the run with this id",
     },

@@ -31,8 +31,8 @@ use crate::scheduling::store::{ApprovalFilter, ApprovalRow};
 pub(crate) struct ListQuery {
     /// Comma-separated statuses.
     status: Option<String>,
-    schedule: Option<String>,
-    run: Option<String>,
+    schedule_id: Option<String>,
+    run_id: Option<String>,
     limit: Option<i64>,
     cursor: Option<String>,
 }
@@ -62,8 +62,8 @@ pub(crate) async fn list(
     QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<ApprovalPage>, ApiError> {
     let statuses = statuses(q.status.as_deref())?;
-    let schedule_id = q.schedule.filter(|s| !s.is_empty());
-    let run_id = q.run.filter(|s| !s.is_empty());
+    let schedule_id = q.schedule_id.filter(|s| !s.is_empty());
+    let run_id = q.run_id.filter(|s| !s.is_empty());
     let limit = q.limit.unwrap_or(50).clamp(1, 500);
     let words: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
     // The list a cursor belongs to: every filter.
@@ -97,7 +97,7 @@ pub(crate) async fn list(
         })
         .flatten();
     Ok(Json(ApprovalPage {
-        approvals: rows.iter().map(view).collect(),
+        approvals: rows.iter().take(keep).map(view).collect(),
         next_cursor,
     }))
 }

@@ -369,3 +369,80 @@ async fn an_expired_request_cannot_be_granted_and_the_bundle_verifies() {
         (StatusCode::BAD_REQUEST, "bad_request".into())
     );
 }
+
+#[tokio::test]
+async fn the_list_filters_and_pages_with_a_cursor_bound_to_its_filters() {
+    let api = api().await;
+    let schedule = create(&api, json!({})).await;
+    let alice = api.browser(Role::Operator).await;
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        runs.push(trigger(&api, &schedule, &alice).await);
+    }
+    let first = get(
+        &api,
+        &format!("/api/approvals?schedule_id={schedule}&limit=2"),
+    )
+    .await;
+    assert_eq!(first["approvals"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        first["approvals"][0]["run_id"], runs[2]["id"],
+        "newest first"
+    );
+    let cursor = first["next_cursor"].as_str().expect("a next page");
+    let rest = get(
+        &api,
+        &format!("/api/approvals?schedule_id={schedule}&limit=2&cursor={cursor}"),
+    )
+    .await;
+    assert_eq!(rest["approvals"][0]["run_id"], runs[0]["id"]);
+    assert_eq!(rest["next_cursor"], Value::Null);
+    let run_id = runs[1]["id"].as_str().expect("id");
+    let one = get(&api, &format!("/api/approvals?run_id={run_id}")).await;
+    assert_eq!(one["approvals"].as_array().map(Vec::len), Some(1));
+    let none = get(&api, "/api/approvals?status=granted,denied").await;
+    assert_eq!(none["approvals"], json!([]));
+    for bad in [
+        format!("/api/approvals?status=pending&cursor={cursor}"),
+        "/api/approvals?cursor=forged".to_owned(),
+    ] {
+        let request = empty(authed(Method::GET, &bad, DAEMON_TOKEN));
+        assert_eq!(
+            api.code_of(request).await,
+            (StatusCode::BAD_REQUEST, "invalid_cursor".into()),
+            "{bad}"
+        );
+    }
+    let request = empty(authed(
+        Method::GET,
+        "/api/approvals?status=maybe",
+        DAEMON_TOKEN,
+    ));
+    assert_eq!(
+        api.code_of(request).await,
+        (StatusCode::BAD_REQUEST, "bad_request".into())
+    );
+    let request = empty(authed(Method::GET, "/api/approvals/nope", DAEMON_TOKEN));
+    assert_eq!(
+        api.code_of(request).await,
+        (StatusCode::NOT_FOUND, "approval_not_found".into())
+    );
+    let long = json!({ "reason": "x".repeat(501) });
+    let id = runs[0]["approval_id"].as_str().expect("request");
+    let mut request = from_page(
+        Method::POST,
+        &format!("/api/approvals/{id}/deny"),
+        &alice,
+        Some(&alice.decision),
+    );
+    *request.body_mut() = Body::from(long.to_string());
+    assert_eq!(
+        api.code_of(request).await,
+        (StatusCode::BAD_REQUEST, "validation_failed".into())
+    );
+    let a = get(&api, &format!("/api/approvals/{id}")).await;
+    assert_eq!(
+        a["approval"]["status"], "pending",
+        "a refused decision changes nothing"
+    );
+}

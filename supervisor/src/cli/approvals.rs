@@ -41,7 +41,7 @@ pub(crate) async fn run(
     }
     if let Some(name) = &args.schedule {
         let schedule = resolve(&client, name).await?;
-        path.push_str(&format!("&schedule={}", encode(&schedule.id)));
+        path.push_str(&format!("&schedule_id={}", encode(&schedule.id)));
     }
     let page: ApprovalPage = client.get(&path).await?;
     if args.remote.json {

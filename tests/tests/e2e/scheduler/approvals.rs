@@ -295,6 +295,23 @@ async fn approvals_expire_and_deny_and_the_evidence_bundle_catches_tampering() {
             "{what}: {err}"
         );
     }
+    // A bundle from a later instant starts from the hash of the row before it.
+    let row = |line: &str| serde_json::from_str::<serde_json::Value>(line).expect("row");
+    let at = row(lines[3])["at_ms"].as_i64().expect("at_ms");
+    let since = Timestamp::from_millisecond(at)
+        .expect("instant")
+        .to_string();
+    let later = studio.cli(&["evidence", "export", "--since", &since]);
+    let later = String::from_utf8(later.stdout).expect("text");
+    let header = row(later.lines().next().expect("a header"));
+    assert_eq!(
+        header["previous_chain_sha256"],
+        row(lines[2])["chain_sha256"]
+    );
+    assert_eq!(header["rows"], 2);
+    let (code, err) = verify("later.jsonl", &later);
+    assert_eq!(code, Some(0), "{err}");
+
     // Bad input: one line, exit 2.
     let out = studio.cli(&["evidence", "export", "--since", "yesterday"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
