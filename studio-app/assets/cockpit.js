@@ -292,6 +292,7 @@ const FIELD_OF = [
   [/^action\.executable/, "executable"], [/^action\.args/, "args"],
   [/^action\.prompt/, "prompt"], [/^action\.model/, "model"], [/^action\.profile/, "profile"], [/^action/, "action"], [/^cwd/, "cwd"], [/^enabled/, "enabled"],
   [/^env\./, "env", true], [/^env/, "env"],
+  [/^policies\.approval\.expires_after/, "approval-expires-after"], [/^policies\.approval/, "approval-required"],
   [/^policies\.missed_fire/, "missed-fire"], [/^policies\.overlap/, "overlap"], [/^policies\.on_daemon_loss/, "on-daemon-loss"],
   [/^policies\.max_runs/, "max-runs"], [/^policies\.deadline/, "deadline"], [/^policies\.budget_usd/, "budget-usd"],
   [/^policies\.rate_limit\.window_seconds/, "window-seconds"], [/^policies\.rate_limit/, "max-fires"],
@@ -355,6 +356,8 @@ const NOW = (el) => el.value;
 const RENDERED = (el) => (el.tagName === "SELECT"
   ? (Array.from(el.options).find((o) => o.defaultSelected) || el.options[0] || { value: "" }).value
   : el.defaultValue);
+// Whether a checkbox is ticked now (`read` NOW), or was as the server rendered it.
+const ticked = (read, el) => Boolean(el) && (read === RENDERED ? el.defaultChecked : el.checked);
 
 // An instant on the wall clock of an IANA zone: "Wed 2 Dec 2026, 09:00" (seconds only
 // when a fire has them).
@@ -433,7 +436,7 @@ function wireForm() {
   }
 
   // Empty means the default, which the spec leaves out.
-  function policies(val) {
+  function policies(val, read) {
     const p = {};
     if (val("missed_fire")) p.missed_fire = val("missed_fire");
     if (val("overlap")) p.overlap = val("overlap");
@@ -441,6 +444,12 @@ function wireForm() {
     for (const k of ["max_runs", "deadline", "budget_usd"]) if (val(k)) p[k] = numberOr(val(k));
     if (val("max_fires") || val("window_seconds")) {
       p.rate_limit = { max_fires: numberOr(val("max_fires")), window_seconds: numberOr(val("window_seconds")) };
+    }
+    // Only while its box is ticked: a schedule without the policy gains none, and one
+    // stored switched off stays as stored.
+    if (ticked(read, form.elements.approval_required)) {
+      p.approval = { required: true, distinct_from_requester: ticked(read, form.elements.approval_distinct) };
+      if (val("approval_expires_after")) p.approval.expires_after = val("approval_expires_after");
     }
     return p;
   }
@@ -465,7 +474,7 @@ function wireForm() {
     if (val("cwd")) spec.cwd = val("cwd");
     const env = envLines(form.elements.env ? read(form.elements.env) : "").env;
     if (Object.keys(env).length > 0) spec.env = env;
-    const p = policies(val);
+    const p = policies(val, read);
     if (Object.keys(p).length > 0) spec.policies = p;
     for (const key of ["on_success", "on_fail"]) {
       const node = followUp(val, key);
@@ -495,6 +504,9 @@ function wireForm() {
     for (const el of form.querySelectorAll("[data-when]")) {
       const [name, value] = el.dataset.when.split("=");
       el.hidden = v(name) !== value;
+    }
+    for (const el of form.querySelectorAll("[data-when-checked]")) {
+      el.hidden = !ticked(NOW, form.elements[el.dataset.whenChecked]);
     }
   }
 
@@ -605,7 +617,7 @@ function wireForm() {
     form.elements[name].addEventListener("input", schedulePreview);
     form.elements[name].addEventListener("change", schedulePreview);
   }
-  for (const name of ["trigger_kind", "action_kind", "on_success_kind", "on_fail_kind"]) {
+  for (const name of ["trigger_kind", "action_kind", "on_success_kind", "on_fail_kind", "approval_required"]) {
     form.elements[name].addEventListener("change", showKinds);
   }
   showKinds();
@@ -749,10 +761,25 @@ function tickDuration() {
   el.textContent = line;
 }
 
+// What a person was typing in a live region survives its refresh: the text of its fields
+// (matched by id) is carried into the fresh copy; returns the id of the field that had
+// the focus, for the caller to focus again once the copy is in place.
+function keepTyping(old, fresh) {
+  for (const field of old.querySelectorAll("input[id], textarea[id]")) {
+    const twin = fresh.querySelector("#" + CSS.escape(field.id));
+    if (twin && field.value !== field.defaultValue) twin.value = field.value;
+  }
+  const focused = document.activeElement;
+  return old.contains(focused) && focused.id ? focused.id : null;
+}
+
+// Renders the live regions again now (set by wireLive on a page that has some).
+let refreshLive = null;
+
 // Live lists: the regions of a page marked data-live are rendered again by the server
-// when a run or a schedule changes (one request per burst of events), so what they show
-// follows the daemon without a reload; at most one request a second, however busy the
-// daemon is.
+// when a run, a schedule or an approval request changes (one request per burst of
+// events), so what they show follows the daemon without a reload; at most one request a
+// second, however busy the daemon is.
 function wireLive() {
   if (!document.querySelector("[data-live]")) return;
   let timer = null;
@@ -770,9 +797,13 @@ function wireLive() {
         const fresh = doc.getElementById(region.id);
         if (!fresh || fresh.innerHTML === region.innerHTML) continue;
         const node = document.importNode(fresh, true);
+        const focused = keepTyping(region, node);
         localizeTimes(node);
         tickTimes(node);
+        tickCountdowns(node);
         region.replaceWith(node);
+        const again = focused && document.getElementById(focused);
+        if (again) again.focus();
       }
     } catch (_) {
       /* the banner reports an unreachable app; the next event tries again */
@@ -780,13 +811,141 @@ function wireLive() {
       busy = false;
     }
   }
+  refreshLive = () => {
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 0);
+  };
   const events = stream();
-  for (const kind of ["run", "schedule"]) {
+  for (const kind of ["run", "schedule", "approval"]) {
     events.addEventListener(kind, () => {
       clearTimeout(timer);
       timer = setTimeout(refresh, Math.max(250, next - Date.now()));
     });
   }
+  events.addEventListener("approval", countApprovals);
+}
+
+// How many requests wait for a decision, beside "Approvals" in the navigation of every
+// paired page: read as the page loads, and again at each approval event on a page that
+// follows the event stream.
+async function countApprovals() {
+  const badge = document.querySelector('[data-testid="nav-approvals-count"]');
+  const state = document.getElementById("status");
+  if (!badge || !state || state.dataset.serverState !== "paired") return;
+  try {
+    const res = await fetch("/api/approvals?status=pending&limit=100", { credentials: "same-origin", cache: "no-store" });
+    if (!res.ok) return;
+    const data = await res.json();
+    const n = (data.approvals || []).length;
+    badge.textContent = data.next_cursor ? n + "+" : String(n);
+    badge.hidden = n === 0;
+    badge.title = n + (n === 1 ? " run waits" : " runs wait") + " for approval";
+  } catch (_) { /* the link to /approvals stays */ }
+}
+
+// The time left before an instant, in the server's words ("14 min 5 s left", days to
+// the minute), or "expired".
+function countdown(secs) {
+  if (secs <= 0) return "expired";
+  const d = Math.floor(secs / 86400), h = Math.floor((secs % 86400) / 3600);
+  const m = Math.floor((secs % 3600) / 60), s = secs % 60;
+  const left = d > 0 ? d + " d " + h + " h " + m + " min"
+    : h > 0 ? h + " h " + m + " min " + s + " s"
+    : m > 0 ? m + " min " + s + " s" : s + " s";
+  return left + " left";
+}
+
+// Each countdown to an approval's expiry, recomputed from its instant; an expired
+// request's decision is withdrawn (studiod would refuse it).
+function tickCountdowns(root) {
+  const now = Math.floor(Date.now() / 1000);
+  for (const el of root.querySelectorAll(".countdown[data-expires]")) {
+    const at = Date.parse(el.dataset.expires);
+    if (isNaN(at)) continue;
+    const secs = Math.floor(at / 1000) - now;
+    el.textContent = countdown(secs);
+    const decision = secs <= 0 && el.closest("[data-approval]")?.querySelector(".decision");
+    if (decision) decision.hidden = true;
+  }
+}
+
+// Grant and Deny on the Approvals page: the reason typed beside them goes with the
+// decision (and, as with every write, this browser's decision token). A refusal is said
+// in the request's card in studiod's words, and nothing else changes; one that says the
+// request moved on (decided, expired, voided) also brings the list up to date.
+function wireDecisions() {
+  const status = document.getElementById("approvals-status");
+  if (!status) return;
+  document.addEventListener("click", async (e) => {
+    const b = e.target.closest("button[data-decide]");
+    if (!b || b.disabled) return;
+    const card = b.closest("[data-approval]");
+    const id = card.dataset.approval;
+    const grant = b.dataset.decide === "grant";
+    // A refresh may have put a fresh copy of the card in place meanwhile.
+    const say = (words) => {
+      const now = document.getElementById(card.id);
+      const out = now && now.querySelector(".action-result");
+      if (out) out.textContent = words;
+    };
+    const reason = card.querySelector("input[name=reason]").value.trim();
+    const buttons = [...card.querySelectorAll("button[data-decide]")];
+    for (const x of buttons) x.disabled = true;
+    say("");
+    try {
+      const r = await call("POST", b.dataset.url, reason ? { reason } : {});
+      if (!r.ok) {
+        const why = (r.data && r.data.message) || "failed (HTTP " + r.status + ")";
+        say((grant ? "Not granted: " : "Not denied: ") + why);
+        if (r.status === 409) {
+          status.textContent = "Request " + id.slice(-8) + ": " + why;
+          if (refreshLive) refreshLive();
+        }
+        return;
+      }
+      const a = r.data.approval || {};
+      const run = r.data.run || {};
+      const what = "run " + String(run.id || a.run_id || "").slice(-8) + " of " + (a.schedule_name || "its schedule");
+      status.textContent = !grant ? "Denied: " + what + " will not run."
+        : run.status === "skipped" ? "Granted: " + what + ", which its schedule's policies then skipped (" + (run.reason || "skipped") + ")."
+        : "Granted: " + what + " launches now.";
+      countApprovals();
+      if (refreshLive) refreshLive(); else window.location.reload();
+    } catch (_) {
+      say("the app could not be reached");
+    } finally {
+      for (const x of buttons) x.disabled = false;
+    }
+  });
+}
+
+// A run awaiting approval: its page reloads once the run leaves that status (granted,
+// denied or expired), wherever the decision was made.
+function wireAwaiting() {
+  const box = document.getElementById("run-awaiting");
+  if (!box) return;
+  const run = box.dataset.run;
+  const events = stream();
+  let done = false;
+  const moved = (status) => {
+    if (done || !status || status === "awaiting_approval") return;
+    done = true;
+    events.close();
+    window.location.reload();
+  };
+  events.addEventListener("run", (ev) => {
+    let d;
+    try { d = JSON.parse(ev.data); } catch (_) { return; }
+    if (d.id === run) moved(d.status);
+  });
+  // A decision made before the stream connected is read once it has.
+  events.addEventListener("open", async () => {
+    try {
+      const res = await fetch("/api/runs/" + encodeURIComponent(run), { credentials: "same-origin", cache: "no-store" });
+      const d = await res.json();
+      if (res.ok) moved(d.status);
+    } catch (_) { /* the next event decides */ }
+  });
 }
 
 // Filter forms marked data-autosubmit apply a choice as it is made (a text box when it
@@ -890,6 +1049,10 @@ function wireKeys() {
 
 localizeTimes(document);
 setInterval(() => tickTimes(document), 30000);
+if (document.querySelector(".countdown[data-expires], #approvals-pending")) {
+  tickCountdowns(document);
+  setInterval(() => tickCountdowns(document), 1000);
+}
 wireKeys();
 if (document.querySelector(".elapsed[data-since]")) {
   tickElapsed();
@@ -901,4 +1064,7 @@ wireLive();
 wireActions();
 wireLog();
 wireAttention();
+countApprovals();
+wireDecisions();
+wireAwaiting();
 wireForm();

@@ -97,8 +97,8 @@ impl DaemonError {
 }
 
 pub(crate) use studio_api::{
-    AllowEntry, AllowList, AuditEntry, AuditPage, HourCount, RunDetail, RunPage, Schedule,
-    SchedulePage, Session, Sessions, Summary,
+    AllowEntry, AllowList, Approval, ApprovalPage, AuditEntry, AuditPage, EvidenceRow, HourCount,
+    RunDetail, RunPage, Schedule, SchedulePage, Session, Sessions, Summary,
 };
 
 /// One page request's view of the daemon: its bearer and origin, borrowed from the page.
@@ -194,6 +194,13 @@ impl<'a> Daemon<'a> {
 
     pub(crate) async fn audit(&self, query: &[(&str, &str)]) -> Result<AuditPage, DaemonError> {
         self.get("/api/audit", query).await
+    }
+
+    pub(crate) async fn approvals(
+        &self,
+        query: &[(&str, &str)],
+    ) -> Result<ApprovalPage, DaemonError> {
+        self.get("/api/approvals", query).await
     }
 
     pub(crate) async fn sessions(&self) -> Result<Sessions, DaemonError> {

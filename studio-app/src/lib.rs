@@ -4,6 +4,7 @@
 //! Invariant: never depends on `studio-daemon`; holds no secret beyond the request in
 //! flight; when the daemon cannot answer, it refuses (`503 daemon_unavailable`).
 
+mod approval;
 mod attention;
 mod config;
 mod cookie;

@@ -1,6 +1,7 @@
 //! The attention queue, derived: a pure function from studiod's failed and timed-out runs,
-//! its failing or overdue schedules, the operators' dispositions and "now" to the items
-//! that need a person, each with the disposition that applies to it.
+//! its failing or overdue schedules, the approval requests waiting for a decision, the
+//! operators' dispositions and "now" to the items that need a person, each with the
+//! disposition that applies to it.
 //!
 //! Invariant: deriving reads its inputs only — it never changes a run's or a schedule's
 //! own status, which stays the honest record of what happened.
@@ -97,6 +98,20 @@ pub(crate) struct ScheduleFact {
     pub(crate) last_fired_at_ms: Option<i64>,
 }
 
+/// A request waiting for a person's decision, as read from studiod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ApprovalFact {
+    pub(crate) id: String,
+    /// The run that waits for it.
+    pub(crate) run_id: String,
+    pub(crate) schedule_id: Option<String>,
+    pub(crate) schedule_name: Option<String>,
+    /// What a grant lets run, in one line.
+    pub(crate) what: String,
+    pub(crate) requested_at_ms: i64,
+    pub(crate) expires_at_ms: i64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Run,
@@ -163,6 +178,7 @@ pub(crate) fn hides(d: &Disposition, evidence_ms: i64, now_ms: i64) -> bool {
 pub(crate) fn derive(
     runs: &[RunFact],
     schedules: &[ScheduleFact],
+    approvals: &[ApprovalFact],
     dispositions: &HashMap<String, Disposition>,
     now_ms: i64,
 ) -> Vec<Item> {
@@ -181,6 +197,14 @@ pub(crate) fn derive(
     }
     for schedule in schedules {
         if let Some(item) = schedule_item(schedule, latest_failure.get(schedule.id.as_str())) {
+            items.push(item);
+        }
+    }
+    // A request past its expiry can no longer be decided (studiod ends its run shortly);
+    // a run is one item, whichever way it was read.
+    for approval in approvals.iter().filter(|a| now_ms < a.expires_at_ms) {
+        let item = approval_item(approval, &names);
+        if !items.iter().any(|i| i.id == item.id) {
             items.push(item);
         }
     }
@@ -233,6 +257,35 @@ fn run_item(run: &RunFact, names: &HashMap<&str, &str>) -> Item {
         disposition: None,
         hidden: false,
         schedule_id: run.schedule_id.clone(),
+        schedule_name: name.map(str::to_owned),
+    }
+}
+
+/// A run waiting for a person's grant, as a run item: its evidence is the request, and
+/// it links to where the request is decided.
+fn approval_item(a: &ApprovalFact, names: &HashMap<&str, &str>) -> Item {
+    let name = a
+        .schedule_name
+        .as_deref()
+        .or_else(|| a.schedule_id.as_deref().and_then(|s| names.get(s).copied()));
+    let title = match name {
+        Some(name) => format!("{name}: run awaits approval"),
+        None => String::from("run awaits approval"),
+    };
+    let expires = jiff::Timestamp::from_millisecond(a.expires_at_ms)
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_default();
+    Item {
+        id: format!("run:{}", a.run_id),
+        kind: Kind::Run,
+        title,
+        detail: format!("{} · decide before {expires}", a.what),
+        since_ms: a.requested_at_ms,
+        link: format!("/approvals#approval-{}", a.id),
+        evidence_ms: a.requested_at_ms,
+        disposition: None,
+        hidden: false,
+        schedule_id: a.schedule_id.clone(),
         schedule_name: name.map(str::to_owned),
     }
 }

@@ -68,7 +68,7 @@ fn failed_and_timed_out_runs_and_failing_or_overdue_schedules_are_items() {
         schedule("s4", "disabled", None),
         schedule("s5", "never-fired", None),
     ];
-    let items = derive(&runs, &schedules, &HashMap::new(), 20 * MIN);
+    let items = derive(&runs, &schedules, &[], &HashMap::new(), 20 * MIN);
     assert_eq!(
         visible(&items),
         vec!["run:r2", "run:r1", "sched:s1", "sched:s2"]
@@ -111,12 +111,12 @@ fn an_acknowledged_schedule_comes_back_after_a_newer_failure() {
             ("sched:s1".to_owned(), decided(state, 10 * MIN, None)),
             ("run:r1".to_owned(), decided(state, 10 * MIN, None)),
         ]);
-        let items = derive(&runs, &schedules, &decisions, 30 * MIN);
+        let items = derive(&runs, &schedules, &[], &decisions, 30 * MIN);
         assert!(visible(&items).is_empty(), "{state:?} hides both");
         assert!(items.iter().all(|i| i.disposition.is_some()));
 
         runs.push(run("r2", Some("s1"), "failed", 20 * MIN));
-        let items = derive(&runs, &schedules, &decisions, 30 * MIN);
+        let items = derive(&runs, &schedules, &[], &decisions, 30 * MIN);
         assert_eq!(
             visible(&items),
             vec!["run:r2", "sched:s1"],
@@ -144,10 +144,10 @@ fn a_snooze_hides_until_its_until_whatever_happens_meanwhile() {
         "sched:s1".to_owned(),
         decided(State::Snoozed, 10 * MIN, Some(20 * MIN)),
     )]);
-    let before = derive(&runs, &schedules, &decisions, 19 * MIN);
+    let before = derive(&runs, &schedules, &[], &decisions, 19 * MIN);
     assert_eq!(visible(&before), vec!["run:r2", "run:r1"]);
     assert_eq!(before.iter().filter(|i| i.hidden).count(), 1);
-    let at = derive(&runs, &schedules, &decisions, 20 * MIN);
+    let at = derive(&runs, &schedules, &[], &decisions, 20 * MIN);
     assert_eq!(visible(&at), vec!["run:r2", "sched:s1", "run:r1"]);
 }
 
@@ -158,10 +158,10 @@ fn an_overdue_schedule_that_fires_again_is_a_new_episode() {
         decided(State::Resolved, 2 * MIN, None),
     )]);
     let quiet = vec![schedule("s2", "overdue", Some(2 * MIN))];
-    assert!(visible(&derive(&[], &quiet, &decisions, 60 * MIN)).is_empty());
+    assert!(visible(&derive(&[], &quiet, &[], &decisions, 60 * MIN)).is_empty());
     let fired_again = vec![schedule("s2", "overdue", Some(30 * MIN))];
     assert_eq!(
-        visible(&derive(&[], &fired_again, &decisions, 200 * MIN)),
+        visible(&derive(&[], &fired_again, &[], &decisions, 200 * MIN)),
         vec!["sched:s2"]
     );
 }
@@ -175,8 +175,8 @@ fn deriving_never_changes_its_inputs() {
         decided(State::Acknowledged, 10 * MIN, None),
     )]);
     let (r, s, d) = (runs.clone(), schedules.clone(), decisions.clone());
-    let first = derive(&runs, &schedules, &decisions, 30 * MIN);
-    let second = derive(&runs, &schedules, &decisions, 30 * MIN);
+    let first = derive(&runs, &schedules, &[], &decisions, 30 * MIN);
+    let second = derive(&runs, &schedules, &[], &decisions, 30 * MIN);
     assert_eq!(first, second, "same inputs, same queue");
     assert_eq!((runs, schedules, decisions), (r, s, d));
 }
@@ -203,6 +203,48 @@ fn a_run_is_titled_by_its_own_schedule_name() {
         schedule_name: Some("nightly".into()),
         ..run("r1", Some("gone-from-the-list"), "failed", 10 * MIN)
     }];
-    let items = derive(&runs, &[], &HashMap::new(), 20 * MIN);
+    let items = derive(&runs, &[], &[], &HashMap::new(), 20 * MIN);
     assert_eq!(items[0].title, "nightly: run failed");
+}
+
+fn waiting(run_id: &str, requested: i64, expires: i64) -> ApprovalFact {
+    ApprovalFact {
+        id: format!("a-{run_id}"),
+        run_id: run_id.into(),
+        schedule_id: Some("s1".into()),
+        schedule_name: None,
+        what: "deploy --prod".into(),
+        requested_at_ms: requested,
+        expires_at_ms: expires,
+    }
+}
+
+/// A run waiting for a person's grant is a run item until its request expires; it links
+/// to where it is decided, and a disposition hides it like any item.
+#[test]
+fn a_run_awaiting_approval_is_an_item_until_its_request_expires() {
+    let schedules = vec![schedule("s1", "healthy", Some(MIN))];
+    let approvals = vec![waiting("r9", 10 * MIN, 25 * MIN)];
+    let items = derive(&[], &schedules, &approvals, &HashMap::new(), 20 * MIN);
+    assert_eq!(visible(&items), vec!["run:r9"]);
+    let item = &items[0];
+    assert_eq!(item.kind, Kind::Run);
+    assert_eq!(item.title, "job-s1: run awaits approval");
+    assert_eq!(
+        item.detail,
+        "deploy --prod · decide before 1970-01-01 00:25:00 UTC"
+    );
+    assert_eq!(item.link, "/approvals#approval-a-r9");
+    assert_eq!((item.since_ms, item.evidence_ms), (10 * MIN, 10 * MIN));
+    assert!(derive(&[], &schedules, &approvals, &HashMap::new(), 25 * MIN).is_empty());
+    let snoozed = HashMap::from([(
+        "run:r9".to_owned(),
+        decided(State::Snoozed, 10 * MIN, Some(22 * MIN)),
+    )]);
+    assert!(visible(&derive(&[], &schedules, &approvals, &snoozed, 21 * MIN)).is_empty());
+    // Read both as a failed run and as a request (a read in between): one item.
+    let runs = vec![run("r9", Some("s1"), "failed", 12 * MIN)];
+    let items = derive(&runs, &[], &approvals, &HashMap::new(), 20 * MIN);
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].title, "run failed");
 }

@@ -169,6 +169,7 @@ pub(crate) async fn list(
     let caller = caller(&admitted, &headers);
     let runs = source::failing_runs(&state.proxy, &caller).await?;
     let schedules = source::schedules(&state.proxy, &caller).await?;
+    let approvals = source::pending_approvals(&state.proxy, &caller).await?;
     let rows = state.attention.rows().await?;
     let revisions: HashMap<&str, i64> = rows
         .iter()
@@ -178,7 +179,7 @@ pub(crate) async fn list(
         .iter()
         .filter_map(|r| Some((r.item_id.clone(), r.active()?)))
         .collect();
-    let items = derive(&runs, &schedules, &active, now_ms());
+    let items = derive(&runs, &schedules, &approvals, &active, now_ms());
     let hidden = items.iter().filter(|i| i.hidden).count();
     let shown = items
         .iter()

@@ -29,10 +29,12 @@ use serde_json::{Value, json};
 use super::*;
 use crate::{Application, Config, verifier::fake::FakeVerifier};
 
-/// What the fake studiod knows: runs (all failed here) and one failing schedule.
+/// What the fake studiod knows: runs (failed ones, and any awaiting approval), one
+/// failing schedule and the pending approval requests.
 #[derive(Default)]
 struct Daemon {
     runs: Vec<Value>,
+    approvals: Vec<Value>,
     /// Every Authorization header it saw.
     bearers: Vec<String>,
 }
@@ -62,7 +64,12 @@ async fn fake_daemon(state: Arc<Mutex<Daemon>>) -> SocketAddr {
             let query = req.uri().query().unwrap_or("");
             match req.uri().path() {
                 "/api/runs" if query.contains("status=failed") => {
-                    let mut runs = d.runs.clone();
+                    let mut runs: Vec<Value> = d
+                        .runs
+                        .iter()
+                        .filter(|r| r["status"] == "failed")
+                        .cloned()
+                        .collect();
                     runs.reverse();
                     Json(json!({"runs": runs, "next_cursor": null})).into_response()
                 }
@@ -71,6 +78,9 @@ async fn fake_daemon(state: Arc<Mutex<Daemon>>) -> SocketAddr {
                     Json(json!({"schedules": [schedule_s1()], "next_cursor": null})).into_response()
                 }
                 "/api/schedules/s1" => Json(schedule_s1()).into_response(),
+                "/api/approvals" if query.contains("status=pending") => {
+                    Json(json!({"approvals": d.approvals, "next_cursor": null})).into_response()
+                }
                 path => match d.runs.iter().find(|r| {
                     Some(path)
                         == r["id"]
@@ -344,6 +354,43 @@ async fn the_attention_api_through_the_front_door() {
             ("put:p1".into(), 3)
         ]
     );
+
+    // A run awaiting approval is an item linking to its decision; acknowledged, it covers
+    // the request.
+    let request = json!({"id": "a1", "run_id": "r3", "schedule_id": "s1", "schedule_name": "nightly",
+        "status": "pending", "action_sha256": "00",
+        "action": {"action": {"kind": "command", "executable": "deploy", "args": ["--prod"]},
+                   "cwd": null, "env": []},
+        "requested_by": null, "requested_at": "2026-11-29T12:00:00.000Z",
+        "expires_at": "2999-01-01T00:00:00.000Z", "distinct_from_requester": false,
+        "decided_by": null, "decided_role": null, "decided_origin": null, "decided_at": null,
+        "reason": null});
+    {
+        let mut d = daemon.lock().expect("d");
+        let mut run = json!({"id": "r3", "schedule_id": "s1", "kind": "scheduled",
+            "status": "awaiting_approval", "created_at": "2026-11-29T12:00:00.000Z",
+            "attempt": 1, "counted": true, "chain_depth": 0, "transitions": []});
+        run["approvals"] = json!([request.clone()]);
+        d.runs.push(run);
+        d.approvals.push(request);
+    }
+    let (ids, body) = browser.ids("/api/app/attention").await;
+    assert_eq!(ids[0], "run:r3", "{body}");
+    assert_eq!(body["items"][0]["title"], "nightly: run awaits approval");
+    assert_eq!(body["items"][0]["link"], "/approvals#approval-a1");
+    assert_eq!(
+        body["items"][0]["detail"],
+        "deploy --prod · decide before 2999-01-01 00:00:00 UTC"
+    );
+    let (status, row) = browser
+        .send(
+            Method::PUT,
+            "/api/app/attention/run:r3",
+            r#"{"state":"acknowledged","reason":"deciding after lunch"}"#,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{row}");
+    assert_eq!(row["covers"], "2026-11-29T12:00:00.000Z", "the request");
 
     // A viewer reads the queue and decides nothing: `403 forbidden`, and no row changes.
     fake.state

@@ -1,5 +1,6 @@
 //! Reads the facts the queue is derived from — failed and timed-out runs, schedules and
-//! their health — from studiod's HTTP API through the app's typed client, as the caller:
+//! their health, approval requests waiting for a decision — from studiod's HTTP API
+//! through the app's typed client, as the caller:
 //! their bearer and their Origin, signed like any proxied request, so studiod decides
 //! what this caller may read.
 //!
@@ -8,12 +9,13 @@
 
 use std::collections::HashMap;
 
-use studio_api::RunCore;
+use studio_api::{ApprovalStatus, RunCore};
 use studio_contract::error::{ApiError, Code};
 
-use super::derive::{Kind, RunFact, ScheduleFact, derive};
+use super::derive::{ApprovalFact, Kind, RunFact, ScheduleFact, derive};
 use crate::{
-    daemon::{Daemon, DaemonError, Schedule},
+    approval::Bound,
+    daemon::{Approval, Daemon, DaemonError, Schedule},
     proxy::Proxy,
 };
 
@@ -21,6 +23,8 @@ use crate::{
 const RUN_PAGE: usize = 200;
 /// The newest runs of each failing status that can become items.
 pub(crate) const RUNS_PER_STATUS: usize = 200;
+/// The newest pending requests read (studiod's largest page).
+const PENDING_APPROVALS: &str = "500";
 /// Schedule pages followed at most (500 each): the queue reads at most this many × 500
 /// failing or overdue schedules.
 const SCHEDULE_PAGES: usize = 20;
@@ -96,6 +100,22 @@ fn schedule_fact(s: Schedule) -> Result<ScheduleFact, ApiError> {
     })
 }
 
+fn approval_fact(a: Approval) -> Result<ApprovalFact, ApiError> {
+    let what = Bound::read(&a.action).map_or_else(
+        || String::from("an action this cockpit cannot read"),
+        |b| b.work.summary(),
+    );
+    Ok(ApprovalFact {
+        requested_at_ms: instant(&a.requested_at)?,
+        expires_at_ms: instant(&a.expires_at)?,
+        id: a.id,
+        run_id: a.run_id,
+        schedule_id: a.schedule_id,
+        schedule_name: a.schedule_name,
+        what,
+    })
+}
+
 /// Up to `max` runs matching `filter`, newest first, following the cursor.
 async fn runs(
     daemon: &Daemon<'_>,
@@ -130,6 +150,19 @@ pub(crate) async fn failing_runs(
     let mut facts = runs(&daemon, &[("status", "failed")], RUNS_PER_STATUS).await?;
     facts.extend(runs(&daemon, &[("status", "timed_out")], RUNS_PER_STATUS).await?);
     Ok(facts)
+}
+
+/// The requests waiting for a person's decision (the newest 500).
+pub(crate) async fn pending_approvals(
+    proxy: &Proxy,
+    caller: &Caller<'_>,
+) -> Result<Vec<ApprovalFact>, ApiError> {
+    let page = caller
+        .daemon(proxy)
+        .approvals(&[("status", "pending"), ("limit", PENDING_APPROVALS)])
+        .await
+        .map_err(api_error)?;
+    page.approvals.into_iter().map(approval_fact).collect()
 }
 
 /// The failing and overdue schedules (up to the page cap): the only ones that can become
@@ -172,11 +205,18 @@ pub(crate) async fn evidence(
     now_ms: i64,
 ) -> Option<i64> {
     let daemon = caller.daemon(proxy);
-    let (runs_seen, schedules) = match kind {
-        Kind::Run => (
-            vec![run_fact(daemon.run(id).await.ok()?.run.core).ok()?],
-            Vec::new(),
-        ),
+    let (runs_seen, schedules, approvals) = match kind {
+        Kind::Run => {
+            let detail = daemon.run(id).await.ok()?;
+            let waiting = detail
+                .approvals
+                .into_iter()
+                .filter(|a| a.status == ApprovalStatus::Pending)
+                .map(approval_fact)
+                .collect::<Result<Vec<_>, _>>()
+                .ok()?;
+            (vec![run_fact(detail.run.core).ok()?], Vec::new(), waiting)
+        }
         Kind::Sched => {
             let schedule = schedule_fact(daemon.schedule(id).await.ok()?).ok()?;
             let mut seen = Vec::new();
@@ -184,11 +224,11 @@ pub(crate) async fn evidence(
                 let filter = [("schedule", id), ("status", status)];
                 seen.extend(runs(&daemon, &filter, 5).await.ok()?);
             }
-            (seen, vec![schedule])
+            (seen, vec![schedule], Vec::new())
         }
     };
     let item_id = format!("{}:{id}", kind.as_str());
-    derive(&runs_seen, &schedules, &HashMap::new(), now_ms)
+    derive(&runs_seen, &schedules, &approvals, &HashMap::new(), now_ms)
         .into_iter()
         .find(|item| item.id == item_id)
         .map(|item| item.evidence_ms)

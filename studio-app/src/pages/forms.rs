@@ -2,8 +2,8 @@
 //! server renders the fields prefilled from the spec; `cockpit.js` sends the JSON
 //! (`POST /api/schedules`, or a `PATCH` of only what changed), previews the next five
 //! fires and puts each `errors[].path` of a `400 validation_failed` next to its field.
-//! Every field of the spec is here: environment, policies and follow-ups sit in a
-//! collapsed "Advanced" section.
+//! Every field of the spec is here: the approval policy in its own section, environment,
+//! the other policies and follow-ups in a collapsed "Advanced" one.
 
 use askama::Template;
 use axum::{
@@ -12,7 +12,7 @@ use axum::{
 };
 use http::HeaderMap;
 use studio_api::schedule::{
-    Action, FollowUp, MissedFire, OnDaemonLoss, Overlap, Policies, Trigger,
+    Action, ApprovalPolicy, FollowUp, MissedFire, OnDaemonLoss, Overlap, Policies, Trigger,
 };
 
 use super::{Ctx, Nav, render, resolve};
@@ -74,6 +74,7 @@ pub(crate) struct Fields {
     pub(crate) enabled: bool,
     /// `KEY=VALUE`, one per line, in key order.
     pub(crate) env: String,
+    pub(crate) approval: ApprovalFields,
     pub(crate) policies: PolicyFields,
     pub(crate) on_success: FollowUpFields,
     pub(crate) on_fail: FollowUpFields,
@@ -118,6 +119,37 @@ impl PolicyFields {
             max_fires: number(p.rate_limit.map(|r| r.max_fires)),
             window_seconds: number(p.rate_limit.map(|r| r.window_seconds)),
         }
+    }
+}
+
+/// `policies.approval` as fields. The spec carries the policy only while "Require
+/// approval" is ticked: a schedule without one gains none, and one stored with
+/// `required: false` is kept as it is unless the box is ticked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ApprovalFields {
+    pub(crate) required: bool,
+    pub(crate) expires_after: String,
+    pub(crate) distinct_from_requester: bool,
+}
+
+impl Default for ApprovalFields {
+    /// Off, with the policy's own default wait shown for when it is ticked.
+    fn default() -> Self {
+        Self {
+            required: false,
+            expires_after: "1h".into(),
+            distinct_from_requester: false,
+        }
+    }
+}
+
+impl ApprovalFields {
+    fn from_spec(policy: Option<&ApprovalPolicy>) -> Self {
+        policy.map_or_else(Self::default, |a| Self {
+            required: a.required,
+            expires_after: a.expires_after.clone(),
+            distinct_from_requester: a.distinct_from_requester,
+        })
     }
 }
 
@@ -265,6 +297,7 @@ impl Fields {
             cwd: spec.cwd.clone().unwrap_or_default(),
             enabled: s.enabled,
             env,
+            approval: ApprovalFields::from_spec(spec.policies.approval.as_ref()),
             policies: PolicyFields::from_spec(&spec.policies),
             on_success: FollowUpFields::from_spec("on_success", spec.on_success.as_deref()),
             on_fail: FollowUpFields::from_spec("on_fail", spec.on_fail.as_deref()),
@@ -505,6 +538,48 @@ mod tests {
     }
 
     #[test]
+    fn the_approval_policy_comes_from_the_spec_and_is_off_without_one() {
+        let with = |policies: serde_json::Value| -> Schedule {
+            serde_json::from_value(serde_json::json!({
+                "id": "s", "name": "n", "enabled": true, "trigger_kind": "every", "health": "healthy",
+                "runs_counted": 0, "spend_usd": 0.0, "revision": 1,
+                "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+                "spec": {"trigger": {"every": "1h"}, "action": {"kind": "command", "executable": "true"},
+                         "policies": policies}
+            }))
+            .expect("schedule")
+        };
+        let gated = Fields::from_schedule(&with(serde_json::json!({"approval":
+            {"required": true, "expires_after": "15m", "distinct_from_requester": true}})));
+        assert_eq!(
+            gated.approval,
+            ApprovalFields {
+                required: true,
+                expires_after: "15m".into(),
+                distinct_from_requester: true
+            }
+        );
+        assert!(!gated.has_advanced(), "approval has its own section");
+        let html = page(gated);
+        for id in ["field-approval-required", "field-approval-distinct"] {
+            let input = html
+                .split("<input ")
+                .find(|i| i.contains(&format!(r#"data-testid="{id}""#)))
+                .unwrap_or_else(|| panic!("no {id}"));
+            assert!(input.contains(" checked"), "{id}: {input}");
+        }
+        assert!(html.contains(r#"value="15m""#), "{html}");
+        let plain = Fields::from_schedule(&with(serde_json::json!({})));
+        assert_eq!(plain.approval, ApprovalFields::default());
+        let html = page(plain);
+        assert!(
+            html.contains(r#"value="1h""#),
+            "the default wait, for when it is ticked"
+        );
+        assert!(!html.contains(r#"type="checkbox" checked"#), "{html}");
+    }
+
+    #[test]
     fn a_new_schedule_has_a_closed_advanced_section_and_a_label_on_every_control() {
         let f = Fields::new_schedule();
         assert!(!f.has_advanced());
@@ -531,7 +606,7 @@ mod tests {
                 controls += 1;
             }
         }
-        assert!(controls >= 28, "{controls} controls");
+        assert!(controls >= 31, "{controls} controls");
         for key in ["on_success", "on_fail"] {
             assert!(html.contains(&format!(r#"data-when="{key}_kind=command""#)));
         }

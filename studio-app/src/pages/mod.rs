@@ -5,6 +5,7 @@
 //! Invariant: a page shows daemon data only in the `paired` state; every other state
 //! renders the layout's banner with the next step instead.
 
+mod approvals;
 mod assets;
 mod audit;
 mod commands;
@@ -46,6 +47,7 @@ pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     vec![
         ("/", get(overview::overview)),
         ("/attention", get(overview::attention)),
+        ("/approvals", get(approvals::page)),
         ("/devices", get(overview::devices)),
         ("/audit", get(audit::page)),
         ("/commands", get(commands::page)),
@@ -66,6 +68,7 @@ pub(crate) enum Nav {
     Schedules,
     Runs,
     Attention,
+    Approvals,
     Commands,
     Devices,
     Audit,

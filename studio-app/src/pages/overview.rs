@@ -1,8 +1,9 @@
 //! Overview, the cockpit's home page: what is running now (with its elapsed time and a
-//! cancel button), what failed in the last 24 h (with why), what fires next, schedule
-//! health counts and the runs of the last 24 h as an inline SVG bar chart (each bar
-//! opens its hour's runs); the daemon's version and epoch out of the way below. Also the
-//! attention page shell, and Devices (paired browsers).
+//! cancel button), what failed in the last 24 h (with why), how many runs wait for a
+//! person's approval, what fires next, schedule health counts and the runs of the last
+//! 24 h as an inline SVG bar chart (each bar opens its hour's runs); the daemon's version
+//! and epoch out of the way below. Also the attention page shell, and Devices (paired
+//! browsers).
 
 use askama::Template;
 use axum::{extract::State, response::Response};
@@ -101,6 +102,8 @@ pub(crate) struct OverviewPage {
     pub(crate) more_failed: bool,
     /// The next fires, soonest first.
     pub(crate) up_next: Vec<UpNext>,
+    /// Approval requests waiting for a person's decision.
+    pub(crate) pending_approvals: i64,
 }
 
 impl OverviewPage {
@@ -119,6 +122,7 @@ impl OverviewPage {
             failed: Vec::new(),
             more_failed: false,
             up_next: Vec::new(),
+            pending_approvals: 0,
         }
     }
 
@@ -152,6 +156,7 @@ impl OverviewPage {
         self.runs_active = s.runs.active;
         self.bars = bars(&s.runs.hourly);
         self.version = s.daemon.version.clone();
+        self.pending_approvals = s.pending_approvals;
         let rows = |runs: &[RunListItem]| -> Vec<RunRow> {
             runs.iter().map(|r| RunRow::list(r, &self.ctx)).collect()
         };

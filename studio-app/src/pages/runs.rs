@@ -12,7 +12,9 @@ use http::HeaderMap;
 use studio_api::{QueuePlace, RunCore, RunDetail, RunListItem, RunStatus, Transition};
 
 use super::{
-    Ctx, Nav, render, resolve,
+    Ctx, Nav,
+    approvals::{ApprovalView, EvidenceView},
+    render, resolve,
     words::{self, short_id},
 };
 use crate::{
@@ -463,6 +465,21 @@ pub(crate) struct DetailPage {
     /// Who asked for it and who cancelled it, from the audit trail (a run the clock
     /// fired has none).
     pub(crate) history: Vec<super::audit::AuditRow>,
+    /// Its approval requests, oldest first (none unless its schedule requires approval).
+    pub(crate) approvals: Vec<ApprovalView>,
+    /// The evidence rows sealed for it, oldest first.
+    pub(crate) evidence: Vec<EvidenceView>,
+}
+
+impl DetailPage {
+    /// The request a run awaiting approval waits for: its newest, while pending.
+    pub(crate) fn waiting_for(&self) -> Option<&ApprovalView> {
+        let run = self.run.as_ref()?;
+        if run.status != RunStatus::AwaitingApproval.as_str() {
+            return None;
+        }
+        self.approvals.last().filter(|a| a.pending())
+    }
 }
 
 #[tracing::instrument(skip_all)]
@@ -476,6 +493,8 @@ pub(crate) async fn detail(
         ctx: ctx.clone(),
         run: None,
         history: Vec::new(),
+        approvals: Vec::new(),
+        evidence: Vec::new(),
     };
     if let Some(p) = paired {
         let daemon = p.daemon(&state);
@@ -483,7 +502,19 @@ pub(crate) async fn detail(
         let audit_query = [("object", object.as_str()), ("limit", "10")];
         let (run, history) = tokio::join!(daemon.run(&id), daemon.audit(&audit_query));
         match run {
-            Ok(r) => page.run = Some(RunRow::detail(&r, &ctx)),
+            Ok(r) => {
+                page.run = Some(RunRow::detail(&r, &ctx));
+                page.approvals = r
+                    .approvals
+                    .iter()
+                    .map(|a| ApprovalView::new(a, &ctx))
+                    .collect();
+                page.evidence = r
+                    .evidence
+                    .iter()
+                    .map(|e| EvidenceView::new(e, &ctx))
+                    .collect();
+            }
             Err(e) => ctx.fail(&e),
         }
         match history {

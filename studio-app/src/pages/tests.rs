@@ -229,6 +229,8 @@ fn run_detail_has_transitions_outcome_and_log_view() {
     triggered.principal.clone_from(&ctx.principal);
     let page = runs::DetailPage {
         run: Some(row("running", &ctx)),
+        approvals: Vec::new(),
+        evidence: Vec::new(),
         history: vec![super::audit::AuditRow::new(&triggered, &ctx)],
         ctx,
     };
@@ -251,6 +253,8 @@ fn run_detail_has_transitions_outcome_and_log_view() {
     assert_eq!(html.matches(r#"data-testid="transition""#).count(), 2);
     let ended = runs::DetailPage {
         run: Some(row("completed", &paired(Nav::Runs))),
+        approvals: Vec::new(),
+        evidence: Vec::new(),
         history: Vec::new(),
         ctx: paired(Nav::Runs),
     };
@@ -267,6 +271,8 @@ fn a_failed_run_leads_with_its_name_and_why_it_failed() {
     let ctx = paired(Nav::Runs);
     let page = runs::DetailPage {
         run: Some(row("failed", &ctx)),
+        approvals: Vec::new(),
+        evidence: Vec::new(),
         history: Vec::new(),
         ctx,
     };
@@ -474,6 +480,7 @@ fn summary() -> Summary {
         "runs": {"active": 1, "total": 2, "since": "2025-12-31T13:00:00Z", "by_status": {"failed": 1, "completed": 1, "skipped": 0},
                  "hourly": hourly, "running": [core(running)], "failed": [core(run("failed"))],
                  "more_failed": true},
+        "pending_approvals": 2,
     }))
     .expect("summary")
 }
@@ -519,6 +526,13 @@ fn overview_attention_and_devices_render() {
     );
     assert!(html.contains("ep_123"));
     assert!(html.contains(r#"href="/attention""#));
+    assert!(
+        html.contains(
+            r#"<strong data-testid="approvals-count">2</strong> runs wait for approval."#
+        ),
+        "{html}"
+    );
+    assert!(html.contains(r#"href="/approvals" data-testid="approvals-link""#));
     let att = overview::AttentionPage {
         ctx: paired(Nav::Attention),
     }

@@ -26,6 +26,19 @@ impl Stamp {
         Some(Self { at, now })
     }
 
+    /// An instant the daemon reported in milliseconds since the epoch.
+    pub(crate) fn from_ms(ms: i64, now: Timestamp) -> Option<Self> {
+        Some(Self {
+            at: Timestamp::from_millisecond(ms).ok()?,
+            now,
+        })
+    }
+
+    /// Whole seconds from now until it (negative once past).
+    pub(crate) fn secs_from_now(&self) -> i64 {
+        self.at.as_second() - self.now.as_second()
+    }
+
     pub(crate) fn utc(&self) -> String {
         self.at
             .to_zoned(TimeZone::UTC)
@@ -45,7 +58,7 @@ impl Stamp {
     /// [`Stamp::relative`] as a value the template writes without a string of its own
     /// (a schedules page holds 500 of them).
     pub(crate) fn ago(&self) -> Relative {
-        Relative(self.at.as_second() - self.now.as_second())
+        Relative(self.secs_from_now())
     }
 }
 
@@ -152,6 +165,30 @@ impl fmt::Display for Span {
     }
 }
 
+/// The time left before an instant, to the second ("14 min 5 s left"; days to the
+/// minute), or "expired" once it has passed; `cockpit.js` ticks it in the same words.
+pub(crate) fn countdown(secs: i64) -> String {
+    if secs <= 0 {
+        return "expired".into();
+    }
+    let (d, h, m, s) = (
+        secs / 86_400,
+        secs % 86_400 / 3_600,
+        secs % 3_600 / 60,
+        secs % 60,
+    );
+    let left = if d > 0 {
+        format!("{d} d {h} h {m} min")
+    } else if h > 0 {
+        format!("{h} h {m} min {s} s")
+    } else if m > 0 {
+        format!("{m} min {s} s")
+    } else {
+        format!("{s} s")
+    };
+    format!("{left} left")
+}
+
 /// The part of an id people tell runs apart by: its last eight characters (a UUIDv7's
 /// first ones are its time).
 pub(crate) fn short_id(id: &str) -> &str {
@@ -219,6 +256,11 @@ mod tests {
         assert_eq!(duration_ms(Some(1500)), "1.5 s");
         assert_eq!(duration_ms(Some(7_800_000)), "2 h 10 min");
         assert_eq!(money(Some(0.0)), "—");
+        assert_eq!(countdown(899), "14 min 59 s left");
+        assert_eq!(countdown(3_605), "1 h 0 min 5 s left");
+        assert_eq!(countdown(90_061), "1 d 1 h 1 min left");
+        assert_eq!(countdown(7), "7 s left");
+        assert_eq!(countdown(0), "expired");
     }
 
     #[test]

@@ -516,9 +516,24 @@ async fn screenshots_of_every_page() {
     wait_terminal(&api, &ok).await;
     let failed = api.trigger(&broken).await;
     wait_terminal(&api, &failed).await;
+    let mut release = command_spec(
+        "deploy-site",
+        every("1d"),
+        "sh",
+        &["-c", "rsync -a build/ /srv/www"],
+    );
+    release.cwd = Some("/tmp".into());
+    release.env = studio_tests::api::env(&[("SITE", "www")]);
+    release.policies.approval = Some(studio_api::schedule::ApprovalPolicy {
+        required: true,
+        expires_after: "1h".into(),
+        distinct_from_requester: true,
+    });
+    let release = api.create(&release).await;
+    api.trigger(&release).await;
 
     let browser = paired_browser(&studio).await;
-    let shots: [(&str, &str, &str); 9] = [
+    let shots: [(&str, &str, &str); 10] = [
         ("overview", "/", "daemon-facts"),
         ("schedules", "/schedules", "schedules-table"),
         (
@@ -529,6 +544,7 @@ async fn screenshots_of_every_page() {
         ("runs", "/runs", "runs-table"),
         ("run", &format!("/runs/{ok}"), "log-view"),
         ("attention", "/attention", "attention-list"),
+        ("approvals", "/approvals", "approval"),
         ("devices", "/devices", "devices-table"),
         ("commands", "/commands", "commands-table"),
         ("audit", "/audit", "audit-table"),
@@ -584,6 +600,7 @@ async fn screenshots_of_every_page() {
             "runs",
             "run",
             "attention",
+            "approvals",
             "devices",
             "commands",
         ] {

@@ -1,12 +1,12 @@
 //! The cockpit on a phone, in a real browser 420 px wide: no page scrolls sideways and
-//! nothing in `main` is wider than the screen, even with long names, ids and log lines;
-//! the runs list shows each run's name, status and outcome on screen; the nav stays on one
-//! line; a run page shows its log before its facts and history. Back at desktop width the
-//! tables and the run page are laid out as before. Set-up and helpers are the cockpit
-//! tests'.
+//! nothing in `main` is wider than the screen, even with long names, ids, log lines and
+//! a long command waiting for approval; the runs list shows each run's name, status and
+//! outcome on screen; the nav stays on one line; a run page shows its log before its
+//! facts and history. Back at desktop width the tables and the run page are laid out as
+//! before. Set-up and helpers are the cockpit tests'.
 
 use serde_json::{Value, json};
-use studio_api::RunStatus;
+use studio_api::{RunStatus, schedule::ApprovalPolicy};
 use studio_tests::browser::{Browser, WINDOW};
 
 use super::cockpit::{Api, WAIT, open, paired_browser, sh, start, wait_terminal};
@@ -104,6 +104,17 @@ async fn every_page_fits_a_phone_screen() {
         .await;
     api.create(&sh("etl/warehouse/nightly-incremental-load", "true"))
         .await;
+    let mut gated = sh(
+        "deploy/a-very-long-project-name/production-release",
+        "rsync --archive --delete /var/lib/warehouse/exports/2026/daily_sales_summary_for_every_region_and_every_store/ backup:/srv",
+    );
+    gated.policies.approval = Some(ApprovalPolicy {
+        required: true,
+        expires_after: "1h".into(),
+        distinct_from_requester: false,
+    });
+    let gated = api.create(&gated).await;
+    let awaiting = api.trigger(&gated).await;
     let failed = api.trigger(&failing).await;
     let completed = api.trigger(&passing).await;
     assert_eq!(
@@ -127,13 +138,15 @@ async fn every_page_fits_a_phone_screen() {
         (format!("/runs/{failed}"), "run-why"),
         (format!("/runs/{completed}"), "log-view"),
         ("/attention".to_owned(), "attention-item"),
+        ("/approvals".to_owned(), "approval"),
+        (format!("/runs/{awaiting}"), "run-awaiting"),
         ("/devices".to_owned(), "devices-table"),
         ("/commands".to_owned(), "commands-table"),
         ("/audit".to_owned(), "audit-table"),
     ];
     for (path, testid) in &pages {
         open(&browser, &studio, path, testid).await;
-        if path.starts_with("/runs/") {
+        if path.starts_with("/runs/") && *testid != "run-awaiting" {
             // The log has loaded, long line and all.
             browser.wait_for_text("log-text", ".parquet", WAIT).await;
         }

@@ -4,6 +4,7 @@
 mod attention;
 mod browser;
 mod cockpit;
+mod cockpit_approvals;
 mod cockpit_attention;
 mod cockpit_form;
 mod cockpit_home;

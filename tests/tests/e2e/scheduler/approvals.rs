@@ -158,7 +158,7 @@ async fn approvals_a_grant_launches_once_across_a_kill_between_grant_and_launch(
     assert_eq!(done.run.core.status, RunStatus::Completed, "{done:?}");
     assert_eq!(
         lines_of(&ran),
-        [run.core.id.clone()],
+        std::slice::from_ref(&run.core.id),
         "launched exactly once"
     );
     assert_eq!(

@@ -22,8 +22,8 @@ use studio_tests::{
 };
 
 mod allowlist;
-mod approvals;
 mod api;
+mod approvals;
 mod events;
 mod gates;
 mod recovery;
