@@ -37,31 +37,16 @@ pub(crate) struct ListQuery {
     cursor: Option<String>,
 }
 
-fn statuses(text: Option<&str>) -> Result<Vec<ApprovalStatus>, ApiError> {
-    let mut out = Vec::new();
-    for word in text
-        .unwrap_or_default()
-        .split(',')
-        .filter(|w| !w.is_empty())
-    {
-        let status = ApprovalStatus::parse(word).ok_or_else(|| {
-            ApiError::new(
-                Code::BadRequest,
-                format!("unknown status {word:?} ({})", APPROVAL_STATUSES.join(", ")),
-            )
-        })?;
-        if !out.contains(&status) {
-            out.push(status);
-        }
-    }
-    Ok(out)
-}
-
 pub(crate) async fn list(
     State(state): State<ApiState>,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<ApprovalPage>, ApiError> {
-    let statuses = statuses(q.status.as_deref())?;
+    let statuses = cursor::words(
+        q.status.as_deref(),
+        "status",
+        &APPROVAL_STATUSES,
+        ApprovalStatus::parse,
+    )?;
     let schedule_id = q.schedule_id.filter(|s| !s.is_empty());
     let run_id = q.run_id.filter(|s| !s.is_empty());
     let limit = q.limit.unwrap_or(50).clamp(1, 500);
@@ -73,10 +58,11 @@ pub(crate) async fn list(
         schedule_id.as_deref().unwrap_or_default(),
         run_id.as_deref().unwrap_or_default(),
     );
-    let before = match &q.cursor {
-        Some(c) => Some(position(&cursor::decode(c, &list)?)?),
-        None => None,
-    };
+    let before = q
+        .cursor
+        .as_deref()
+        .map(|c| cursor::decode_keyset(c, &list))
+        .transpose()?;
     let rows = state
         .scheduler
         .reads()
@@ -93,25 +79,13 @@ pub(crate) async fn list(
     let next_cursor = (rows.len() > keep)
         .then(|| {
             rows.get(keep - 1)
-                .map(|r| cursor::encode(&list, &format!("{}|{}", r.requested_at_ms, r.id)))
+                .map(|r| cursor::encode_keyset(&list, (r.requested_at_ms, &r.id)))
         })
         .flatten();
     Ok(Json(ApprovalPage {
         approvals: rows.iter().take(keep).map(view).collect(),
         next_cursor,
     }))
-}
-
-/// A cursor's position: `requested_at_ms|id`.
-fn position(text: &str) -> Result<(i64, String), ApiError> {
-    text.split_once('|')
-        .and_then(|(at, id)| Some((at.parse().ok()?, id.to_owned())))
-        .ok_or_else(|| {
-            ApiError::new(
-                Code::InvalidCursor,
-                "the cursor is not one this server issued",
-            )
-        })
 }
 
 pub(crate) fn view(a: &ApprovalRow) -> Approval {

@@ -25,31 +25,6 @@ pub(crate) struct ListQuery {
     cursor: Option<String>,
 }
 
-/// The kinds of a `kind` filter, each checked, without repeats.
-fn kinds(text: Option<&str>) -> Result<Vec<&'static str>, ApiError> {
-    let mut out = Vec::new();
-    for word in text
-        .unwrap_or_default()
-        .split(',')
-        .filter(|w| !w.is_empty())
-    {
-        let kind = AUDIT_KINDS
-            .iter()
-            .copied()
-            .find(|k| *k == word)
-            .ok_or_else(|| {
-                ApiError::new(
-                    Code::BadRequest,
-                    format!("unknown kind {word:?} ({})", AUDIT_KINDS.join(", ")),
-                )
-            })?;
-        if !out.contains(&kind) {
-            out.push(kind);
-        }
-    }
-    Ok(out)
-}
-
 /// A filter's text, if given and not empty (the API treats absent and empty alike).
 fn given(t: &Option<String>) -> Option<&str> {
     t.as_deref().filter(|t| !t.is_empty())
@@ -59,7 +34,9 @@ pub(crate) async fn list(
     State(state): State<ApiState>,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> Result<Json<AuditPage>, ApiError> {
-    let kinds = kinds(q.kind.as_deref())?;
+    let kinds = cursor::words(q.kind.as_deref(), "kind", &AUDIT_KINDS, |word| {
+        AUDIT_KINDS.iter().copied().find(|k| *k == word)
+    })?;
     let (schedule, object, principal) = (given(&q.schedule), given(&q.object), given(&q.principal));
     let since_ms = instant("since", q.since.as_deref())?;
     let limit = q.limit.unwrap_or(50).clamp(1, 500);

@@ -1,4 +1,5 @@
-//! Page cursors: opaque, and bound to the list they were issued for. A cursor carries the
+//! Page cursors and list filters. Cursors are opaque, and bound to the list they were
+//! issued for. A cursor carries the
 //! last row of its page and a digest of the list's filters; presented under other
 //! filters, or altered, it is refused (`400 invalid_cursor`) instead of silently paging
 //! through another list. The page size is not a filter: it may change between pages.
@@ -32,6 +33,49 @@ pub(crate) fn decode(cursor: &str, filters: &str) -> Result<String, ApiError> {
         ));
     }
     String::from_utf8(position.to_vec()).map_err(|_| invalid("is not one this server issued"))
+}
+
+/// The cursor after the row at `(at, id)` of a list ordered by an instant and an id.
+pub(crate) fn encode_keyset(filters: &str, (at, id): (i64, &str)) -> String {
+    encode(filters, &format!("{at}:{id}"))
+}
+
+/// The `(at, id)` position `cursor` names, if it was issued for the list `filters`
+/// describes.
+pub(crate) fn decode_keyset(cursor: &str, filters: &str) -> Result<(i64, String), ApiError> {
+    let position = decode(cursor, filters)?;
+    position
+        .split_once(':')
+        .and_then(|(at, id)| Some((at.parse().ok()?, id.to_owned())))
+        .ok_or_else(|| invalid("is not one this server issued"))
+}
+
+/// The words of a comma-separated filter (`status=failed,timed_out`), each read by
+/// `parse`, without repeats; an unknown one is `400 bad_request` listing the `known`
+/// words of the filter `what`.
+pub(crate) fn words<T: PartialEq>(
+    text: Option<&str>,
+    what: &str,
+    known: &[&str],
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Vec<T>, ApiError> {
+    let mut out = Vec::new();
+    for word in text
+        .unwrap_or_default()
+        .split(',')
+        .filter(|w| !w.is_empty())
+    {
+        let value = parse(word).ok_or_else(|| {
+            ApiError::new(
+                Code::BadRequest,
+                format!("unknown {what} {word:?} ({})", known.join(", ")),
+            )
+        })?;
+        if !out.contains(&value) {
+            out.push(value);
+        }
+    }
+    Ok(out)
 }
 
 fn invalid(why: &str) -> ApiError {

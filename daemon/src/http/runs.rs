@@ -88,33 +88,17 @@ pub(crate) async fn list_for_schedule(
     list_filtered(&state, q, Some(id)).await
 }
 
-/// The statuses of a `status` filter (comma-separated), each checked, without repeats.
-fn statuses(text: Option<&str>) -> Result<Vec<RunStatus>, ApiError> {
-    let mut out = Vec::new();
-    for word in text
-        .unwrap_or_default()
-        .split(',')
-        .filter(|w| !w.is_empty())
-    {
-        let status = RunStatus::parse(word).ok_or_else(|| {
-            ApiError::new(
-                Code::BadRequest,
-                format!("unknown status {word:?} ({})", RunStatus::WORDS.join(", ")),
-            )
-        })?;
-        if !out.contains(&status) {
-            out.push(status);
-        }
-    }
-    Ok(out)
-}
-
 async fn list_filtered(
     state: &ApiState,
     q: ListQuery,
     schedule: Option<String>,
 ) -> Result<Json<RunPage>, ApiError> {
-    let statuses = statuses(q.status.as_deref())?;
+    let statuses = cursor::words(
+        q.status.as_deref(),
+        "status",
+        &RunStatus::WORDS,
+        RunStatus::parse,
+    )?;
     let text = |t: Option<String>| t.filter(|t| !t.is_empty());
     let (name_contains, project) = (text(q.q), text(q.project));
     let store = state.scheduler.reads();
@@ -153,22 +137,11 @@ async fn list_filtered(
         since_ms.map(|m| m.to_string()).unwrap_or_default(),
         until_ms.map(|m| m.to_string()).unwrap_or_default(),
     );
-    let before = match &q.cursor {
-        Some(c) => {
-            let text = cursor::decode(c, &list)?;
-            let (at, id) = text
-                .split_once(':')
-                .and_then(|(a, i)| Some((a.parse::<i64>().ok()?, i.to_owned())))
-                .ok_or_else(|| {
-                    ApiError::new(
-                        Code::InvalidCursor,
-                        "the cursor is not one this server issued",
-                    )
-                })?;
-            Some((at, id))
-        }
-        None => None,
-    };
+    let before = q
+        .cursor
+        .as_deref()
+        .map(|c| cursor::decode_keyset(c, &list))
+        .transpose()?;
     let filter = RunFilter {
         schedule_id,
         statuses,
@@ -184,7 +157,7 @@ async fn list_filtered(
     let next = (rows.len() > keep)
         .then(|| {
             rows.get(keep - 1)
-                .map(|r| cursor::encode(&list, &format!("{}:{}", r.created_at_ms, r.id)))
+                .map(|r| cursor::encode_keyset(&list, (r.created_at_ms, &r.id)))
         })
         .flatten();
     // A list carries no log tails (up to 128 KiB a run): `GET /api/runs/{id}` has them.

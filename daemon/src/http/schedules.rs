@@ -188,30 +188,15 @@ pub(crate) struct ListQuery {
     cursor: Option<String>,
 }
 
-/// The healths named in a `health` filter, each checked.
-fn healths(text: Option<&str>) -> Result<Vec<&str>, ApiError> {
-    let Some(text) = text.filter(|t| !t.is_empty()) else {
-        return Ok(Vec::new());
-    };
-    text.split(',')
-        .map(|h| {
-            HEALTHS.iter().copied().find(|k| *k == h).ok_or_else(|| {
-                ApiError::new(
-                    Code::BadRequest,
-                    format!("unknown health {h:?} ({})", HEALTHS.join(", ")),
-                )
-            })
-        })
-        .collect()
-}
-
 /// One page of schedules by name, optionally filtered by health.
 pub(crate) async fn list(
     State(state): State<ApiState>,
     QueryParams(query): QueryParams<ListQuery>,
 ) -> Result<Json<SchedulePage>, ApiError> {
     let limit = query.limit.unwrap_or(100).clamp(1, 500);
-    let wanted = healths(query.health.as_deref())?;
+    let wanted = cursor::words(query.health.as_deref(), "health", HEALTHS, |word| {
+        HEALTHS.iter().copied().find(|h| *h == word)
+    })?;
     // The list a cursor belongs to: every filter.
     let list = format!(
         "schedules|enabled={}|q={}|health={}",
