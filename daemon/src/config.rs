@@ -236,7 +236,7 @@ fn scheduler_config(env: &impl Fn(&str) -> Option<String>) -> Result<SchedulerCo
         c.crash_at = Some(CrashPoint::parse(&point).ok_or_else(|| {
             bad(
                 "STUDIO_TEST_CRASH_AT",
-                "must be after_claim, after_spawn, after_dispatch or before_finish",
+                "must be after_claim, after_grant, after_spawn, after_dispatch or before_finish",
             )
         })?);
     }
