@@ -45,6 +45,10 @@ pub enum Op {
     GrantApproval,
     DenyApproval,
     ExportEvidence,
+    SubmitTask,
+    ListTasks,
+    GetTask,
+    CancelTask,
     PlanDeclarations,
     ApplyDeclarations,
     ExportDeclarations,
@@ -185,6 +189,21 @@ const DECISION_ERRORS: &[Code] = &[
     Code::ApprovalStale,
     Code::RequesterCannotApprove,
     Code::ValidationFailed,
+];
+
+const TASK_FILTERS: &[Param] = &[
+    Param {
+        name: "status",
+        kind: Kind::ListOf(&TASK_STATUSES),
+        about: "comma-separated statuses",
+    },
+    Param {
+        name: "label",
+        kind: Kind::String,
+        about: "tasks that need this label",
+    },
+    LIMIT,
+    CURSOR,
 ];
 
 const LOG_PARAMS: &[Param] = &[
@@ -532,6 +551,7 @@ pub const ROUTES: &[Route<Op>] = &[
             ("run", typed::<RunEvent>()),
             ("schedule", typed::<ScheduleEvent>()),
             ("approval", typed::<ApprovalEvent>()),
+            ("task", typed::<TaskEvent>()),
         ]),
     ),
     route(
@@ -630,6 +650,56 @@ pub const ROUTES: &[Route<Op>] = &[
         )
     },
     Route {
+        takes: Takes::Json(typed::<crate::schedule::TaskSpec>()),
+        errors: &[
+            Code::ValidationFailed,
+            Code::IdempotencyConflict,
+            Code::QueueFull,
+        ],
+        ..route(
+            Op::SubmitTask,
+            "submit_task",
+            Post,
+            "/api/tasks",
+            "Submit a task (201; the same idempotency key with the same spec answers the existing task with 200; a full queue for its concurrency key is 429 with Retry-After)",
+            Gives::Json(201, typed::<Task>()),
+        )
+    },
+    Route {
+        query: TASK_FILTERS,
+        errors: &[Code::BadRequest, Code::InvalidCursor],
+        ..route(
+            Op::ListTasks,
+            "list_tasks",
+            Get,
+            "/api/tasks",
+            "One page of tasks, newest first",
+            ok::<TaskPage>(),
+        )
+    },
+    Route {
+        errors: &[Code::TaskNotFound],
+        ..route(
+            Op::GetTask,
+            "get_task",
+            Get,
+            "/api/tasks/{id}",
+            "One task with its attempts",
+            ok::<TaskDetail>(),
+        )
+    },
+    Route {
+        errors: &[Code::TaskNotFound, Code::TaskNotActive],
+        ..route(
+            Op::CancelTask,
+            "cancel_task",
+            Post,
+            "/api/tasks/{id}/cancel",
+            "Cancel a task: a queued one at once, a running one through its attempt",
+            ok::<Task>(),
+        )
+    },
+    Route {
         // A dry run.
         needs: Role::Viewer,
         takes: Takes::Json(typed::<DeclarationRequest>()),
@@ -725,7 +795,8 @@ mod tests {
         assert!(proxied("/api/events"));
         assert!(!proxied("/api/studio/pair"), "the app pairs itself");
         assert!(!proxied("/health"));
-        assert!(!proxied("/api/tasks"), "studiod serves no tasks yet");
+        assert!(proxied("/api/tasks"));
+        assert!(proxied("/api/tasks/t1/cancel"));
         assert!(proxied("/api/approvals"));
         assert!(proxied("/api/approvals/a1/grant"));
         assert!(!proxied("/api/approvals/a1/consume"));

@@ -9,6 +9,7 @@ mod identity;
 mod runs;
 mod schedules;
 mod summary;
+mod tasks;
 
 pub use allowlist::*;
 pub use approvals::*;
@@ -19,3 +20,4 @@ pub use identity::*;
 pub use runs::*;
 pub use schedules::*;
 pub use summary::*;
+pub use tasks::*;

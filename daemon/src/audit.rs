@@ -49,6 +49,8 @@ pub(crate) enum Kind {
     RunCancelled,
     ApprovalGranted,
     ApprovalDenied,
+    TaskSubmitted,
+    TaskCancelled,
 }
 
 impl Kind {
@@ -71,12 +73,14 @@ impl Kind {
             Kind::RunCancelled => "run_cancelled",
             Kind::ApprovalGranted => "approval_granted",
             Kind::ApprovalDenied => "approval_denied",
+            Kind::TaskSubmitted => "task_submitted",
+            Kind::TaskCancelled => "task_cancelled",
         }
     }
 
     /// Every kind, for the API's filter and its documentation.
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 17] = [
+    pub(crate) const ALL: [Kind; 19] = [
         Kind::EpochStarted,
         Kind::EpochStopped,
         Kind::PairingMinted,
@@ -94,6 +98,8 @@ impl Kind {
         Kind::RunCancelled,
         Kind::ApprovalGranted,
         Kind::ApprovalDenied,
+        Kind::TaskSubmitted,
+        Kind::TaskCancelled,
     ];
 }
 

@@ -231,6 +231,25 @@ fn scheduler_config(env: &impl Fn(&str) -> Option<String>) -> Result<SchedulerCo
             })?;
         c.missed_fire_grace_ms = secs * 1_000;
     }
+    if let Some(labels) = env("STUDIO_LOCAL_LABELS") {
+        c.local_labels = labels
+            .split(',')
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let label = |l: &String| {
+            l.len() <= 64
+                && l.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        };
+        if !c.local_labels.iter().all(label) {
+            return Err(bad(
+                "STUDIO_LOCAL_LABELS",
+                "must be comma-separated labels of letters, digits, '.', '_' or '-'",
+            ));
+        }
+    }
     c.default_timezone = env("STUDIO_SCHEDULER_TZ").filter(|s| !s.trim().is_empty());
     if let Some(point) = env("STUDIO_TEST_CRASH_AT").filter(|s| !s.is_empty()) {
         c.crash_at = Some(CrashPoint::parse(&point).ok_or_else(|| {

@@ -108,6 +108,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "approvals and evidence",
         include_str!("../../migrations/daemon/0019_approvals_evidence.sql"),
     ),
+    (
+        20,
+        "tasks",
+        include_str!("../../migrations/daemon/0020_tasks.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -624,7 +629,7 @@ mod tests {
         let was = read(before.readers.clone()).await;
         before.close().await;
 
-        let after = studio_store::open(&path, MIGRATIONS, true)
+        let after = studio_store::open(&path, &MIGRATIONS[..18], true)
             .await
             .expect("migrate to 0018");
         assert_eq!(read(after.readers.clone()).await, was);
@@ -659,6 +664,77 @@ mod tests {
         .execute(&after.writer)
         .await;
         assert!(refused.is_err(), "an unknown status is refused");
+        after.close().await;
+    }
+
+    /// Migration 0020 rebuilds `runs` again (a `task` kind, the attempt's task, worker,
+    /// fence and lease): every run reads the same after, approvals included, every index,
+    /// trigger and view is back, and an attempt of a task is stored.
+    #[tokio::test]
+    async fn the_task_migration_keeps_every_run_and_what_reads_them() {
+        let dir = TempDir::new("tasks");
+        let path = dir.path().join("state.db");
+        let before = studio_store::open(&path, &MIGRATIONS[..19], true)
+            .await
+            .expect("open at 0019");
+        sqlx::query(
+            "INSERT INTO schedules (id, name, spec, enabled, trigger_kind, anchor_ms, \
+             created_at_ms, updated_at_ms) VALUES ('s', 's', '{}', 1, 'every', 0, 0, 0); \
+             INSERT INTO runs (id, schedule_id, kind, status, action, created_at_ms, \
+             finished_at_ms, cost_usd, error_line, attempt, schedule_name, approval_id) VALUES \
+             ('r1', 's', 'scheduled', 'failed', '{}', 3600000, 3600010, 0.5, 'boom', 1, 's', NULL), \
+             ('r2', 's', 'manual', 'awaiting_approval', '{}', 3600020, NULL, NULL, NULL, 1, 's', 'a1')",
+        )
+        .execute(&before.writer)
+        .await
+        .expect("rows");
+        let read = |pool: sqlx::SqlitePool| async move {
+            type Run = (String, String, Option<String>, Option<String>, Option<f64>);
+            let runs: Vec<Run> = sqlx::query_as(
+                "SELECT id, status, error_line, approval_id, cost_usd FROM runs ORDER BY id",
+            )
+            .fetch_all(&pool)
+            .await
+            .expect("runs");
+            let rollups: (String, Option<String>, f64) = sqlx::query_as(
+                "SELECT recent_runs, last_outcome, spend_usd FROM schedules WHERE id = 's'",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("rollups");
+            let objects: Vec<(String, String)> = sqlx::query_as(
+                "SELECT type, name FROM sqlite_master WHERE tbl_name IN ('runs', 'schedule_strips') \
+                 AND name NOT LIKE 'sqlite_autoindex%' AND name <> 'runs_by_task' \
+                 ORDER BY type, name",
+            )
+            .fetch_all(&pool)
+            .await
+            .expect("schema");
+            (runs, rollups, objects)
+        };
+        let was = read(before.readers.clone()).await;
+        before.close().await;
+        let after = studio_store::open(&path, MIGRATIONS, true)
+            .await
+            .expect("migrate to 0020");
+        assert_eq!(read(after.readers.clone()).await, was);
+        sqlx::query(
+            "INSERT INTO tasks (id, spec, spec_sha256, status, created_at_ms, updated_at_ms) \
+             VALUES ('t1', '{}', 'x', 'leased', 1, 1); \
+             INSERT INTO runs (id, kind, status, action, created_at_ms, task_id, worker_id, \
+             fence, lease_expires_at_ms) VALUES ('r3', 'task', 'queued', '{}', 1, 't1', \
+             'builtin', 1, 30001)",
+        )
+        .execute(&after.writer)
+        .await
+        .expect("an attempt of a task");
+        let refused = sqlx::query(
+            "INSERT INTO tasks (id, spec, spec_sha256, status, created_at_ms, updated_at_ms) \
+             VALUES ('t2', '{}', 'x', 'paused', 1, 1)",
+        )
+        .execute(&after.writer)
+        .await;
+        assert!(refused.is_err(), "an unknown task status is refused");
         after.close().await;
     }
 

@@ -7,6 +7,7 @@ pub mod declaration;
 pub mod duration;
 pub mod load;
 pub mod spec;
+pub mod task;
 pub mod trigger;
 pub mod validate;
 pub mod words;
@@ -19,6 +20,7 @@ pub use spec::{
     Action, ApprovalPolicy, CronTrigger, FollowUp, MissedFire, OnDaemonLoss, Overlap, Policies,
     RateLimit, ScheduleSpec, Trigger,
 };
+pub use task::{Concurrency, TaskSpec, validate_task};
 pub use trigger::Armed;
-pub use validate::{Context, FieldError, Validated, parse_json, validate};
+pub use validate::{Context, FieldError, Validated, parse_json, parse_json_as, validate};
 pub use zone::{Zone, ZoneSource};

@@ -41,6 +41,12 @@ pub struct Validated {
 
 /// Parses a JSON schedule spec; a structural error names the field it was found at.
 pub fn parse_json(text: &str) -> Result<ScheduleSpec, FieldError> {
+    parse_json_as(text)
+}
+
+/// Parses JSON into `T` (a schedule or a task spec); a structural error names the field
+/// it was found at.
+pub fn parse_json_as<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, FieldError> {
     let de = &mut serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -67,34 +73,13 @@ pub fn validate(spec: ScheduleSpec, ctx: &Context<'_>) -> Result<Validated, Vec<
         errors.push(FieldError::new("description", "is longer than 4096 bytes"));
     }
     let armed = arm(&spec.trigger, ctx, &mut errors);
-    check_action("action", &spec.action, ctx, &mut errors);
-    if let Some(cwd) = &spec.cwd
-        && (!cwd.starts_with('/') || cwd.contains('\0'))
-    {
-        errors.push(FieldError::new(
-            "cwd",
-            "must be an absolute path (declaration files may give one relative to the file)",
-        ));
-    }
-    for (key, value) in &spec.env {
-        let path = format!("env.{key}");
-        let valid_key = key
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid_key {
-            errors.push(FieldError::new(
-                &path,
-                "a variable name is letters, digits and _, not starting with a digit",
-            ));
-        } else if let Some(why) = jobenv::refusal(key) {
-            errors.push(FieldError::new(&path, why));
-        }
-        if value.contains('\0') {
-            errors.push(FieldError::new(&path, "must not contain a NUL byte"));
-        }
-    }
+    check_job(
+        &spec.action,
+        spec.cwd.as_deref(),
+        &spec.env,
+        ctx,
+        &mut errors,
+    );
     check_policies(&spec, &mut errors);
     check_chain(
         "on_success",
@@ -208,6 +193,74 @@ fn arm(trigger: &Trigger, ctx: &Context<'_>, errors: &mut Vec<FieldError>) -> Op
     }
 }
 
+/// What a job is (a schedule's or a task's): its action, working directory and
+/// environment.
+pub(crate) fn check_job(
+    action: &Action,
+    cwd: Option<&str>,
+    env: &std::collections::BTreeMap<String, String>,
+    ctx: &Context<'_>,
+    errors: &mut Vec<FieldError>,
+) {
+    check_action("action", action, ctx, errors);
+    if let Some(cwd) = cwd
+        && (!cwd.starts_with('/') || cwd.contains('\0'))
+    {
+        errors.push(FieldError::new(
+            "cwd",
+            "must be an absolute path (declaration files may give one relative to the file)",
+        ));
+    }
+    for (key, value) in env {
+        let path = format!("env.{key}");
+        let valid_key = key
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid_key {
+            errors.push(FieldError::new(
+                &path,
+                "a variable name is letters, digits and _, not starting with a digit",
+            ));
+        } else if let Some(why) = jobenv::refusal(key) {
+            errors.push(FieldError::new(&path, why));
+        }
+        if value.contains('\0') {
+            errors.push(FieldError::new(&path, "must not contain a NUL byte"));
+        }
+    }
+}
+
+/// A job's deadline in seconds: at least one, at most [`MAX_DEADLINE_SECS`].
+pub(crate) fn check_deadline(path: &str, deadline: Option<u64>, errors: &mut Vec<FieldError>) {
+    match deadline {
+        Some(0) => errors.push(FieldError::new(path, "must be at least 1 second")),
+        Some(d) if d > MAX_DEADLINE_SECS => errors.push(FieldError::new(
+            path,
+            format!("must be at most {MAX_DEADLINE_SECS} seconds (7 days)"),
+        )),
+        _ => {}
+    }
+}
+
+/// An approval policy's wait.
+pub(crate) fn check_approval(
+    path: &str,
+    approval: Option<&crate::spec::ApprovalPolicy>,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(a) = approval {
+        match parse_interval(&a.expires_after) {
+            Err(why) => errors.push(FieldError::new(path, why)),
+            Ok(ms) if ms > MAX_APPROVAL_WAIT_MS => {
+                errors.push(FieldError::new(path, "must be at most 30d"));
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
 fn check_action(path: &str, action: &Action, ctx: &Context<'_>, errors: &mut Vec<FieldError>) {
     match action {
         Action::Command { executable, args } => {
@@ -259,35 +312,18 @@ fn check_policies(spec: &ScheduleSpec, errors: &mut Vec<FieldError>) {
     if p.max_runs == Some(0) {
         errors.push(FieldError::new("policies.max_runs", "must be at least 1"));
     }
-    match p.deadline {
-        Some(0) => errors.push(FieldError::new(
-            "policies.deadline",
-            "must be at least 1 second",
-        )),
-        Some(d) if d > MAX_DEADLINE_SECS => {
-            errors.push(FieldError::new(
-                "policies.deadline",
-                format!("must be at most {MAX_DEADLINE_SECS} seconds (7 days)"),
-            ));
-        }
-        _ => {}
-    }
+    check_deadline("policies.deadline", p.deadline, errors);
     if p.budget_usd.is_some_and(|b| !b.is_finite() || b < 0.0) {
         errors.push(FieldError::new(
             "policies.budget_usd",
             "must be a non-negative amount",
         ));
     }
-    if let Some(a) = &p.approval {
-        match crate::duration::parse_interval(&a.expires_after) {
-            Err(why) => errors.push(FieldError::new("policies.approval.expires_after", why)),
-            Ok(ms) if ms > MAX_APPROVAL_WAIT_MS => errors.push(FieldError::new(
-                "policies.approval.expires_after",
-                "must be at most 30d",
-            )),
-            Ok(_) => {}
-        }
-    }
+    check_approval(
+        "policies.approval.expires_after",
+        p.approval.as_ref(),
+        errors,
+    );
     if let Some(r) = p.rate_limit {
         if r.max_fires == 0 {
             errors.push(FieldError::new(

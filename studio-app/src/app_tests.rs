@@ -624,7 +624,7 @@ async fn unknown_paths_wrong_methods_and_trailing_slashes_answer_as_studiod_does
     let fake = app.admitting("sta_t");
     let cookie = [("cookie", "studio_admission=sta_t")];
     for path in [
-        "/api/tasks",
+        "/api/tasks/",
         "/api/approvals/",
         "/api/admin",
         "/api/runs/",

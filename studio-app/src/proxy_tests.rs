@@ -250,7 +250,7 @@ fn only_what_studiod_serves_is_forwarded() {
         "/api/identityx",
         "/api/runsx",
         "/api/runs/",
-        "/api/tasks/1",
+        "/api/tasks/1/attempts",
         "/api/approvals/a1/consume",
         "/api/admin/checkpoint",
         "/api",

@@ -26,7 +26,7 @@ use studio_contract::{error::ErrorBody, home::Home};
 
 use crate::cli::{
     Cli, Command, EvidenceCommand, ScheduleCommand, allow, approvals, audit, commands, declare,
-    evidence, runs, schedules, sessions,
+    evidence, runs, schedules, sessions, tasks,
 };
 pub use crate::{
     cli::preview,
@@ -134,6 +134,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Sessions { command, remote } => sessions::run(&home, command, remote).await,
         Command::Audit(args) => audit::run(&home, args).await,
         Command::Approvals { command, list } => approvals::run(&home, command, list).await,
+        Command::Task { command } => tasks::run(&home, command, shutdown).await,
         Command::Evidence { command } => evidence::run(&home, command).await,
     }
 }

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 /// Every kind of audit row: the epoch's start and stop, pairing, sessions, the
 /// allow-list, and each change to a schedule or run made through the API.
-pub const AUDIT_KINDS: [&str; 17] = [
+pub const AUDIT_KINDS: [&str; 19] = [
     "epoch_started",
     "epoch_stopped",
     "pairing_minted",
@@ -24,6 +24,8 @@ pub const AUDIT_KINDS: [&str; 17] = [
     "run_cancelled",
     "approval_granted",
     "approval_denied",
+    "task_submitted",
+    "task_cancelled",
 ];
 
 /// One row of the trail. Rows are never changed nor removed.

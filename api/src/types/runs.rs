@@ -86,6 +86,8 @@ pub enum RunKind {
     Recovery,
     /// An `on_success` / `on_fail` follow-up.
     Chain,
+    /// An attempt of an on-demand task (`POST /api/tasks`).
+    Task,
 }
 
 impl RunKind {
@@ -95,13 +97,20 @@ impl RunKind {
             Self::Manual => "manual",
             Self::Recovery => "recovery",
             Self::Chain => "chain",
+            Self::Task => "task",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Scheduled, Self::Manual, Self::Recovery, Self::Chain]
-            .into_iter()
-            .find(|v| v.as_str() == s)
+        [
+            Self::Scheduled,
+            Self::Manual,
+            Self::Recovery,
+            Self::Chain,
+            Self::Task,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
     }
 }
 
@@ -156,6 +165,12 @@ pub struct RunCore {
     /// policy); absent for a run that needs none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
+    /// The task it is an attempt of (`kind: task`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// The worker that ran the attempt (`builtin` for studiod's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
 }
 
 impl RunCore {
@@ -317,6 +332,8 @@ mod tests {
             chain_depth: 0,
             replaces_run_id: None,
             approval_id: None,
+            task_id: None,
+            worker_id: None,
         }
     }
 

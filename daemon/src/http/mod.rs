@@ -12,6 +12,7 @@ mod routes;
 mod runs;
 mod schedules;
 mod summary;
+mod tasks;
 
 #[cfg(test)]
 mod tests;
@@ -93,6 +94,10 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::GrantApproval => on(m, approvals::grant),
         Op::DenyApproval => on(m, approvals::deny),
         Op::ExportEvidence => on(m, approvals::export),
+        Op::SubmitTask => on(m, tasks::submit),
+        Op::ListTasks => on(m, tasks::list),
+        Op::GetTask => on(m, tasks::get_one),
+        Op::CancelTask => on(m, tasks::cancel),
         Op::PlanDeclarations => on(m, declarations::plan),
         Op::ApplyDeclarations => on(m, declarations::apply),
         Op::ExportDeclarations => on(m, declarations::export),

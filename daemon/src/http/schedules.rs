@@ -79,6 +79,18 @@ pub(crate) fn engine_error(e: EngineError) -> ApiError {
             Code::RequesterCannotApprove,
             "the session that asked for this run cannot decide it: another person must",
         ),
+        EngineError::IdempotencyConflict(id) => ApiError::new(
+            Code::IdempotencyConflict,
+            format!("task {id} was submitted with this idempotency key and another spec"),
+        ),
+        EngineError::QueueFull => ApiError::new(
+            Code::QueueFull,
+            "too many tasks wait for this concurrency key; submit again later",
+        ),
+        EngineError::TaskNotFound => ApiError::new(Code::TaskNotFound, "no such task"),
+        EngineError::TaskNotActive => {
+            ApiError::new(Code::TaskNotActive, "the task has already ended")
+        }
         EngineError::BadSpec(why) => ApiError::new(
             Code::Internal,
             format!("the stored spec cannot be read: {why}"),

@@ -654,6 +654,9 @@ mod schedules;
 #[path = "approvals_tests.rs"]
 mod approvals;
 
+#[path = "tasks_tests.rs"]
+mod tasks;
+
 /// The live router against the document: every (method, path) the document names is
 /// served (never the fallback's `not_found` nor `method_not_allowed`), and every method
 /// the document does not name on a path is answered `405` — so nothing is served that the

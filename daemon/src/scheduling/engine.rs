@@ -82,6 +82,14 @@ pub(crate) enum EngineError {
     ApprovalStale,
     #[error("the session that asked for the run cannot decide it")]
     RequesterCannotApprove,
+    #[error("another task was submitted with this idempotency key: {0}")]
+    IdempotencyConflict(String),
+    #[error("the concurrency key's queue is full")]
+    QueueFull,
+    #[error("no such task")]
+    TaskNotFound,
+    #[error("the task has already ended")]
+    TaskNotActive,
     #[error("the stored spec cannot be read: {0}")]
     BadSpec(String),
     #[error(transparent)]
@@ -168,6 +176,10 @@ pub(crate) struct Scheduler {
     pub(super) detached_until_ms: AtomicI64,
     /// Wakes the expiry of approval requests when one is raised.
     pub(super) expiry_wake: Notify,
+    /// Wakes the built-in worker when a task is submitted.
+    pub(super) task_wake: Notify,
+    /// The built-in worker's fair order across priorities.
+    pub(super) fairness: Mutex<super::tasks::Fairness>,
 }
 
 /// The spec of a stored row, armed in the zone recorded on the row.
@@ -244,6 +256,8 @@ impl Scheduler {
             boot_id,
             detached_until_ms: AtomicI64::new(0),
             expiry_wake: Notify::new(),
+            task_wake: Notify::new(),
+            fairness: Mutex::default(),
         });
         this.load_allowlist().await?;
         Ok(this)
@@ -286,6 +300,13 @@ impl Scheduler {
 
     pub(super) fn publish(&self, event: EventRow) {
         let _ = self.events.send(event);
+    }
+
+    /// Publishes `events` in their order.
+    pub(super) fn publish_all(&self, events: Vec<EventRow>) {
+        for event in events {
+            self.publish(event);
+        }
     }
 
     pub(super) fn active(&self) -> std::sync::MutexGuard<'_, HashMap<String, Active>> {
@@ -331,6 +352,7 @@ impl Scheduler {
         }
         tokio::spawn(self.clone().reap_forever());
         tokio::spawn(self.clone().expire_forever());
+        tokio::spawn(self.clone().work_forever());
         let stop = self.stop.clone();
         loop {
             let due = self.queue().pop_due(now_ms());
@@ -526,6 +548,7 @@ impl Scheduler {
             attempt: 1,
             approval,
             approval_id: None,
+            task: None,
         }
     }
 
@@ -576,7 +599,8 @@ impl Scheduler {
                         super::CrashPoint::AfterClaim,
                         &self.run_dir,
                     );
-                    self.launch((**claimed).clone(), row.clone(), permit);
+                    let owner = super::launch::Owner::Schedule(row.clone());
+                    self.launch((**claimed).clone(), owner, permit);
                 }
             }
             Claim::Lost | Claim::MaxRunsReached => {
@@ -636,8 +660,8 @@ impl Scheduler {
                             .await?
                     }
                 };
-                if let Some((row, event)) = cancelled {
-                    self.publish(event);
+                if let Some((row, events)) = cancelled {
+                    self.publish_all(events);
                     if let Some(active) = self.active().get_mut(run_id) {
                         active.cancel_reason = Some(reason.to_owned());
                     }

@@ -2,7 +2,7 @@
 //! exec, the launch through a shim (`docs/SHIMS.md`), the dispatch stamp, the wait for
 //! the shim's exit by pidfd, its `outcome.json`, the terminal write, then follow-ups.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use serde_json::Value;
 use studio_contract::time::{now_ms, rfc3339};
@@ -12,14 +12,16 @@ use studio_runner::{
     env::job_env,
     evidence::{self, Evidence},
 };
-use studio_schedule::{Action, FollowUp, OnDaemonLoss, ScheduleSpec, validate::not_allowed};
+use studio_schedule::{
+    Action, FollowUp, OnDaemonLoss, ScheduleSpec, TaskSpec, validate::not_allowed,
+};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{
     CrashPoint,
     engine::Scheduler,
     model::{RunKind, RunRow, RunStatus, ScheduleRow},
-    store::{Claim, Cursor, Finish, NewRun},
+    store::{Claim, Cursor, Finish, NewRun, TaskRow},
 };
 use crate::error::chain;
 
@@ -27,6 +29,57 @@ use crate::error::chain;
 const DEFAULT_DEADLINE: Duration = Duration::from_secs(7_200);
 /// How deep follow-ups chain (validation refuses deeper specs).
 const MAX_CHAIN_DEPTH: i64 = 10;
+
+/// What a run belongs to: the schedule whose spec its job comes from (and whose
+/// follow-ups it fires), or the task it is an attempt of.
+#[derive(Debug, Clone)]
+pub(crate) enum Owner {
+    Schedule(ScheduleRow),
+    Task(TaskRow),
+}
+
+/// What a job is besides its action: its working directory, its environment, its
+/// deadline, and whether it must end with the studiod that launched it.
+struct JobDef {
+    cwd: Option<String>,
+    env: BTreeMap<String, String>,
+    deadline: Option<u64>,
+    kill_on_loss: bool,
+}
+
+impl Owner {
+    /// The job's definition; `None` when the stored spec cannot be read.
+    fn job(&self) -> Option<JobDef> {
+        match self {
+            Self::Schedule(row) => {
+                let spec: ScheduleSpec = serde_json::from_str(&row.spec).ok()?;
+                Some(JobDef {
+                    kill_on_loss: spec.policies.on_daemon_loss == OnDaemonLoss::Kill,
+                    deadline: spec.policies.deadline,
+                    cwd: spec.cwd,
+                    env: spec.env,
+                })
+            }
+            Self::Task(row) => {
+                let spec: TaskSpec = serde_json::from_str(&row.spec).ok()?;
+                Some(JobDef {
+                    kill_on_loss: false,
+                    deadline: spec.deadline,
+                    cwd: spec.cwd,
+                    env: spec.env,
+                })
+            }
+        }
+    }
+
+    /// The schedule, for follow-ups.
+    fn schedule(&self) -> Option<&ScheduleRow> {
+        match self {
+            Self::Schedule(row) => Some(row),
+            Self::Task(_) => None,
+        }
+    }
+}
 
 /// Why a launch has no job to supervise.
 enum Unlaunched {
@@ -49,23 +102,25 @@ impl Scheduler {
     pub(super) fn launch(
         self: &Arc<Self>,
         run: RunRow,
-        schedule: ScheduleRow,
+        owner: Owner,
         permit: Option<OwnedSemaphorePermit>,
     ) {
         let this = self.clone();
         tokio::spawn(async move {
             let run_id = run.id.clone();
-            if let Err(error) = this.drive(run, schedule, permit).await {
+            if let Err(error) = this.drive(run, owner, permit).await {
                 tracing::error!(run = %run_id, error = %chain(&error), "run supervision failed");
             }
             this.active().remove(&run_id);
+            // A slot, and perhaps a concurrency key, is free: the built-in worker looks.
+            this.task_wake.notify_one();
         });
     }
 
     async fn drive(
         self: &Arc<Self>,
         run: RunRow,
-        schedule: ScheduleRow,
+        owner: Owner,
         permit: Option<OwnedSemaphorePermit>,
     ) -> Result<(), crate::store::StoreError> {
         let _permit = match permit {
@@ -91,14 +146,12 @@ impl Scheduler {
                 p
             }
         };
-        let spec: Option<ScheduleSpec> = serde_json::from_str(&schedule.spec).ok();
-        let job = match self.job_for(&run, spec.as_ref()) {
+        let def = owner.job();
+        let job = match self.job_for(&run, def.as_ref()) {
             Ok(job) => job,
             Err(refusal) => return self.refuse(&run, refusal).await,
         };
-        let kill_on_loss = spec
-            .as_ref()
-            .is_some_and(|s| s.policies.on_daemon_loss == OnDaemonLoss::Kill);
+        let kill_on_loss = def.as_ref().is_some_and(|d| d.kill_on_loss);
         let (shim, leader) = match self.launch_job(&run, &job, kill_on_loss).await {
             Ok(launched) => launched,
             Err(Unlaunched::Refused(why)) => return self.refuse(&run, Refusal::Spawn(why)).await,
@@ -111,7 +164,7 @@ impl Scheduler {
                     Ok(Evidence::Supervised { shim }) => {
                         self.stamp_launch(&run).await?;
                         let pgid = evidence::job(&job.run_dir).map(|leader| leader.pid);
-                        self.supervise(&run, Some(&schedule), &shim, pgid).await
+                        self.supervise(&run, owner.schedule(), &shim, pgid).await
                     }
                     found => self.settle_by_evidence(run, found).await,
                 };
@@ -133,7 +186,7 @@ impl Scheduler {
             CrashPoint::AfterDispatch,
             &self.run_dir,
         );
-        self.supervise(&run, Some(&schedule), &shim, Some(leader.pid))
+        self.supervise(&run, owner.schedule(), &shim, Some(leader.pid))
             .await
     }
 
@@ -184,7 +237,7 @@ impl Scheduler {
             .and_then(|a| a.cancel_reason.clone());
         let (status, reason) = settle(outcome, reason);
         let finish = finish_of(outcome);
-        if let Some((row, event)) = self
+        if let Some((row, events)) = self
             .store
             .transition(
                 &run.id,
@@ -196,7 +249,7 @@ impl Scheduler {
             )
             .await?
         {
-            self.publish(event);
+            self.publish_all(events);
             if let Some(schedule) = schedule {
                 self.follow_up(&row, schedule).await;
             }
@@ -278,7 +331,7 @@ impl Scheduler {
             stderr_tail: Some(detail),
             ..Finish::default()
         };
-        if let Some((_, event)) = self
+        if let Some((_, events)) = self
             .store
             .transition(
                 &run.id,
@@ -290,14 +343,14 @@ impl Scheduler {
             )
             .await?
         {
-            self.publish(event);
+            self.publish_all(events);
         }
         Ok(())
     }
 
     /// The job of a run: its program, the cleared environment, its deadline.
-    fn job_for(&self, run: &RunRow, spec: Option<&ScheduleSpec>) -> Result<JobSpec, Refusal> {
-        let spec = spec.ok_or(Refusal::ScheduleGone)?;
+    fn job_for(&self, run: &RunRow, def: Option<&JobDef>) -> Result<JobSpec, Refusal> {
+        let def = def.ok_or(Refusal::ScheduleGone)?;
         let action: Action = serde_json::from_str(&run.action)
             .map_err(|e| Refusal::Spawn(format!("unreadable action: {e}")))?;
         let (program, args) = match action {
@@ -349,15 +402,11 @@ impl Scheduler {
         Ok(JobSpec {
             program,
             args,
-            cwd: spec.cwd.as_ref().map(Into::into),
-            env: job_env(self.config.host_env.iter().cloned(), &spec.env, &studio),
+            cwd: def.cwd.as_ref().map(Into::into),
+            env: job_env(self.config.host_env.iter().cloned(), &def.env, &studio),
             run_dir,
             log_cap: self.config.log_cap,
-            deadline: Some(
-                spec.policies
-                    .deadline
-                    .map_or(DEFAULT_DEADLINE, Duration::from_secs),
-            ),
+            deadline: Some(def.deadline.map_or(DEFAULT_DEADLINE, Duration::from_secs)),
             grace: self.config.job_grace,
             die_with_parent: true,
         })
@@ -428,6 +477,7 @@ impl Scheduler {
             // Covered by its parent's grant, which bound the follow-ups too.
             approval: None,
             approval_id: None,
+            task: None,
         };
         match self
             .claim_and_launch(run, schedule, Cursor::Keep, None)

@@ -22,6 +22,9 @@ mod launch;
 pub(crate) mod model;
 mod recovery;
 pub(crate) mod store;
+pub(crate) mod tasks;
+#[cfg(test)]
+mod tasks_tests;
 #[cfg(test)]
 mod tests;
 
@@ -42,6 +45,9 @@ pub struct SchedulerConfig {
     pub agent_command: Vec<String>,
     /// `STUDIO_MAX_CONCURRENT_RUNS` (default 4).
     pub max_concurrent: usize,
+    /// `STUDIO_LOCAL_LABELS`: the labels of studiod's built-in worker (default none: it
+    /// runs tasks that need no label).
+    pub local_labels: Vec<String>,
     /// `STUDIO_SCHEDULER_TZ`: the zone of cron schedules that name none.
     pub default_timezone: Option<String>,
     /// `STUDIO_RUN_LOG_CAP`: bytes of each stream kept in the run's log file.
@@ -68,6 +74,7 @@ impl Default for SchedulerConfig {
             search_path: studio_runner::env::DEFAULT_PATH.to_owned(),
             agent_command: vec!["li".into(), "agent".into()],
             max_concurrent: 4,
+            local_labels: Vec::new(),
             default_timezone: None,
             log_cap: 64 * 1024 * 1024,
             job_grace: Duration::from_secs(5),

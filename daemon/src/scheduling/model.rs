@@ -105,6 +105,9 @@ pub(crate) struct RunRow {
     pub follow_ups: Option<String>,
     /// The request it waits for or launched under.
     pub approval_id: Option<String>,
+    /// The task it is an attempt of, and the worker that ran it.
+    pub task_id: Option<String>,
+    pub worker_id: Option<String>,
 }
 
 impl RunRow {
@@ -146,6 +149,8 @@ impl RunRow {
             chain_depth: self.chain_depth,
             replaces_run_id: self.replaces_run_id.clone(),
             approval_id: self.approval_id.clone(),
+            task_id: self.task_id.clone(),
+            worker_id: self.worker_id.clone(),
         }
     }
 

@@ -24,6 +24,7 @@ use studio_runner::{
 
 use super::{
     engine::{Scheduler, arm},
+    launch::Owner,
     model::{RunRow, RunStatus},
 };
 use crate::{error::chain, store::StoreError};
@@ -138,6 +139,7 @@ impl Scheduler {
                 tracing::error!(run = %run.id, error = %chain(&error), "adopted run supervision failed");
             }
             this.active().remove(&run.id);
+            this.task_wake.notify_one();
         });
     }
 
@@ -168,7 +170,11 @@ impl Scheduler {
     }
 
     pub(super) async fn relaunch(self: &Arc<Self>, run: RunRow) -> Result<(), StoreError> {
-        let Some(schedule) = self.schedule_of(&run).await? else {
+        let owner = match &run.task_id {
+            Some(task_id) => self.store.task(task_id).await?.map(Owner::Task),
+            None => self.schedule_of(&run).await?.map(Owner::Schedule),
+        };
+        let Some(owner) = owner else {
             let from = run.status().unwrap_or(RunStatus::Queued);
             let detail = "[studio] the schedule was deleted before the run started\n".into();
             return self.fail(&run, from, "schedule_deleted", detail).await;
@@ -180,7 +186,7 @@ impl Scheduler {
                 ..Default::default()
             },
         );
-        self.launch(run, schedule, None);
+        self.launch(run, owner, None);
         Ok(())
     }
 

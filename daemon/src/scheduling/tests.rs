@@ -61,6 +61,7 @@ fn run(schedule_id: &str, key: Option<String>, kind: RunKind) -> NewRun {
         attempt: 1,
         approval: None,
         approval_id: None,
+        task: None,
     }
 }
 
@@ -1367,7 +1368,8 @@ async fn a_run_keeps_the_name_it_ran_under_and_says_why_it_failed_in_one_line() 
         .expect("finished");
     let line = "ERROR: relation \"sales\" does not exist";
     assert_eq!(done.error_line.as_deref(), Some(line));
-    let payload: studio_api::RunEvent = serde_json::from_str(&event.data).expect("run event");
+    let payload: studio_api::RunEvent =
+        serde_json::from_str(&event.last().expect("run event").data).expect("run event");
     assert_eq!(payload.error_line.as_deref(), Some(line));
     assert_eq!(payload.schedule_name.as_deref(), Some("test/a"));
 

@@ -48,6 +48,8 @@ pub(crate) struct RunRow {
     pub(crate) schedule_id: Option<String>,
     /// The name the run ran under (kept when its schedule is renamed or deleted).
     pub(crate) schedule_name: Option<String>,
+    /// An attempt of an on-demand task (no schedule, never "deleted").
+    pub(crate) is_task: bool,
     pub(crate) kind: String,
     pub(crate) status: String,
     pub(crate) reason: String,
@@ -106,7 +108,13 @@ impl RunRow {
             id: r.id.clone(),
             short_id: short_id(&r.id).to_owned(),
             schedule_id: r.schedule_id.clone(),
-            schedule_name: r.schedule_name.clone(),
+            // A task's attempt has no schedule: it is named by its task.
+            schedule_name: r.schedule_name.clone().or_else(|| {
+                r.task_id
+                    .as_deref()
+                    .map(|task| format!("task {}", short_id(task)))
+            }),
+            is_task: r.task_id.is_some(),
             kind: r.kind.as_str().to_owned(),
             status: r.status.as_str().to_owned(),
             reason: r.reason.clone().unwrap_or_default(),

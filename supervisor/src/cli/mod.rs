@@ -18,6 +18,7 @@ pub(crate) mod runs;
 pub(crate) mod schedules;
 pub(crate) mod sessions;
 pub(crate) mod table;
+pub(crate) mod tasks;
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -114,11 +115,93 @@ pub enum Command {
         #[command(flatten)]
         list: ApprovalsArgs,
     },
+    /// On-demand tasks: submit work, follow it, cancel it.
+    Task {
+        #[command(subcommand)]
+        command: TaskCommand,
+    },
     /// The evidence log of human decisions.
     Evidence {
         #[command(subcommand)]
         command: EvidenceCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Submit a task: `studio task submit [OPTIONS] -- EXECUTABLE [ARGS…]`, or `--agent
+    /// PROMPT`. Prints its id.
+    Submit(TaskSubmitArgs),
+    /// Tasks, newest at the bottom (a queued task no worker serves shows `unmatched`).
+    List {
+        /// Only these statuses, comma-separated (queued, leased, running, completed,
+        /// failed, timed_out, cancelled, retry_wait, awaiting_approval, denied, expired).
+        #[arg(long, value_name = "S")]
+        status: Option<String>,
+        /// Only tasks that need this label.
+        #[arg(long, value_name = "L")]
+        label: Option<String>,
+        /// How many recent tasks (1 to 500).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=500))]
+        limit: u16,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// One task with its attempts.
+    Show(RunIdArgs),
+    /// Print the output of a task's latest attempt.
+    Logs {
+        #[command(flatten)]
+        task: RunIdArgs,
+        /// stderr instead of stdout.
+        #[arg(long)]
+        stderr: bool,
+        /// Keep printing until the attempt ends.
+        #[arg(short = 'f', long)]
+        follow: bool,
+    },
+    /// Cancel a task: a queued one at once, a running one through its attempt.
+    Cancel(RunIdArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TaskSubmitArgs {
+    /// A label the worker must have (repeat for more).
+    #[arg(long, value_name = "L")]
+    pub label: Vec<String>,
+    /// 0 (lowest) to 9 (highest).
+    #[arg(long, default_value_t = studio_api::schedule::task::DEFAULT_PRIORITY,
+          value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub priority: u8,
+    /// An idempotency key: the same key again answers the task it made.
+    #[arg(long, value_name = "K")]
+    pub key: Option<String>,
+    /// At most LIMIT tasks of KEY at once (`KEY` alone: one).
+    #[arg(long, value_name = "KEY[:LIMIT]")]
+    pub concurrency: Option<String>,
+    /// Seconds the job may run.
+    #[arg(long, value_name = "SECS")]
+    pub deadline: Option<u64>,
+    /// The job's working directory (absolute).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// An environment variable for the job (repeat for more).
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Run the agent with this prompt instead of a command.
+    #[arg(long, value_name = "PROMPT")]
+    pub agent: Option<String>,
+    /// The agent's model.
+    #[arg(long, requires = "agent")]
+    pub model: Option<String>,
+    /// The agent's profile.
+    #[arg(long, requires = "agent")]
+    pub profile: Option<String>,
+    #[command(flatten)]
+    pub remote: Remote,
+    /// The executable and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -350,7 +433,8 @@ pub struct AuditArgs {
     pub principal: Option<String>,
     /// Only rows of these kinds, comma-separated (schedule_created, schedule_updated,
     /// schedule_enabled, schedule_disabled, schedule_deleted, run_triggered,
-    /// run_cancelled, approval_granted, approval_denied, pairing_minted, pairing_redeemed, pairing_failed, session_revoked,
+    /// run_cancelled, approval_granted, approval_denied, task_submitted, task_cancelled,
+    /// pairing_minted, pairing_redeemed, pairing_failed, session_revoked,
     /// role_changed, allowlist_changed, epoch_started, epoch_stopped).
     #[arg(long, value_name = "KINDS")]
     pub kind: Option<String>,

@@ -346,7 +346,7 @@ async fn drain(client: &Client, id: &str, stream: &str, mut offset: u64) -> Resu
     }
 }
 
-async fn logs(
+pub(crate) async fn logs(
     home: &Home,
     args: RunIdArgs,
     stderr: bool,

@@ -299,7 +299,7 @@ async fn step_run(
     now_ms: i64,
     events: &mut Vec<EventRow>,
 ) -> Result<Option<RunRow>, sqlx::Error> {
-    let Some(run) = step_in(tx, run_id, step, now_ms).await? else {
+    let Some(run) = step_in(tx, run_id, step, now_ms, events).await? else {
         return Ok(None);
     };
     events.push(append_event(tx, "run", &run_event(&run), now_ms).await?);
@@ -499,7 +499,7 @@ pub(super) async fn restate(
                         RunStatus::AwaitingApproval,
                         "approval_stale",
                     );
-                    step_in(tx, &run_id, &step, now_ms).await?;
+                    step_in(tx, &run_id, &step, now_ms, &mut events).await?;
                 }
                 let action = serde_json::to_string(&spec.action).unwrap_or_default();
                 sqlx::query("UPDATE runs SET action = ?, follow_ups = ? WHERE id = ?")

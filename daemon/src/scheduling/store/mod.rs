@@ -20,6 +20,7 @@ mod events;
 mod plans;
 mod runs;
 mod schedules;
+mod tasks;
 
 pub(crate) use allowlist::AllowEntry;
 pub(crate) use approvals::{ApprovalFilter, ApprovalRow, Decided, Verdict};
@@ -29,6 +30,7 @@ pub(crate) use runs::{Claim, Cursor, Finish, NewRun, RunFilter};
 pub(crate) use schedules::{ScheduleFilter, WriteError};
 #[cfg(test)]
 pub(in crate::scheduling) use schedules::{UP_NEXT, health_counts_sql, list_sql};
+pub(crate) use tasks::{Candidate, NewTask, Submitted, TaskFilter, TaskRow, serves};
 
 /// The scheduler's tables in `state.db`: read through the reader pool, written through
 /// the one writer.

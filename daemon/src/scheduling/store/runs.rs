@@ -11,7 +11,7 @@ use super::{
     approvals::{self, Consumed},
     audit::{self, Note},
     events::{append_event, run_event},
-    is_unique_violation,
+    is_unique_violation, tasks,
 };
 use crate::{
     scheduling::{
@@ -25,14 +25,16 @@ const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
     chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
-    pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id";
+    pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id, task_id, \
+    worker_id";
 
 /// A run as lists read it: its log tails (up to 64 KiB each) are left in the table.
 const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
     counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
-    pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id";
+    pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id, task_id, \
+    worker_id";
 
 fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
@@ -84,6 +86,8 @@ fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
         replaces_run_id: r.try_get("replaces_run_id")?,
         follow_ups: r.try_get("follow_ups")?,
         approval_id: r.try_get("approval_id")?,
+        task_id: r.try_get("task_id")?,
+        worker_id: r.try_get("worker_id")?,
     })
 }
 
@@ -109,6 +113,18 @@ pub(crate) struct NewRun {
     pub approval: Option<NewApproval>,
     /// The consumed request a replacement of a never-launched run keeps.
     pub approval_id: Option<String>,
+    /// The task this run is an attempt of, and its lease.
+    pub task: Option<Attempt>,
+}
+
+/// What makes a run an attempt of a task: the task, the worker that holds its lease, the
+/// lease's fencing token and when the lease ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Attempt {
+    pub task_id: String,
+    pub worker_id: String,
+    pub fence: i64,
+    pub lease_expires_at_ms: i64,
 }
 
 /// How the schedule's cursor moves with a claim.
@@ -227,7 +243,7 @@ async fn record_transition(
     Ok(())
 }
 
-async fn insert_run(
+pub(super) async fn insert_run(
     tx: &mut Transaction<'_, Sqlite>,
     run: &NewRun,
     now_ms: i64,
@@ -236,9 +252,10 @@ async fn insert_run(
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO runs (id, schedule_id, schedule_name, occurrence_key, kind, status, reason, \
          action, scheduled_at_ms, created_at_ms, finished_at_ms, counted, chain_parent_id, \
-         chain_depth, replaces_run_id, follow_ups, attempt, approval_id) \
+         chain_depth, replaces_run_id, follow_ups, attempt, approval_id, task_id, worker_id, \
+         fence, lease_expires_at_ms) \
          VALUES (?1, ?2, (SELECT name FROM schedules WHERE id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
-         ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) RETURNING {RUN_COLUMNS}"
+         ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21) RETURNING {RUN_COLUMNS}"
     )))
     .bind(&run.id)
     .bind(&run.schedule_id)
@@ -257,6 +274,10 @@ async fn insert_run(
     .bind(&run.follow_ups)
     .bind(run.attempt)
     .bind(&run.approval_id)
+    .bind(run.task.as_ref().map(|t| &t.task_id))
+    .bind(run.task.as_ref().map(|t| &t.worker_id))
+    .bind(run.task.as_ref().map(|t| t.fence))
+    .bind(run.task.as_ref().map(|t| t.lease_expires_at_ms))
     .fetch_one(&mut **tx)
     .await?;
     let row = run_from(&row)?;
@@ -302,12 +323,13 @@ pub(super) async fn run_by_id(
 }
 
 /// The compare-and-set of `step` with its transition, in `tx`; `None` when the run was
-/// not in `step.from`.
+/// not in `step.from`. A task's attempt moves its task too (its event into `events`).
 pub(super) async fn step_in(
     tx: &mut Transaction<'_, Sqlite>,
     id: &str,
     step: &Step<'_>,
     now_ms: i64,
+    events: &mut Vec<EventRow>,
 ) -> Result<Option<RunRow>, sqlx::Error> {
     let Step {
         from,
@@ -351,6 +373,7 @@ pub(super) async fn step_in(
     };
     let row = run_from(&row)?;
     record_transition(tx, id, Some(from), to, reason, now_ms).await?;
+    tasks::follow(tx, &row, now_ms, events).await?;
     Ok(Some(row))
 }
 
@@ -447,7 +470,7 @@ impl SchedStore {
         reason: Option<&str>,
         finish: Option<&Finish>,
         now_ms: i64,
-    ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
+    ) -> Result<Option<(RunRow, Vec<EventRow>)>, StoreError> {
         let step = Step {
             from,
             to,
@@ -466,7 +489,7 @@ impl SchedStore {
         reason: &str,
         now_ms: i64,
         note: &Note<'_>,
-    ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
+    ) -> Result<Option<(RunRow, Vec<EventRow>)>, StoreError> {
         let step = Step::to(RunStatus::Queued, RunStatus::Cancelled, reason);
         self.write_step(id, step, now_ms, Some(note)).await
     }
@@ -478,17 +501,18 @@ impl SchedStore {
         step: Step<'_>,
         now_ms: i64,
         note: Option<&Note<'_>>,
-    ) -> Result<Option<(RunRow, EventRow)>, StoreError> {
+    ) -> Result<Option<(RunRow, Vec<EventRow>)>, StoreError> {
         let mut tx = self.writer.begin().await?;
-        let Some(row) = step_in(&mut tx, id, &step, now_ms).await? else {
+        let mut events = Vec::new();
+        let Some(row) = step_in(&mut tx, id, &step, now_ms, &mut events).await? else {
             return Ok(None);
         };
         if let Some(note) = note {
             audit::append(&mut tx, note, now_ms).await?;
         }
-        let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
+        events.push(append_event(&mut tx, "run", &run_event(&row), now_ms).await?);
         tx.commit().await?;
-        Ok(Some((row, event)))
+        Ok(Some((row, events)))
     }
 
     /// A queued run takes its slot: `queued → running`, consuming its granted request in
@@ -517,7 +541,7 @@ impl SchedStore {
                 count: false,
             },
         };
-        let Some(row) = step_in(&mut tx, id, &step, now_ms).await? else {
+        let Some(row) = step_in(&mut tx, id, &step, now_ms, &mut events).await? else {
             return Ok(None);
         };
         events.push(append_event(&mut tx, "run", &run_event(&row), now_ms).await?);
@@ -610,8 +634,17 @@ impl SchedStore {
             attempt: old.attempt + 1,
             approval: None,
             approval_id: old.approval_id.clone(),
+            task: old.task_id.clone().map(|task_id| Attempt {
+                task_id,
+                worker_id: old.worker_id.clone().unwrap_or_default(),
+                fence: 0,
+                lease_expires_at_ms: 0,
+            }),
         };
         let row = insert_run(&mut tx, &replacement, now_ms).await?;
+        if let Some(task_id) = &old.task_id {
+            tasks::replace_attempt(&mut tx, task_id, &old.id, &row.id).await?;
+        }
         let event = append_event(&mut tx, "run", &run_event(&row), now_ms).await?;
         tx.commit().await?;
         Ok(Some((row, vec![tomb_event, event])))

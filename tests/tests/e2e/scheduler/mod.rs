@@ -29,6 +29,7 @@ mod gates;
 mod recovery;
 mod runner;
 mod shims;
+mod tasks;
 
 /// Executables the tests' schedules run.
 const ALLOW: &str = "sh,true,sleep";

@@ -1,0 +1,509 @@
+//! The `tasks` table (docs/TASKS.md): a submission with its idempotency and its waiter
+//! cap, the candidates a worker may claim and the claim itself (the task leased and its
+//! attempt's run written with a fresh fencing token, in one transaction), a task
+//! following its latest attempt's status, a queued task's cancel, and the reads. Every
+//! change writes its event (`event: task`) in its transaction.
+
+use serde_json::Value;
+use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
+use studio_api::{TaskEvent, TaskStatus};
+
+use super::{
+    SchedStore,
+    audit::{self, Note},
+    events::{append_event, run_event},
+    is_unique_violation,
+    runs::{Attempt, NewRun, insert_run},
+};
+use crate::{
+    scheduling::model::{EventRow, RunKind, RunRow, RunStatus},
+    store::StoreError,
+};
+
+/// How many tasks may wait per running holder of a concurrency key, times its limit
+/// (the seeds' waiter cap), before a submission is refused `429 queue_full`.
+pub(crate) const WAITER_CAP_MULTIPLIER: i64 = 10;
+/// The most queued tasks a claim looks past in one priority level of one label set for
+/// one whose concurrency key is free (a latency bound: a later claim resumes the order).
+const CLAIM_SCAN: i64 = 64;
+
+const TASK_COLUMNS: &str = "id, idempotency_key, spec, spec_sha256, labels_key, priority, \
+    concurrency_key, concurrency_limit, status, reason, attempts, max_attempts, \
+    next_attempt_at_ms, last_run_id, submitted_by, approval_id, created_at_ms, updated_at_ms, \
+    finished_at_ms";
+
+/// One task as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaskRow {
+    pub id: String,
+    pub idempotency_key: Option<String>,
+    /// The submitted spec, canonical JSON.
+    pub spec: String,
+    pub spec_sha256: String,
+    pub labels_key: String,
+    pub priority: i64,
+    pub concurrency_key: Option<String>,
+    pub concurrency_limit: Option<i64>,
+    pub status: String,
+    pub reason: Option<String>,
+    pub attempts: i64,
+    pub max_attempts: i64,
+    pub next_attempt_at_ms: Option<i64>,
+    pub last_run_id: Option<String>,
+    pub submitted_by: Option<String>,
+    pub approval_id: Option<String>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    pub finished_at_ms: Option<i64>,
+}
+
+impl TaskRow {
+    pub(crate) fn status(&self) -> Option<TaskStatus> {
+        TaskStatus::parse(&self.status)
+    }
+}
+
+fn task_from(r: &SqliteRow) -> Result<TaskRow, sqlx::Error> {
+    Ok(TaskRow {
+        id: r.try_get("id")?,
+        idempotency_key: r.try_get("idempotency_key")?,
+        spec: r.try_get("spec")?,
+        spec_sha256: r.try_get("spec_sha256")?,
+        labels_key: r.try_get("labels_key")?,
+        priority: r.try_get("priority")?,
+        concurrency_key: r.try_get("concurrency_key")?,
+        concurrency_limit: r.try_get("concurrency_limit")?,
+        status: r.try_get("status")?,
+        reason: r.try_get("reason")?,
+        attempts: r.try_get("attempts")?,
+        max_attempts: r.try_get("max_attempts")?,
+        next_attempt_at_ms: r.try_get("next_attempt_at_ms")?,
+        last_run_id: r.try_get("last_run_id")?,
+        submitted_by: r.try_get("submitted_by")?,
+        approval_id: r.try_get("approval_id")?,
+        created_at_ms: r.try_get("created_at_ms")?,
+        updated_at_ms: r.try_get("updated_at_ms")?,
+        finished_at_ms: r.try_get("finished_at_ms")?,
+    })
+}
+
+fn task_event(t: &TaskRow) -> Value {
+    serde_json::to_value(TaskEvent {
+        id: t.id.clone(),
+        status: t.status().unwrap_or(TaskStatus::Failed),
+        reason: t.reason.clone(),
+        attempts: t.attempts,
+        last_run_id: t.last_run_id.clone(),
+    })
+    .unwrap_or(Value::Null)
+}
+
+/// A task about to be submitted.
+#[derive(Debug, Clone)]
+pub(crate) struct NewTask {
+    pub id: String,
+    pub idempotency_key: Option<String>,
+    pub spec: String,
+    pub spec_sha256: String,
+    pub labels_key: String,
+    pub priority: i64,
+    pub concurrency: Option<(String, i64)>,
+    pub submitted_by: String,
+}
+
+/// What a submission did.
+#[derive(Debug)]
+pub(crate) enum Submitted {
+    Created(Box<TaskRow>, EventRow),
+    /// The idempotency key named this task, with the same spec.
+    Existing(Box<TaskRow>),
+    /// The idempotency key names this task, with another spec.
+    Conflict(Box<TaskRow>),
+    /// The concurrency key's queue is over its waiter cap.
+    QueueFull,
+}
+
+/// A queued task a worker may claim: the head of one priority level of one label set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    pub id: String,
+    pub priority: i64,
+}
+
+/// Whether a worker with `labels` serves tasks that need `key`'s labels.
+pub(crate) fn serves(labels: &[String], key: &str) -> bool {
+    key.split(',')
+        .filter(|l| !l.is_empty())
+        .all(|needed| labels.iter().any(|l| l == needed))
+}
+
+async fn task_in(
+    tx: &mut Transaction<'_, Sqlite>,
+    id: &str,
+) -> Result<Option<TaskRow>, sqlx::Error> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
+    )))
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.as_ref().map(task_from).transpose()
+}
+
+async fn by_key(
+    tx: &mut Transaction<'_, Sqlite>,
+    key: &str,
+) -> Result<Option<TaskRow>, sqlx::Error> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE idempotency_key = ?"
+    )))
+    .bind(key)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.as_ref().map(task_from).transpose()
+}
+
+/// A task follows its latest attempt: `running` while the attempt runs, then the
+/// attempt's end. An older attempt (replaced) moves nothing. Called by every status
+/// change of a run, in its transaction.
+pub(super) async fn follow(
+    tx: &mut Transaction<'_, Sqlite>,
+    run: &RunRow,
+    now_ms: i64,
+    events: &mut Vec<EventRow>,
+) -> Result<(), sqlx::Error> {
+    let Some(task_id) = &run.task_id else {
+        return Ok(());
+    };
+    let Some(status) = run.status() else {
+        return Ok(());
+    };
+    let to = match status {
+        RunStatus::Queued => TaskStatus::Leased,
+        RunStatus::Running => TaskStatus::Running,
+        RunStatus::Completed => TaskStatus::Completed,
+        RunStatus::TimedOut => TaskStatus::TimedOut,
+        RunStatus::Cancelled => TaskStatus::Cancelled,
+        RunStatus::Failed
+        | RunStatus::Skipped
+        | RunStatus::AwaitingApproval
+        | RunStatus::Denied
+        | RunStatus::Expired => TaskStatus::Failed,
+    };
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE tasks SET status = ?1, reason = ?2, updated_at_ms = ?3, \
+         finished_at_ms = CASE WHEN ?4 THEN ?3 ELSE finished_at_ms END \
+         WHERE id = ?5 AND last_run_id = ?6 AND status <> ?1 RETURNING {TASK_COLUMNS}"
+    )))
+    .bind(to.as_str())
+    .bind(&run.reason)
+    .bind(now_ms)
+    .bind(to.is_terminal())
+    .bind(task_id)
+    .bind(&run.id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    if let Some(row) = row {
+        let task = task_from(&row)?;
+        events.push(append_event(tx, "task", &task_event(&task), now_ms).await?);
+    }
+    Ok(())
+}
+
+/// A replacement of a task's never-launched attempt becomes its latest.
+pub(super) async fn replace_attempt(
+    tx: &mut Transaction<'_, Sqlite>,
+    task_id: &str,
+    old_run: &str,
+    new_run: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE tasks SET last_run_id = ? WHERE id = ? AND last_run_id = ?")
+        .bind(new_run)
+        .bind(task_id)
+        .bind(old_run)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// Filters of the tasks list; newest first, before the cursor `(created_at_ms, id)`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TaskFilter {
+    pub statuses: Vec<TaskStatus>,
+    /// Tasks that need this label.
+    pub label: Option<String>,
+    pub before: Option<(i64, String)>,
+    pub limit: i64,
+}
+
+impl SchedStore {
+    /// Submits a task: the existing one for a known idempotency key (or a conflict when
+    /// its spec differs), a refusal when its concurrency key's queue is full, else the
+    /// new `queued` row with its audit row and event, in one transaction.
+    pub(in crate::scheduling) async fn submit_task(
+        &self,
+        new: &NewTask,
+        note: &Note<'_>,
+        now_ms: i64,
+    ) -> Result<Submitted, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        if let Some(key) = &new.idempotency_key
+            && let Some(found) = by_key(&mut tx, key).await?
+        {
+            return Ok(same_or_conflict(found, new));
+        }
+        if let Some((key, limit)) = &new.concurrency {
+            let (holders, waiters): (i64, i64) = sqlx::query_as(
+                "SELECT COUNT(*) FILTER (WHERE status IN ('leased', 'running')), \
+                 COUNT(*) FILTER (WHERE status IN ('queued', 'retry_wait')) \
+                 FROM tasks WHERE concurrency_key = ?",
+            )
+            .bind(key)
+            .fetch_one(&mut *tx)
+            .await?;
+            if holders > 0 && waiters >= limit * WAITER_CAP_MULTIPLIER {
+                return Ok(Submitted::QueueFull);
+            }
+        }
+        let inserted = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO tasks (id, idempotency_key, spec, spec_sha256, labels_key, priority, \
+             concurrency_key, concurrency_limit, status, submitted_by, created_at_ms, \
+             updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?) \
+             RETURNING {TASK_COLUMNS}"
+        )))
+        .bind(&new.id)
+        .bind(&new.idempotency_key)
+        .bind(&new.spec)
+        .bind(&new.spec_sha256)
+        .bind(&new.labels_key)
+        .bind(new.priority)
+        .bind(new.concurrency.as_ref().map(|(k, _)| k))
+        .bind(new.concurrency.as_ref().map(|(_, l)| *l))
+        .bind(&new.submitted_by)
+        .bind(now_ms)
+        .bind(now_ms)
+        .fetch_one(&mut *tx)
+        .await;
+        let task = match inserted {
+            Ok(row) => task_from(&row)?,
+            // Another submission with the key committed first.
+            Err(e) if is_unique_violation(&e) => {
+                drop(tx);
+                let mut tx = self.writer.begin().await?;
+                let key = new.idempotency_key.as_deref().unwrap_or_default();
+                return match by_key(&mut tx, key).await? {
+                    Some(found) => Ok(same_or_conflict(found, new)),
+                    None => Err(StoreError::Sqlx(e)),
+                };
+            }
+            Err(e) => return Err(e.into()),
+        };
+        audit::append(&mut tx, note, now_ms).await?;
+        let event = append_event(&mut tx, "task", &task_event(&task), now_ms).await?;
+        tx.commit().await?;
+        Ok(Submitted::Created(Box::new(task), event))
+    }
+
+    /// The head of every priority level of every label set `labels` serves, skipping
+    /// tasks whose concurrency key is at its limit. Each is an index seek: the cost
+    /// follows how many label sets and levels are queued, not how many tasks.
+    pub(crate) async fn claim_candidates(
+        &self,
+        labels: &[String],
+    ) -> Result<Vec<Candidate>, StoreError> {
+        // The distinct label sets queued, one seek each (a skip scan of `tasks_queued`).
+        let keys: Vec<String> = sqlx::query_scalar(
+            "WITH RECURSIVE k(key) AS ( \
+               SELECT MIN(labels_key) FROM tasks WHERE status = 'queued' \
+               UNION ALL \
+               SELECT (SELECT MIN(labels_key) FROM tasks WHERE status = 'queued' AND labels_key > k.key) \
+               FROM k WHERE k.key IS NOT NULL) \
+             SELECT key FROM k WHERE key IS NOT NULL",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::new();
+        for key in keys.iter().filter(|k| serves(labels, k)) {
+            for priority in (0..=9).rev() {
+                let heads = sqlx::query(
+                    "SELECT t.id, t.priority FROM (SELECT id, priority, concurrency_key, \
+                     concurrency_limit, created_at_ms FROM tasks WHERE status = 'queued' \
+                     AND labels_key = ?1 AND priority = ?2 ORDER BY created_at_ms, id \
+                     LIMIT ?3) t \
+                     WHERE t.concurrency_key IS NULL OR (SELECT COUNT(*) FROM tasks h \
+                     WHERE h.concurrency_key = t.concurrency_key \
+                     AND h.status IN ('leased', 'running')) < t.concurrency_limit \
+                     ORDER BY t.created_at_ms, t.id LIMIT 1",
+                )
+                .bind(key)
+                .bind(priority)
+                .bind(CLAIM_SCAN)
+                .fetch_optional(&self.pool);
+                if let Some(row) = heads.await? {
+                    out.push(Candidate {
+                        id: row.try_get("id")?,
+                        priority: row.try_get("priority")?,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Claims task `id` for `worker` (compare-and-set from `queued`): the task `running`
+    /// (the built-in worker starts at once), its attempt's run `running` with a fresh
+    /// fencing token and a lease of `lease_ms`, their events. `None` when another claim
+    /// took it first.
+    pub(in crate::scheduling) async fn claim_task(
+        &self,
+        id: &str,
+        worker: &str,
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> Result<Option<(TaskRow, RunRow, Vec<EventRow>)>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let run_id = uuid::Uuid::now_v7().to_string();
+        let claimed = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE tasks SET status = 'running', attempts = attempts + 1, last_run_id = ?, \
+             reason = NULL, updated_at_ms = ? WHERE id = ? AND status = 'queued' \
+             RETURNING {TASK_COLUMNS}"
+        )))
+        .bind(&run_id)
+        .bind(now_ms)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(task) = claimed.as_ref().map(task_from).transpose()? else {
+            return Ok(None);
+        };
+        let fence: i64 = sqlx::query_scalar("UPDATE fences SET last = last + 1 RETURNING last")
+            .fetch_one(&mut *tx)
+            .await?;
+        let spec: Value = serde_json::from_str(&task.spec).unwrap_or(Value::Null);
+        let run = NewRun {
+            id: run_id,
+            schedule_id: None,
+            occurrence_key: None,
+            kind: RunKind::Task,
+            status: RunStatus::Running,
+            reason: None,
+            action: spec["action"].to_string(),
+            scheduled_at_ms: None,
+            counted: false,
+            chain_parent_id: None,
+            chain_depth: 0,
+            replaces_run_id: None,
+            follow_ups: None,
+            attempt: task.attempts,
+            approval: None,
+            approval_id: None,
+            task: Some(Attempt {
+                task_id: task.id.clone(),
+                worker_id: worker.to_owned(),
+                fence,
+                lease_expires_at_ms: now_ms.saturating_add(lease_ms),
+            }),
+        };
+        let run = insert_run(&mut tx, &run, now_ms).await?;
+        let events = vec![
+            append_event(&mut tx, "task", &task_event(&task), now_ms).await?,
+            append_event(&mut tx, "run", &run_event(&run), now_ms).await?,
+        ];
+        tx.commit().await?;
+        Ok(Some((task, run, events)))
+    }
+
+    /// Cancels a task that no attempt holds (`queued`), with the audit row of who asked;
+    /// `None` when it is not queued.
+    pub(in crate::scheduling) async fn cancel_queued_task(
+        &self,
+        id: &str,
+        note: &Note<'_>,
+        now_ms: i64,
+    ) -> Result<Option<(TaskRow, EventRow)>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE tasks SET status = 'cancelled', reason = 'cancelled_by_user', \
+             updated_at_ms = ?1, finished_at_ms = ?1 WHERE id = ?2 AND status = 'queued' \
+             RETURNING {TASK_COLUMNS}"
+        )))
+        .bind(now_ms)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(task) = row.as_ref().map(task_from).transpose()? else {
+            return Ok(None);
+        };
+        audit::append(&mut tx, note, now_ms).await?;
+        let event = append_event(&mut tx, "task", &task_event(&task), now_ms).await?;
+        tx.commit().await?;
+        Ok(Some((task, event)))
+    }
+
+    pub(crate) async fn task(&self, id: &str) -> Result<Option<TaskRow>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        Ok(task_in(&mut tx, id).await?)
+    }
+
+    /// Tasks newest first, filtered, after the cursor.
+    pub(crate) async fn tasks(&self, f: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
+        let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE 1");
+        if !f.statuses.is_empty() {
+            sql.push_str(" AND status IN (SELECT value FROM json_each(?))");
+        }
+        if f.label.is_some() {
+            sql.push_str(" AND instr(',' || labels_key || ',', ',' || ? || ',') > 0");
+        }
+        if f.before.is_some() {
+            sql.push_str(" AND (created_at_ms < ? OR (created_at_ms = ? AND id < ?))");
+        }
+        sql.push_str(" ORDER BY created_at_ms DESC, id DESC LIMIT ?");
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if !f.statuses.is_empty() {
+            let words: Vec<&str> = f.statuses.iter().map(|s| s.as_str()).collect();
+            q = q.bind(serde_json::to_string(&words).unwrap_or_default());
+        }
+        if let Some(label) = &f.label {
+            q = q.bind(label);
+        }
+        if let Some((at, id)) = &f.before {
+            q = q.bind(at).bind(at).bind(id);
+        }
+        let rows = q.bind(f.limit).fetch_all(&self.pool).await?;
+        Ok(rows.iter().map(task_from).collect::<Result<_, _>>()?)
+    }
+
+    /// The query plan of a claim's seek (for the test that holds it to an index walk).
+    #[cfg(test)]
+    pub(crate) async fn claim_plan(&self) -> Result<String, StoreError> {
+        let rows = sqlx::query(
+            "EXPLAIN QUERY PLAN SELECT id FROM tasks WHERE status = 'queued' \
+             AND labels_key = '' AND priority = 5 ORDER BY created_at_ms, id LIMIT 1",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let details: Vec<String> = rows
+            .iter()
+            .map(|r| r.try_get::<String, _>("detail"))
+            .collect::<Result<_, _>>()?;
+        Ok(details.join("; "))
+    }
+
+    /// The attempts of a task, in order.
+    pub(crate) async fn task_attempts(&self, task_id: &str) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM runs WHERE task_id = ? ORDER BY attempt, created_at_ms",
+        )
+        .bind(task_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}
+
+fn same_or_conflict(found: TaskRow, new: &NewTask) -> Submitted {
+    if found.spec_sha256 == new.spec_sha256 {
+        Submitted::Existing(Box::new(found))
+    } else {
+        Submitted::Conflict(Box::new(found))
+    }
+}
