@@ -49,6 +49,7 @@ pub enum Op {
     ListTasks,
     GetTask,
     CancelTask,
+    RetryTask,
     PlanDeclarations,
     ApplyDeclarations,
     ExportDeclarations,
@@ -696,6 +697,17 @@ pub const ROUTES: &[Route<Op>] = &[
             Post,
             "/api/tasks/{id}/cancel",
             "Cancel a task: a queued one at once, a running one through its attempt",
+            ok::<Task>(),
+        )
+    },
+    Route {
+        errors: &[Code::TaskNotFound, Code::TaskNotFinished],
+        ..route(
+            Op::RetryTask,
+            "retry_task",
+            Post,
+            "/api/tasks/{id}/retry",
+            "Queue an ended task (failed, timed out, cancelled) for another attempt now, or one waiting to retry at once",
             ok::<Task>(),
         )
     },

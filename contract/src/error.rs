@@ -90,6 +90,7 @@ codes! {
     ApprovalStale = "approval_stale" => CONFLICT,
     IdempotencyConflict = "idempotency_conflict" => CONFLICT,
     TaskNotActive = "task_not_active" => CONFLICT,
+    TaskNotFinished = "task_not_finished" => CONFLICT,
     PlanHasErrors = "plan_has_errors" => CONFLICT,
     NotRunning = "not_running" => CONFLICT,
     Busy = "busy" => CONFLICT,

@@ -51,6 +51,7 @@ pub(crate) enum Kind {
     ApprovalDenied,
     TaskSubmitted,
     TaskCancelled,
+    TaskRetried,
 }
 
 impl Kind {
@@ -75,12 +76,13 @@ impl Kind {
             Kind::ApprovalDenied => "approval_denied",
             Kind::TaskSubmitted => "task_submitted",
             Kind::TaskCancelled => "task_cancelled",
+            Kind::TaskRetried => "task_retried",
         }
     }
 
     /// Every kind, for the API's filter and its documentation.
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 19] = [
+    pub(crate) const ALL: [Kind; 20] = [
         Kind::EpochStarted,
         Kind::EpochStopped,
         Kind::PairingMinted,
@@ -100,6 +102,7 @@ impl Kind {
         Kind::ApprovalDenied,
         Kind::TaskSubmitted,
         Kind::TaskCancelled,
+        Kind::TaskRetried,
     ];
 }
 

@@ -20,7 +20,7 @@ pub use spec::{
     Action, ApprovalPolicy, CronTrigger, FollowUp, MissedFire, OnDaemonLoss, Overlap, Policies,
     RateLimit, ScheduleSpec, Trigger,
 };
-pub use task::{Concurrency, TaskSpec, validate_task};
+pub use task::{Backoff, Concurrency, RetryOn, RetryPolicy, TaskSpec, validate_task};
 pub use trigger::Armed;
 pub use validate::{Context, FieldError, Validated, parse_json, parse_json_as, validate};
 pub use zone::{Zone, ZoneSource};

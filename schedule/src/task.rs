@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::{
+    duration::parse_interval,
     spec::Action,
     validate::{Context, FieldError, check_deadline, check_job},
 };
@@ -63,6 +64,86 @@ pub struct TaskSpec {
     /// Extra environment variables for the job.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Attempts after a failure: how many in all, how long between them, after what.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+}
+
+/// `retry`: up to `max_attempts` attempts in all. After an attempt ends in an outcome `on`
+/// names (for `failed`, only one of `exit_codes` when any are given), the next waits
+/// a random time up to `min(max, initial × factor^(n−1))` after attempt n (full jitter).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    #[serde(default)]
+    pub backoff: Backoff,
+    #[serde(default = "RetryOn::all")]
+    pub on: Vec<RetryOn>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exit_codes: Vec<i64>,
+}
+
+/// The waits between attempts: intervals like `5s`, `1m`, and a whole factor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Backoff {
+    #[serde(default = "Backoff::default_initial")]
+    pub initial: String,
+    #[serde(default = "Backoff::default_max")]
+    pub max: String,
+    #[serde(default = "Backoff::default_factor")]
+    pub factor: u32,
+}
+
+impl Backoff {
+    fn default_initial() -> String {
+        "5s".into()
+    }
+    fn default_max() -> String {
+        "5m".into()
+    }
+    fn default_factor() -> u32 {
+        2
+    }
+
+    /// The longest wait after attempt `n` (1 for the first), in milliseconds.
+    pub fn ceiling_ms(&self, n: u32) -> i64 {
+        let initial = parse_interval(&self.initial).unwrap_or(5_000);
+        let max = parse_interval(&self.max).unwrap_or(300_000);
+        let grown = (1..n).fold(initial, |wait, _| {
+            wait.saturating_mul(i64::from(self.factor)).min(max)
+        });
+        grown.min(max)
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            initial: Self::default_initial(),
+            max: Self::default_max(),
+            factor: Self::default_factor(),
+        }
+    }
+}
+
+/// Which outcomes of an attempt are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryOn {
+    /// The job exited non-zero (or could not start).
+    Failed,
+    /// Its deadline ended it.
+    TimedOut,
+    /// Whatever ran it went away: its shim or daemon died, or its worker's lease ended.
+    WorkerLost,
+}
+
+impl RetryOn {
+    fn all() -> Vec<Self> {
+        vec![Self::Failed, Self::TimedOut, Self::WorkerLost]
+    }
 }
 
 /// At most `limit` tasks of one `key` are leased or running at once; the others wait.
@@ -138,6 +219,36 @@ pub fn validate_task(mut spec: TaskSpec, ctx: &Context<'_>) -> Result<TaskSpec, 
         }
     }
     check_deadline("deadline", spec.deadline, &mut errors);
+    if let Some(r) = &spec.retry {
+        if r.max_attempts == 0 || r.max_attempts > 100 {
+            errors.push(FieldError::new("retry.max_attempts", "must be 1 to 100"));
+        }
+        let initial = parse_interval(&r.backoff.initial);
+        let max = parse_interval(&r.backoff.max);
+        if let Err(why) = &initial {
+            errors.push(FieldError::new("retry.backoff.initial", why.clone()));
+        }
+        if let Err(why) = &max {
+            errors.push(FieldError::new("retry.backoff.max", why.clone()));
+        }
+        if let (Ok(i), Ok(m)) = (initial, max)
+            && (i > m || m > 86_400_000)
+        {
+            errors.push(FieldError::new(
+                "retry.backoff.max",
+                "must be at least `initial` and at most 1d",
+            ));
+        }
+        if r.backoff.factor == 0 || r.backoff.factor > 10 {
+            errors.push(FieldError::new("retry.backoff.factor", "must be 1 to 10"));
+        }
+        if r.on.is_empty() {
+            errors.push(FieldError::new(
+                "retry.on",
+                "must name at least one outcome",
+            ));
+        }
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -203,5 +314,39 @@ mod tests {
             assert!(paths.contains(&want.to_owned()), "{want} in {paths:?}");
         }
         assert!(check(r#"{"action":{"kind":"command","executable":"reindex"},"when":1}"#).is_err());
+    }
+
+    #[test]
+    fn a_retry_policy_has_defaults_bounds_and_a_growing_ceiling() {
+        let spec = check(
+            r#"{"action":{"kind":"command","executable":"reindex"},"retry":{"max_attempts":4}}"#,
+        )
+        .expect("valid");
+        let r = spec.retry.expect("retry");
+        assert_eq!(
+            r.on,
+            [RetryOn::Failed, RetryOn::TimedOut, RetryOn::WorkerLost]
+        );
+        let ceilings: Vec<i64> = (1..=9).map(|n| r.backoff.ceiling_ms(n)).collect();
+        assert_eq!(
+            ceilings,
+            [
+                5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 300_000, 300_000, 300_000
+            ]
+        );
+        let paths = check(
+            r#"{"action":{"kind":"command","executable":"reindex"},"retry":{"max_attempts":0,
+                "backoff":{"initial":"1m","max":"10s","factor":0},"on":[]}}"#,
+        )
+        .expect_err("invalid");
+        assert_eq!(
+            paths,
+            [
+                "retry.max_attempts",
+                "retry.backoff.max",
+                "retry.backoff.factor",
+                "retry.on"
+            ]
+        );
     }
 }

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 /// Every kind of audit row: the epoch's start and stop, pairing, sessions, the
 /// allow-list, and each change to a schedule or run made through the API.
-pub const AUDIT_KINDS: [&str; 19] = [
+pub const AUDIT_KINDS: [&str; 20] = [
     "epoch_started",
     "epoch_stopped",
     "pairing_minted",
@@ -26,6 +26,7 @@ pub const AUDIT_KINDS: [&str; 19] = [
     "approval_denied",
     "task_submitted",
     "task_cancelled",
+    "task_retried",
 ];
 
 /// One row of the trail. Rows are never changed nor removed.

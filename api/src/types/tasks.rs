@@ -103,6 +103,9 @@ pub struct Task {
     /// No enrolled worker has its labels: it waits until one that has them joins.
     pub unmatched: bool,
     pub attempts: i64,
+    /// When its next attempt is due (`retry_wait` only).
+    #[schema(format = DateTime)]
+    pub next_attempt_at: Option<String>,
     /// Its latest attempt (a run of kind `task`).
     pub last_run_id: Option<String>,
     /// The session that submitted it, or `daemon` for the daemon token.

@@ -98,6 +98,7 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::ListTasks => on(m, tasks::list),
         Op::GetTask => on(m, tasks::get_one),
         Op::CancelTask => on(m, tasks::cancel),
+        Op::RetryTask => on(m, tasks::retry),
         Op::PlanDeclarations => on(m, declarations::plan),
         Op::ApplyDeclarations => on(m, declarations::apply),
         Op::ExportDeclarations => on(m, declarations::export),

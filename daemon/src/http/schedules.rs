@@ -91,6 +91,11 @@ pub(crate) fn engine_error(e: EngineError) -> ApiError {
         EngineError::TaskNotActive => {
             ApiError::new(Code::TaskNotActive, "the task has already ended")
         }
+        EngineError::TaskNotFinished => ApiError::new(
+            Code::TaskNotFinished,
+            "the task has not ended: only a failed, timed out or cancelled task (or one \
+             waiting to retry) is retried",
+        ),
         EngineError::BadSpec(why) => ApiError::new(
             Code::Internal,
             format!("the stored spec cannot be read: {why}"),

@@ -47,6 +47,7 @@ pub(crate) fn view(t: &TaskRow, worker_labels: &[String]) -> Result<Task, ApiErr
         spec_sha256: t.spec_sha256.clone(),
         unmatched: status == TaskStatus::Queued && !serves(worker_labels, &t.labels_key),
         attempts: t.attempts,
+        next_attempt_at: t.next_attempt_at_ms.map(rfc3339),
         last_run_id: t.last_run_id.clone(),
         submitted_by: t.submitted_by.clone(),
         created_at: rfc3339(t.created_at_ms),
@@ -171,6 +172,19 @@ pub(crate) async fn get_one(
         task: view(&task, state.scheduler.local_labels())?,
         attempts,
     }))
+}
+
+pub(crate) async fn retry(
+    State(state): State<ApiState>,
+    By(by): By,
+    Path(id): Path<String>,
+) -> Result<Json<Task>, ApiError> {
+    let task = state
+        .scheduler
+        .retry_task(&id, &by)
+        .await
+        .map_err(engine_error)?;
+    Ok(Json(view(&task, state.scheduler.local_labels())?))
 }
 
 pub(crate) async fn cancel(

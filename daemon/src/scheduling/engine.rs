@@ -90,6 +90,8 @@ pub(crate) enum EngineError {
     TaskNotFound,
     #[error("the task has already ended")]
     TaskNotActive,
+    #[error("the task has not ended")]
+    TaskNotFinished,
     #[error("the stored spec cannot be read: {0}")]
     BadSpec(String),
     #[error(transparent)]

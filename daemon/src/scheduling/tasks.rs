@@ -1,5 +1,6 @@
 //! On-demand tasks (docs/TASKS.md): a submission (idempotent, refused when its
-//! concurrency key's queue is full), a cancel, and studiod's built-in worker. The
+//! concurrency key's queue is full), a cancel, a retry by hand, and studiod's built-in
+//! worker, which also queues again the tasks whose next attempt is due. The
 //! built-in worker takes a run slot first, then claims the task it serves that the fair
 //! order picks, and launches its attempt through the same runner and shims as any run;
 //! the task follows its attempt in the store, in the attempt's own transactions.
@@ -139,6 +140,31 @@ impl Scheduler {
         }
     }
 
+    /// Queues an ended task for another attempt now (or a waiting one at once), for
+    /// `by`; the task.
+    pub(crate) async fn retry_task(&self, id: &str, by: &Actor) -> Result<TaskRow, EngineError> {
+        let task = self
+            .store
+            .task(id)
+            .await?
+            .ok_or(EngineError::TaskNotFound)?;
+        let note = Note {
+            by,
+            kind: Kind::TaskRetried,
+            object: format!("task:{id}"),
+            schedule_id: None,
+            detail: json!({ "status": task.status, "attempts": task.attempts }),
+        };
+        let (task, event) = self
+            .store
+            .retry_task(id, &note, now_ms())
+            .await?
+            .ok_or(EngineError::TaskNotFinished)?;
+        self.publish(event);
+        self.task_wake.notify_one();
+        Ok(task)
+    }
+
     /// The labels the built-in worker serves.
     pub(crate) fn local_labels(&self) -> &[String] {
         &self.config.local_labels
@@ -176,9 +202,21 @@ impl Scheduler {
                     continue;
                 }
             }
+            // Until a task is submitted or a slot frees, or the next retry is due.
+            let idle = match self.store.next_retry().await {
+                Ok(Some(at)) => {
+                    let wait = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
+                    IDLE.min(std::time::Duration::from_millis(wait + 1))
+                }
+                Ok(None) => IDLE,
+                Err(error) => {
+                    tracing::error!(error = %chain(&error), "cannot read the next retry");
+                    std::time::Duration::from_secs(1)
+                }
+            };
             tokio::select! {
                 () = self.task_wake.notified() => {}
-                () = tokio::time::sleep(IDLE) => {}
+                () = tokio::time::sleep(idle) => {}
                 () = stop.triggered() => return,
             }
         }
@@ -186,6 +224,9 @@ impl Scheduler {
 
     /// Claims the task the fair order picks among those the built-in worker serves.
     async fn claim_one(&self) -> Result<Option<(TaskRow, super::model::RunRow)>, StoreError> {
+        // Tasks whose next attempt is due wait again like any queued task.
+        let released = self.store.release_retries(now_ms()).await?;
+        self.publish_all(released);
         // Another claimer may take a candidate first: look again a few times.
         for _ in 0..3 {
             let candidates = self.store.claim_candidates(self.local_labels()).await?;

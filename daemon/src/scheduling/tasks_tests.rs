@@ -237,3 +237,148 @@ async fn a_queued_task_is_cancelled_and_a_claimed_one_is_not_claimed_twice() {
             .is_none()
     );
 }
+
+/// Runs the claimed attempt of `id` to `to` with `reason` and `exit`.
+async fn end_attempt(s: &SchedStore, id: &str, to: RunStatus, reason: &str, exit: i64, at: i64) {
+    let (_, run, _) = s
+        .claim_task(id, "builtin", 30_000, at)
+        .await
+        .expect("claim")
+        .expect("claimed");
+    let finish = super::store::Finish {
+        exit_code: Some(exit),
+        ..Default::default()
+    };
+    s.transition(
+        &run.id,
+        RunStatus::Running,
+        to,
+        Some(reason),
+        Some(&finish),
+        at + 1,
+    )
+    .await
+    .expect("end")
+    .expect("ended");
+}
+
+#[tokio::test]
+async fn a_retry_policy_waits_a_jittered_backoff_then_gives_up_after_its_attempts() {
+    let dir = TempDir::new("tasks-retry");
+    let s = store(&dir).await;
+    let new = NewTask {
+        spec: r#"{"action":{"executable":"true","kind":"command"},"retry":{"max_attempts":2,
+            "backoff":{"initial":"1s","max":"1s","factor":2},"on":["failed"],"exit_codes":[3]}}"#
+            .into(),
+        ..task("t", "", 5)
+    };
+    assert!(matches!(submit(&s, &new, 1).await, Submitted::Created(..)));
+    end_attempt(&s, "t", RunStatus::Failed, "exit_3", 3, 10).await;
+    let waiting = s.task("t").await.expect("read").expect("task");
+    assert_eq!(waiting.status, "retry_wait");
+    let due = waiting.next_attempt_at_ms.expect("a next attempt");
+    assert!(
+        (11..=1_011).contains(&due),
+        "within the first backoff: {due}"
+    );
+    assert_eq!(s.next_retry().await.expect("next"), Some(due));
+    assert!(
+        s.release_retries(due - 1).await.expect("early").is_empty(),
+        "not yet"
+    );
+    assert_eq!(s.release_retries(due).await.expect("due").len(), 1);
+    // The second attempt fails too: that was the last.
+    end_attempt(&s, "t", RunStatus::Failed, "exit_3", 3, 2_000).await;
+    let done = s.task("t").await.expect("read").expect("task");
+    assert_eq!((done.status.as_str(), done.attempts), ("failed", 2));
+    assert_eq!(s.next_retry().await.expect("next"), None);
+
+    // By hand, an ended task goes again; a queued one is not "retried".
+    let by = actor();
+    let note = Note {
+        by: &by,
+        kind: Kind::TaskRetried,
+        object: "task:t".into(),
+        schedule_id: None,
+        detail: serde_json::json!({}),
+    };
+    let (again, _) = s
+        .retry_task("t", &note, 3_000)
+        .await
+        .expect("retry")
+        .expect("ended");
+    assert_eq!(
+        (again.status.as_str(), again.finished_at_ms),
+        ("queued", None)
+    );
+    assert!(
+        s.retry_task("t", &note, 3_001)
+            .await
+            .expect("again")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn only_the_outcomes_and_exit_codes_a_policy_names_are_retried() {
+    let dir = TempDir::new("tasks-retry-on");
+    let s = store(&dir).await;
+    let spec = |on: &str| {
+        format!(
+            r#"{{"action":{{"executable":"true","kind":"command"}},"retry":{{"max_attempts":5,
+            "on":{on},"exit_codes":[75]}}}}"#
+        )
+    };
+    let cases = [
+        (
+            "a",
+            spec(r#"["failed"]"#),
+            RunStatus::Failed,
+            "exit_1",
+            1,
+            "failed",
+        ),
+        (
+            "b",
+            spec(r#"["failed"]"#),
+            RunStatus::Failed,
+            "exit_75",
+            75,
+            "retry_wait",
+        ),
+        (
+            "c",
+            spec(r#"["worker_lost"]"#),
+            RunStatus::Failed,
+            "shim_lost",
+            -1,
+            "retry_wait",
+        ),
+        (
+            "d",
+            spec(r#"["failed"]"#),
+            RunStatus::TimedOut,
+            "deadline",
+            -1,
+            "timed_out",
+        ),
+        (
+            "e",
+            spec(r#"["timed_out"]"#),
+            RunStatus::Cancelled,
+            "cancelled_by_user",
+            -1,
+            "cancelled",
+        ),
+    ];
+    for (id, spec, to, reason, exit, want) in cases {
+        let new = NewTask {
+            spec,
+            ..task(id, "", 5)
+        };
+        assert!(matches!(submit(&s, &new, 1).await, Submitted::Created(..)));
+        end_attempt(&s, id, to, reason, exit, 10).await;
+        let t = s.task(id).await.expect("read").expect("task");
+        assert_eq!(t.status, want, "{id}: {reason}");
+    }
+}

@@ -162,6 +162,8 @@ pub enum TaskCommand {
     },
     /// Cancel a task: a queued one at once, a running one through its attempt.
     Cancel(RunIdArgs),
+    /// Queue an ended task (failed, timed out, cancelled) for another attempt now.
+    Retry(RunIdArgs),
 }
 
 #[derive(Debug, Args)]
@@ -182,6 +184,10 @@ pub struct TaskSubmitArgs {
     /// Seconds the job may run.
     #[arg(long, value_name = "SECS")]
     pub deadline: Option<u64>,
+    /// Up to N attempts in all, after a failure, a timeout or a lost worker (waits of up
+    /// to 5 s, doubling, at most 5 min, each drawn at random).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub attempts: Option<u32>,
     /// The job's working directory (absolute).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
@@ -434,7 +440,7 @@ pub struct AuditArgs {
     /// Only rows of these kinds, comma-separated (schedule_created, schedule_updated,
     /// schedule_enabled, schedule_disabled, schedule_deleted, run_triggered,
     /// run_cancelled, approval_granted, approval_denied, task_submitted, task_cancelled,
-    /// pairing_minted, pairing_redeemed, pairing_failed, session_revoked,
+    /// task_retried, pairing_minted, pairing_redeemed, pairing_failed, session_revoked,
     /// role_changed, allowlist_changed, epoch_started, epoch_stopped).
     #[arg(long, value_name = "KINDS")]
     pub kind: Option<String>,

@@ -1,4 +1,4 @@
-//! `studio task submit|list|show|logs|cancel`: on-demand tasks (`/api/tasks`,
+//! `studio task submit|list|show|logs|cancel|retry`: on-demand tasks (`/api/tasks`,
 //! docs/TASKS.md). `submit` prints the task's id; the same `--key` again answers the task
 //! it made (said on stderr), and with another spec is refused.
 
@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use studio_api::{
     Task, TaskDetail, TaskPage,
-    schedule::{Action, Concurrency, TaskSpec},
+    schedule::{Action, Backoff, Concurrency, RetryOn, RetryPolicy, TaskSpec},
 };
 use studio_contract::home::Home;
 
@@ -85,6 +85,21 @@ pub(crate) async fn run(
             };
             runs::logs(home, args, stderr, follow, shutdown).await
         }
+        TaskCommand::Retry(args) => {
+            let client = connect(home, &args.remote).await?;
+            let task: Task = client
+                .post(
+                    &format!("/api/tasks/{}/retry", encode(&args.id)),
+                    &serde_json::json!({}),
+                )
+                .await?;
+            if args.remote.json {
+                print_json(&task)?;
+            } else {
+                outln!("{} {}", task.id, task.status.as_str())?;
+            }
+            Ok(0)
+        }
         TaskCommand::Cancel(args) => {
             let client = connect(home, &args.remote).await?;
             let task: Task = client
@@ -156,6 +171,12 @@ async fn submit(home: &Home, args: TaskSubmitArgs) -> Result<u8, Error> {
         deadline: args.deadline,
         cwd: args.cwd,
         env,
+        retry: args.attempts.map(|max_attempts| RetryPolicy {
+            max_attempts,
+            backoff: Backoff::default(),
+            on: vec![RetryOn::Failed, RetryOn::TimedOut, RetryOn::WorkerLost],
+            exit_codes: Vec::new(),
+        }),
     };
     let client = connect(home, &args.remote).await?;
     let before = now_ms();
@@ -247,6 +268,9 @@ fn show(d: &TaskDetail, now: i64) -> String {
     }
     if let Some(reason) = &t.reason {
         lines.push(format!("reason     {reason}"));
+    }
+    if let Some(at) = &t.next_attempt_at {
+        lines.push(format!("next try   {}", relative(at, now)));
     }
     if !d.attempts.is_empty() {
         let mut table = Table::new(&["ATTEMPT", "RUN", "STATUS", "WORKER", "STARTED", "EXIT"]);

@@ -7,6 +7,7 @@
 use serde_json::Value;
 use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
 use studio_api::{TaskEvent, TaskStatus};
+use studio_schedule::{RetryOn, TaskSpec};
 
 use super::{
     SchedStore,
@@ -163,9 +164,54 @@ async fn by_key(
     row.as_ref().map(task_from).transpose()
 }
 
+/// The reasons a run ends `failed` with when whatever ran it went away (its shim, its
+/// studiod, its machine, its worker's lease), not the job itself.
+const WORKER_LOST: [&str; 6] = [
+    "worker_lost",
+    "shim_lost",
+    "daemon_lost",
+    "host_rebooted",
+    "stale",
+    "launch_uncertain",
+];
+
+/// What `retry.on` calls an attempt's end, if it names one.
+fn outcome(run: &RunRow) -> Option<RetryOn> {
+    match run.status()? {
+        RunStatus::TimedOut => Some(RetryOn::TimedOut),
+        RunStatus::Failed if WORKER_LOST.contains(&run.reason.as_deref().unwrap_or_default()) => {
+            Some(RetryOn::WorkerLost)
+        }
+        RunStatus::Failed => Some(RetryOn::Failed),
+        _ => None,
+    }
+}
+
+/// When the next attempt is due after `run`, the task's `attempts`-th, ended, if its
+/// retry policy asks for one: a random instant up to the backoff's ceiling (full jitter).
+fn next_attempt(spec: &TaskSpec, attempts: i64, run: &RunRow, now_ms: i64) -> Option<i64> {
+    let retry = spec.retry.as_ref()?;
+    let ended = outcome(run)?;
+    if !retry.on.contains(&ended) || attempts >= i64::from(retry.max_attempts) {
+        return None;
+    }
+    if ended == RetryOn::Failed
+        && !retry.exit_codes.is_empty()
+        && !run.exit_code.is_some_and(|c| retry.exit_codes.contains(&c))
+    {
+        return None;
+    }
+    let n = u32::try_from(attempts).unwrap_or(u32::MAX);
+    let ceiling = u64::try_from(retry.backoff.ceiling_ms(n)).unwrap_or(0);
+    let draw = u64::from_le_bytes(studio_contract::secret::random_bytes::<8>());
+    let wait = i64::try_from(draw % (ceiling + 1)).unwrap_or(0);
+    Some(now_ms.saturating_add(wait))
+}
+
 /// A task follows its latest attempt: `running` while the attempt runs, then the
-/// attempt's end. An older attempt (replaced) moves nothing. Called by every status
-/// change of a run, in its transaction.
+/// attempt's end — or `retry_wait` until its next attempt when its retry policy asks for
+/// one. An older attempt (replaced) moves nothing. Called by every status change of a
+/// run, in its transaction.
 pub(super) async fn follow(
     tx: &mut Transaction<'_, Sqlite>,
     run: &RunRow,
@@ -178,7 +224,13 @@ pub(super) async fn follow(
     let Some(status) = run.status() else {
         return Ok(());
     };
-    let to = match status {
+    let Some(task) = task_in(tx, task_id).await? else {
+        return Ok(());
+    };
+    if task.last_run_id.as_deref() != Some(run.id.as_str()) {
+        return Ok(());
+    }
+    let mut to = match status {
         RunStatus::Queued => TaskStatus::Leased,
         RunStatus::Running => TaskStatus::Running,
         RunStatus::Completed => TaskStatus::Completed,
@@ -190,14 +242,27 @@ pub(super) async fn follow(
         | RunStatus::Denied
         | RunStatus::Expired => TaskStatus::Failed,
     };
+    let mut next = None;
+    if to.is_terminal()
+        && let Ok(spec) = serde_json::from_str::<TaskSpec>(&task.spec)
+        && let Some(at) = next_attempt(&spec, task.attempts, run, now_ms)
+    {
+        to = TaskStatus::RetryWait;
+        next = Some(at);
+    }
+    if task.status() == Some(to) {
+        return Ok(());
+    }
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE tasks SET status = ?1, reason = ?2, updated_at_ms = ?3, \
-         finished_at_ms = CASE WHEN ?4 THEN ?3 ELSE finished_at_ms END \
-         WHERE id = ?5 AND last_run_id = ?6 AND status <> ?1 RETURNING {TASK_COLUMNS}"
+         next_attempt_at_ms = ?4, \
+         finished_at_ms = CASE WHEN ?5 THEN ?3 ELSE finished_at_ms END \
+         WHERE id = ?6 AND last_run_id = ?7 RETURNING {TASK_COLUMNS}"
     )))
     .bind(to.as_str())
     .bind(&run.reason)
     .bind(now_ms)
+    .bind(next)
     .bind(to.is_terminal())
     .bind(task_id)
     .bind(&run.id)
@@ -413,8 +478,68 @@ impl SchedStore {
         Ok(Some((task, run, events)))
     }
 
-    /// Cancels a task that no attempt holds (`queued`), with the audit row of who asked;
-    /// `None` when it is not queued.
+    /// Queues again the tasks whose next attempt is due; their events.
+    pub(in crate::scheduling) async fn release_retries(
+        &self,
+        now_ms: i64,
+    ) -> Result<Vec<EventRow>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE tasks SET status = 'queued', next_attempt_at_ms = NULL, updated_at_ms = ?1 \
+             WHERE status = 'retry_wait' AND next_attempt_at_ms <= ?1 RETURNING {TASK_COLUMNS}"
+        )))
+        .bind(now_ms)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut events = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let task = task_from(row)?;
+            events.push(append_event(&mut tx, "task", &task_event(&task), now_ms).await?);
+        }
+        tx.commit().await?;
+        Ok(events)
+    }
+
+    /// When the next attempt of a task waiting to retry is due.
+    pub(crate) async fn next_retry(&self) -> Result<Option<i64>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT MIN(next_attempt_at_ms) FROM tasks WHERE status = 'retry_wait'",
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// Queues an ended task (failed, timed out, cancelled) for another attempt now, or
+    /// one waiting to retry at once, with the audit row of who asked; `None` when it is
+    /// neither.
+    pub(in crate::scheduling) async fn retry_task(
+        &self,
+        id: &str,
+        note: &Note<'_>,
+        now_ms: i64,
+    ) -> Result<Option<(TaskRow, EventRow)>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE tasks SET status = 'queued', next_attempt_at_ms = NULL, reason = NULL, \
+             finished_at_ms = NULL, updated_at_ms = ?1 WHERE id = ?2 \
+             AND status IN ('failed', 'timed_out', 'cancelled', 'retry_wait') \
+             RETURNING {TASK_COLUMNS}"
+        )))
+        .bind(now_ms)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(task) = row.as_ref().map(task_from).transpose()? else {
+            return Ok(None);
+        };
+        audit::append(&mut tx, note, now_ms).await?;
+        let event = append_event(&mut tx, "task", &task_event(&task), now_ms).await?;
+        tx.commit().await?;
+        Ok(Some((task, event)))
+    }
+
+    /// Cancels a task that no attempt holds (`queued`, `retry_wait`), with the audit row
+    /// of who asked; `None` when it is neither.
     pub(in crate::scheduling) async fn cancel_queued_task(
         &self,
         id: &str,
@@ -424,7 +549,8 @@ impl SchedStore {
         let mut tx = self.writer.begin().await?;
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE tasks SET status = 'cancelled', reason = 'cancelled_by_user', \
-             updated_at_ms = ?1, finished_at_ms = ?1 WHERE id = ?2 AND status = 'queued' \
+             next_attempt_at_ms = NULL, updated_at_ms = ?1, finished_at_ms = ?1 \
+             WHERE id = ?2 AND status IN ('queued', 'retry_wait') \
              RETURNING {TASK_COLUMNS}"
         )))
         .bind(now_ms)

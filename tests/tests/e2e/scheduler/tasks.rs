@@ -211,3 +211,57 @@ async fn tasks_of_one_concurrency_key_run_one_at_a_time_and_cap_their_waiters() 
         "oldest first"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_retry_after_a_backoff_until_one_attempt_succeeds_or_none_is_left() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let flag = marker(&studio, "failed-once");
+    // Fails the first time, succeeds the second.
+    let flaky = serde_json::json!({
+        "action": {"kind": "command", "executable": "sh", "args": ["-c",
+            format!("test -f '{0}' || {{ touch '{0}'; exit 3; }}", flag.display())]},
+        "retry": {"max_attempts": 3, "backoff": {"initial": "1s", "max": "1s"}},
+    });
+    let t: Task = api.post("/api/tasks", &flaky).await.expect(201);
+    let done = task_until(&api, &t.id, "the retried task to end", |t| {
+        t.task.status.is_terminal()
+    })
+    .await;
+    assert_eq!(done.task.status, TaskStatus::Completed, "{done:?}");
+    assert_eq!(done.attempts.len(), 2, "one failure, one success");
+    let (first, second) = (&done.attempts[0].core, &done.attempts[1].core);
+    assert_eq!(
+        (first.status, first.exit_code),
+        (RunStatus::Failed, Some(3))
+    );
+    assert_eq!((second.attempt, second.status), (2, RunStatus::Completed));
+    let gap = ms_of(&second.created_at.clone().into()) - ms_of(&first.finished_at);
+    assert!(
+        (0..2_000).contains(&gap),
+        "the wait is at most the 1 s backoff: {gap} ms"
+    );
+
+    // Always failing: three attempts, then failed; by hand, once more.
+    let failing = serde_json::json!({
+        "action": {"kind": "command", "executable": "sh", "args": ["-c", "exit 3"]},
+        "retry": {"max_attempts": 3, "backoff": {"initial": "1s", "max": "1s"}},
+    });
+    let t: Task = api.post("/api/tasks", &failing).await.expect(201);
+    let done = task_until(&api, &t.id, "every attempt to fail", |t| {
+        t.task.status.is_terminal()
+    })
+    .await;
+    assert_eq!(
+        (done.task.status, done.task.attempts),
+        (TaskStatus::Failed, 3)
+    );
+    let retried = cli(&studio, &["task", "retry", &t.id]);
+    assert!(stdout(&retried).ends_with("queued"), "{retried:?}");
+    task_until(&api, &t.id, "the fourth attempt", |t| {
+        t.task.attempts == 4 && t.task.status.is_terminal()
+    })
+    .await;
+    let again = cli(&studio, &["task", "retry", "nope"]);
+    assert!(!again.status.success());
+}
