@@ -113,6 +113,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "tasks",
         include_str!("../../migrations/daemon/0020_tasks.sql"),
     ),
+    (
+        21,
+        "run retries",
+        include_str!("../../migrations/daemon/0021_run_retries.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -704,7 +709,8 @@ mod tests {
             .expect("rollups");
             let objects: Vec<(String, String)> = sqlx::query_as(
                 "SELECT type, name FROM sqlite_master WHERE tbl_name IN ('runs', 'schedule_strips') \
-                 AND name NOT LIKE 'sqlite_autoindex%' AND name <> 'runs_by_task' \
+                 AND name NOT LIKE 'sqlite_autoindex%' \
+                 AND name NOT IN ('runs_by_task', 'runs_retry_due') \
                  ORDER BY type, name",
             )
             .fetch_all(&pool)

@@ -154,6 +154,10 @@ pub struct Policies {
     /// A person must grant each run before it launches (docs/DECISIONS.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalPolicy>,
+    /// Another attempt of an occurrence whose run failed, timed out or lost its job
+    /// (docs/TASKS.md, "Retries").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<crate::task::RetryPolicy>,
 }
 
 /// `policies.approval`: each fire or manual trigger waits, as a run `awaiting_approval`,

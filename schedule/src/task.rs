@@ -164,6 +164,47 @@ impl TaskSpec {
     }
 }
 
+/// A retry policy's bounds, its fields named under `path`.
+pub(crate) fn check_retry(path: &str, r: &RetryPolicy, errors: &mut Vec<FieldError>) {
+    if r.max_attempts == 0 || r.max_attempts > 100 {
+        errors.push(FieldError::new(
+            format!("{path}.max_attempts"),
+            "must be 1 to 100",
+        ));
+    }
+    let initial = parse_interval(&r.backoff.initial);
+    let max = parse_interval(&r.backoff.max);
+    if let Err(why) = &initial {
+        errors.push(FieldError::new(
+            format!("{path}.backoff.initial"),
+            why.clone(),
+        ));
+    }
+    if let Err(why) = &max {
+        errors.push(FieldError::new(format!("{path}.backoff.max"), why.clone()));
+    }
+    if let (Ok(i), Ok(m)) = (initial, max)
+        && (i > m || m > 86_400_000)
+    {
+        errors.push(FieldError::new(
+            format!("{path}.backoff.max"),
+            "must be at least `initial` and at most 1d",
+        ));
+    }
+    if r.backoff.factor == 0 || r.backoff.factor > 10 {
+        errors.push(FieldError::new(
+            format!("{path}.backoff.factor"),
+            "must be 1 to 10",
+        ));
+    }
+    if r.on.is_empty() {
+        errors.push(FieldError::new(
+            format!("{path}.on"),
+            "must name at least one outcome",
+        ));
+    }
+}
+
 fn check_key(path: &str, key: &str, errors: &mut Vec<FieldError>) {
     if key.is_empty() || key.len() > MAX_KEY_BYTES || key.chars().any(char::is_control) {
         errors.push(FieldError::new(
@@ -220,34 +261,7 @@ pub fn validate_task(mut spec: TaskSpec, ctx: &Context<'_>) -> Result<TaskSpec, 
     }
     check_deadline("deadline", spec.deadline, &mut errors);
     if let Some(r) = &spec.retry {
-        if r.max_attempts == 0 || r.max_attempts > 100 {
-            errors.push(FieldError::new("retry.max_attempts", "must be 1 to 100"));
-        }
-        let initial = parse_interval(&r.backoff.initial);
-        let max = parse_interval(&r.backoff.max);
-        if let Err(why) = &initial {
-            errors.push(FieldError::new("retry.backoff.initial", why.clone()));
-        }
-        if let Err(why) = &max {
-            errors.push(FieldError::new("retry.backoff.max", why.clone()));
-        }
-        if let (Ok(i), Ok(m)) = (initial, max)
-            && (i > m || m > 86_400_000)
-        {
-            errors.push(FieldError::new(
-                "retry.backoff.max",
-                "must be at least `initial` and at most 1d",
-            ));
-        }
-        if r.backoff.factor == 0 || r.backoff.factor > 10 {
-            errors.push(FieldError::new("retry.backoff.factor", "must be 1 to 10"));
-        }
-        if r.on.is_empty() {
-            errors.push(FieldError::new(
-                "retry.on",
-                "must name at least one outcome",
-            ));
-        }
+        check_retry("retry", r, &mut errors);
     }
     if !errors.is_empty() {
         return Err(errors);

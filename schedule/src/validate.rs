@@ -324,6 +324,9 @@ fn check_policies(spec: &ScheduleSpec, errors: &mut Vec<FieldError>) {
         p.approval.as_ref(),
         errors,
     );
+    if let Some(r) = &p.retry {
+        crate::task::check_retry("policies.retry", r, errors);
+    }
     if let Some(r) = p.rate_limit {
         if r.max_fires == 0 {
             errors.push(FieldError::new(

@@ -5,8 +5,8 @@ use std::{collections::BTreeMap, path::Path};
 
 use proptest::{collection, option, prelude::*};
 use studio_schedule::{
-    Action, ApprovalPolicy, CronTrigger, FollowUp, Format, LoadOptions, MissedFire, OnDaemonLoss,
-    Overlap, Policies, RateLimit, ScheduleSpec, Trigger, Zone,
+    Action, ApprovalPolicy, Backoff, CronTrigger, FollowUp, Format, LoadOptions, MissedFire,
+    OnDaemonLoss, Overlap, Policies, RateLimit, RetryOn, RetryPolicy, ScheduleSpec, Trigger, Zone,
     declaration::{API_VERSION, KIND, Metadata, ScheduleSet},
     parse_str, render_yaml,
 };
@@ -121,6 +121,12 @@ fn policies() -> impl Strategy<Value = Policies> {
             prop_oneof![Just("90s"), Just("15m"), Just("1h30m"), Just("2d")],
             any::<bool>(),
         )),
+        option::of((
+            1u32..10,
+            prop_oneof![Just("1s"), Just("5s"), Just("1m")],
+            1u32..5,
+            collection::vec(0i64..256, 0..3),
+        )),
     )
         .prop_map(
             |(
@@ -132,6 +138,7 @@ fn policies() -> impl Strategy<Value = Policies> {
                 rate,
                 on_daemon_loss,
                 approval,
+                retry,
             )| {
                 Policies {
                     missed_fire,
@@ -148,6 +155,16 @@ fn policies() -> impl Strategy<Value = Policies> {
                         required,
                         expires_after: expires_after.into(),
                         distinct_from_requester: distinct,
+                    }),
+                    retry: retry.map(|(max_attempts, initial, factor, exit_codes)| RetryPolicy {
+                        max_attempts,
+                        backoff: Backoff {
+                            initial: initial.into(),
+                            max: "5m".into(),
+                            factor,
+                        },
+                        on: vec![RetryOn::Failed, RetryOn::WorkerLost],
+                        exit_codes,
                     }),
                 }
             },

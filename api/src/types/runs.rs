@@ -171,6 +171,10 @@ pub struct RunCore {
     /// The worker that ran the attempt (`builtin` for studiod's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_id: Option<String>,
+    /// When the next attempt of its occurrence is due (its schedule's `policies.retry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    pub retry_at: Option<String>,
 }
 
 impl RunCore {
@@ -334,6 +338,7 @@ mod tests {
             approval_id: None,
             task_id: None,
             worker_id: None,
+            retry_at: None,
         }
     }
 

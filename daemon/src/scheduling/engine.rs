@@ -180,6 +180,8 @@ pub(crate) struct Scheduler {
     pub(super) expiry_wake: Notify,
     /// Wakes the built-in worker when a task is submitted.
     pub(super) task_wake: Notify,
+    /// Wakes the retries of occurrences when a run ends.
+    pub(super) retry_wake: Notify,
     /// The built-in worker's fair order across priorities.
     pub(super) fairness: Mutex<super::tasks::Fairness>,
 }
@@ -259,6 +261,7 @@ impl Scheduler {
             detached_until_ms: AtomicI64::new(0),
             expiry_wake: Notify::new(),
             task_wake: Notify::new(),
+            retry_wake: Notify::new(),
             fairness: Mutex::default(),
         });
         this.load_allowlist().await?;
@@ -355,6 +358,7 @@ impl Scheduler {
         tokio::spawn(self.clone().reap_forever());
         tokio::spawn(self.clone().expire_forever());
         tokio::spawn(self.clone().work_forever());
+        tokio::spawn(self.clone().retry_forever());
         let stop = self.stop.clone();
         loop {
             let due = self.queue().pop_due(now_ms());

@@ -112,8 +112,10 @@ impl Scheduler {
                 tracing::error!(run = %run_id, error = %chain(&error), "run supervision failed");
             }
             this.active().remove(&run_id);
-            // A slot, and perhaps a concurrency key, is free: the built-in worker looks.
+            // A slot, and perhaps a concurrency key, is free: the built-in worker looks;
+            // and the run may have left a retry to make.
             this.task_wake.notify_one();
+            this.retry_wake.notify_one();
         });
     }
 

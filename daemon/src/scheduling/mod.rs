@@ -21,6 +21,7 @@ pub(crate) mod health;
 mod launch;
 pub(crate) mod model;
 mod recovery;
+mod retries;
 pub(crate) mod store;
 pub(crate) mod tasks;
 #[cfg(test)]

@@ -108,6 +108,8 @@ pub(crate) struct RunRow {
     /// The task it is an attempt of, and the worker that ran it.
     pub task_id: Option<String>,
     pub worker_id: Option<String>,
+    /// When the next attempt of its occurrence is due (`policies.retry`).
+    pub retry_at_ms: Option<i64>,
 }
 
 impl RunRow {
@@ -151,6 +153,7 @@ impl RunRow {
             approval_id: self.approval_id.clone(),
             task_id: self.task_id.clone(),
             worker_id: self.worker_id.clone(),
+            retry_at: self.retry_at_ms.map(rfc3339),
         }
     }
 

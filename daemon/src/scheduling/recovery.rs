@@ -140,6 +140,7 @@ impl Scheduler {
             }
             this.active().remove(&run.id);
             this.task_wake.notify_one();
+            this.retry_wake.notify_one();
         });
     }
 

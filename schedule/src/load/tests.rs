@@ -63,7 +63,7 @@ fn unknown_key_inside_policies_is_at_the_key() {
     assert_eq!(
         lines(&text, Format::Yaml),
         [
-            "jobs/a.yaml:10:7: schedules.reindex.policies.sometimes: unknown field `sometimes`, expected one of `missed_fire`, `overlap`, `max_runs`, `deadline`, `budget_usd`, `rate_limit`, `on_daemon_loss`, `approval`"
+            "jobs/a.yaml:10:7: schedules.reindex.policies.sometimes: unknown field `sometimes`, expected one of `missed_fire`, `overlap`, `max_runs`, `deadline`, `budget_usd`, `rate_limit`, `on_daemon_loss`, `approval`, `retry`"
         ]
     );
 }

@@ -26,7 +26,7 @@ const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason
     stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
     chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
     pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id, task_id, \
-    worker_id";
+    worker_id, retry_at_ms";
 
 /// A run as lists read it: its log tails (up to 64 KiB each) are left in the table.
 const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
@@ -34,7 +34,7 @@ const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, r
     NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
     counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
     pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id, task_id, \
-    worker_id";
+    worker_id, retry_at_ms";
 
 fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
@@ -88,6 +88,7 @@ fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
         approval_id: r.try_get("approval_id")?,
         task_id: r.try_get("task_id")?,
         worker_id: r.try_get("worker_id")?,
+        retry_at_ms: r.try_get("retry_at_ms")?,
     })
 }
 
@@ -371,9 +372,12 @@ pub(super) async fn step_in(
     let Some(row) = row else {
         return Ok(None);
     };
-    let row = run_from(&row)?;
+    let mut row = run_from(&row)?;
     record_transition(tx, id, Some(from), to, reason, now_ms).await?;
     tasks::follow(tx, &row, now_ms, events).await?;
+    if to.is_terminal() {
+        row.retry_at_ms = tasks::schedule_retry(tx, &row, now_ms).await?;
+    }
     Ok(Some(row))
 }
 
@@ -439,6 +443,19 @@ impl SchedStore {
                 return Ok(Claim::MaxRunsReached);
             };
             cursor_after = after;
+        }
+        // A retry takes over its failed run's occurrence, once.
+        if let Some(failed) = &run.replaces_run_id {
+            let taken = sqlx::query(
+                "UPDATE runs SET retry_at_ms = NULL, occurrence_key = NULL \
+                 WHERE id = ? AND retry_at_ms IS NOT NULL",
+            )
+            .bind(failed)
+            .execute(&mut *tx)
+            .await?;
+            if taken.rows_affected() == 0 {
+                return Ok(Claim::Lost);
+            }
         }
         let row = match insert_run(&mut tx, run, now_ms).await {
             // The occurrence exists already: it cannot be written twice.
@@ -658,6 +675,35 @@ impl SchedStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.as_ref().map(run_from).transpose()?)
+    }
+
+    /// Ended runs whose retry is due by `now_ms`, soonest first.
+    pub(crate) async fn due_retries(&self, now_ms: i64) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE retry_at_ms <= ? ORDER BY retry_at_ms LIMIT 100"
+        )))
+        .bind(now_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)
+    }
+
+    /// When the next retry of an occurrence is due.
+    pub(crate) async fn next_run_retry(&self) -> Result<Option<i64>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT MIN(retry_at_ms) FROM runs WHERE retry_at_ms IS NOT NULL")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Gives up a pending retry (its schedule is gone or disabled).
+    pub(in crate::scheduling) async fn drop_retry(&self, run_id: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET retry_at_ms = NULL WHERE id = ?")
+            .bind(run_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
     }
 
     /// Runs not yet terminal, oldest first.

@@ -7,7 +7,7 @@
 use serde_json::Value;
 use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
 use studio_api::{TaskEvent, TaskStatus};
-use studio_schedule::{RetryOn, TaskSpec};
+use studio_schedule::{RetryOn, RetryPolicy, ScheduleSpec, TaskSpec};
 
 use super::{
     SchedStore,
@@ -187,10 +187,9 @@ fn outcome(run: &RunRow) -> Option<RetryOn> {
     }
 }
 
-/// When the next attempt is due after `run`, the task's `attempts`-th, ended, if its
-/// retry policy asks for one: a random instant up to the backoff's ceiling (full jitter).
-fn next_attempt(spec: &TaskSpec, attempts: i64, run: &RunRow, now_ms: i64) -> Option<i64> {
-    let retry = spec.retry.as_ref()?;
+/// When the next attempt is due after `run`, the `attempts`-th, ended, if `retry` asks
+/// for one: a random instant up to the backoff's ceiling (full jitter).
+fn next_attempt(retry: &RetryPolicy, attempts: i64, run: &RunRow, now_ms: i64) -> Option<i64> {
     let ended = outcome(run)?;
     if !retry.on.contains(&ended) || attempts >= i64::from(retry.max_attempts) {
         return None;
@@ -245,7 +244,8 @@ pub(super) async fn follow(
     let mut next = None;
     if to.is_terminal()
         && let Ok(spec) = serde_json::from_str::<TaskSpec>(&task.spec)
-        && let Some(at) = next_attempt(&spec, task.attempts, run, now_ms)
+        && let Some(retry) = &spec.retry
+        && let Some(at) = next_attempt(retry, task.attempts, run, now_ms)
     {
         to = TaskStatus::RetryWait;
         next = Some(at);
@@ -273,6 +273,41 @@ pub(super) async fn follow(
         events.push(append_event(tx, "task", &task_event(&task), now_ms).await?);
     }
     Ok(())
+}
+
+/// When the next attempt of a schedule's occurrence is due after `run` ended, if the
+/// schedule's `policies.retry` asks for one; recorded on the run. A follow-up (`chain`)
+/// and a task's attempt are not a schedule's occurrence.
+pub(super) async fn schedule_retry(
+    tx: &mut Transaction<'_, Sqlite>,
+    run: &RunRow,
+    now_ms: i64,
+) -> Result<Option<i64>, sqlx::Error> {
+    let Some(schedule_id) = &run.schedule_id else {
+        return Ok(None);
+    };
+    if run.task_id.is_some() || run.kind == RunKind::Chain.as_str() || outcome(run).is_none() {
+        return Ok(None);
+    }
+    let spec: Option<String> = sqlx::query_scalar("SELECT spec FROM schedules WHERE id = ?")
+        .bind(schedule_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    let Some(retry) = spec
+        .and_then(|s| serde_json::from_str::<ScheduleSpec>(&s).ok())
+        .and_then(|s| s.policies.retry)
+    else {
+        return Ok(None);
+    };
+    let Some(at) = next_attempt(&retry, run.attempt, run, now_ms) else {
+        return Ok(None);
+    };
+    sqlx::query("UPDATE runs SET retry_at_ms = ? WHERE id = ?")
+        .bind(at)
+        .bind(&run.id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(Some(at))
 }
 
 /// A replacement of a task's never-launched attempt becomes its latest.

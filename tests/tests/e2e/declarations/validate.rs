@@ -97,7 +97,7 @@ fn declarations_validate_is_local_exact_and_writes_nothing() {
             r#"bad.yaml:6:34: schedules.reindex.trigger.cron.expression: "0 0 31 2 *" can never fire (no such date)"#,
             "bad.yaml:9:5: schedules.report.name: a member may not set name: its stored name is <project>/<member key>",
             "bad.yaml:10:22: schedules.report.trigger.every: unexpected ' ': use s, m, h or d units, like 90s or 1h30m",
-            "bad.yaml:12:16: schedules.report.policies.bogus: unknown field `bogus`, expected one of `missed_fire`, `overlap`, `max_runs`, `deadline`, `budget_usd`, `rate_limit`, `on_daemon_loss`, `approval`",
+            "bad.yaml:12:16: schedules.report.policies.bogus: unknown field `bogus`, expected one of `missed_fire`, `overlap`, `max_runs`, `deadline`, `budget_usd`, `rate_limit`, `on_daemon_loss`, `approval`, `retry`",
         ],
         "{ran:?}"
     );

@@ -265,3 +265,75 @@ async fn tasks_retry_after_a_backoff_until_one_attempt_succeeds_or_none_is_left(
     let again = cli(&studio, &["task", "retry", "nope"]);
     assert!(!again.status.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedules_failed_occurrence_is_retried_as_the_same_occurrence() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let flag = marker(&studio, "failed-once");
+    let retry = studio_api::schedule::RetryPolicy {
+        max_attempts: 3,
+        backoff: studio_api::schedule::Backoff {
+            initial: "1s".into(),
+            max: "1s".into(),
+            factor: 2,
+        },
+        on: vec![studio_api::schedule::RetryOn::Failed],
+        exit_codes: vec![3],
+    };
+    let flaky = with_policies(
+        sh(
+            "retry/flaky",
+            at(&in_secs(1)),
+            &format!(
+                "test -f '{0}' || {{ touch '{0}'; exit 3; }}",
+                flag.display()
+            ),
+        ),
+        Policies {
+            retry: Some(retry.clone()),
+            ..Policies::default()
+        },
+    );
+    let id = api.create(&flaky).await.id;
+    let runs = api
+        .wait_runs(&id, "the retried occurrence to complete", |runs| {
+            runs.iter().any(|r| r.core().status == RunStatus::Completed)
+        })
+        .await;
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let (first, second) = (&runs[0].core, &runs[1].core);
+    assert_eq!(
+        (first.status, first.exit_code),
+        (RunStatus::Failed, Some(3))
+    );
+    assert_eq!(first.retry_at, None, "taken over by its retry");
+    assert_eq!(
+        (second.attempt, second.replaces_run_id.as_deref()),
+        (2, Some(first.id.as_str()))
+    );
+    assert_eq!(
+        second.scheduled_at, first.scheduled_at,
+        "the same occurrence"
+    );
+    assert_eq!(api.schedule(&id).await.runs_counted, 1, "counted once");
+
+    // Another exit code is not retried.
+    let other = with_policies(
+        sh("retry/other", at(&in_secs(1)), "exit 4"),
+        Policies {
+            retry: Some(retry),
+            ..Policies::default()
+        },
+    );
+    let id = api.create(&other).await.id;
+    let runs = api
+        .wait_runs(&id, "the occurrence to fail", |runs| {
+            runs.iter().all(terminal) && !runs.is_empty()
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let settled = api.runs(&id).await;
+    assert_eq!(settled.len(), 1, "not retried: {settled:?}");
+    assert_eq!(runs[0].core().retry_at, None);
+}
