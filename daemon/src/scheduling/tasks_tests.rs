@@ -183,9 +183,17 @@ async fn a_claim_serves_only_labels_the_worker_has_and_walks_an_index() {
             .expect("both")),
         ["a", "b", "c"]
     );
+    // Every read of a claim is a seek of `tasks_queued`: none scans the queue.
     let plan = s.claim_plan().await.expect("plan");
-    assert!(plan.contains("tasks_queued"), "an index walk: {plan}");
-    assert!(!plan.contains("SCAN tasks"), "no table scan: {plan}");
+    assert!(
+        plan.contains("INDEX tasks_queued (labels_key>?)")
+            && plan.contains("INDEX tasks_queued (labels_key=? AND priority=?)"),
+        "{plan}"
+    );
+    assert!(
+        !plan.contains("SCAN tasks") && !plan.contains("tasks_by_status"),
+        "{plan}"
+    );
 }
 
 #[tokio::test]
@@ -380,5 +388,47 @@ async fn only_the_outcomes_and_exit_codes_a_policy_names_are_retried() {
         end_attempt(&s, id, to, reason, exit, 10).await;
         let t = s.task(id).await.expect("read").expect("task");
         assert_eq!(t.status, want, "{id}: {reason}");
+    }
+}
+
+/// Not a timed assertion: prints what a claim costs with 10 and with 100,000 tasks
+/// queued across label sets and priorities (run with `--release -- --ignored
+/// --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check"]
+async fn measure_claim_cost() {
+    for queued in [10_i64, 100_000] {
+        let dir = TempDir::new("tasks-claim-speed");
+        let s = store(&dir).await;
+        let keys = ["", "linux", "gpu,linux", "arm", "mac"];
+        for i in 0..queued {
+            let key = keys[usize::try_from(i).unwrap_or(0) % keys.len()];
+            let new = task(&format!("t{i:06}"), key, i % 10);
+            assert!(matches!(submit(&s, &new, i).await, Submitted::Created(..)));
+        }
+        let worker = labels(&["linux", "gpu"]);
+        let mut times = Vec::new();
+        for i in 0..200 {
+            let t = std::time::Instant::now();
+            let candidates = s.claim_candidates(&worker).await.expect("candidates");
+            let first = candidates.first().expect("a candidate").id.clone();
+            s.claim_task(&first, "builtin", 30_000, 1_000_000 + i)
+                .await
+                .expect("claim")
+                .expect("claimed");
+            times.push(t.elapsed().as_micros());
+            // Keep the queue as long as it was.
+            let again = task(&format!("r{i:06}"), "linux", i % 10);
+            assert!(matches!(
+                submit(&s, &again, 2_000_000 + i).await,
+                Submitted::Created(..)
+            ));
+        }
+        times.sort_unstable();
+        println!(
+            "claim with {queued} queued: p50 {} µs, p99 {} µs",
+            times[times.len() / 2],
+            times[times.len() * 99 / 100]
+        );
     }
 }

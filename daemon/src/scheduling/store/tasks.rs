@@ -326,6 +326,27 @@ pub(super) async fn replace_attempt(
     Ok(())
 }
 
+/// The distinct label sets of the queued tasks: a skip scan of `tasks_queued`, one seek
+/// per set (named, or the planner prefers `tasks_by_status` and reads every queued row).
+const QUEUED_LABEL_SETS: &str = "WITH RECURSIVE k(key) AS ( \
+    SELECT MIN(labels_key) FROM tasks INDEXED BY tasks_queued WHERE status = 'queued' \
+    UNION ALL \
+    SELECT (SELECT MIN(labels_key) FROM tasks INDEXED BY tasks_queued \
+            WHERE status = 'queued' AND labels_key > k.key) \
+    FROM k WHERE k.key IS NOT NULL) \
+    SELECT key FROM k WHERE key IS NOT NULL";
+
+/// The oldest queued task of one label set (`?1`) and priority (`?2`) among its first
+/// `?3` whose concurrency key is below its limit: one seek of `tasks_queued`.
+const LEVEL_HEAD: &str = "SELECT t.id, t.priority FROM (SELECT id, priority, concurrency_key, \
+    concurrency_limit, created_at_ms FROM tasks INDEXED BY tasks_queued \
+    WHERE status = 'queued' AND labels_key = ?1 AND priority = ?2 \
+    ORDER BY created_at_ms, id LIMIT ?3) t \
+    WHERE t.concurrency_key IS NULL OR (SELECT COUNT(*) FROM tasks h \
+    WHERE h.concurrency_key = t.concurrency_key \
+    AND h.status IN ('leased', 'running')) < t.concurrency_limit \
+    ORDER BY t.created_at_ms, t.id LIMIT 1";
+
 /// Filters of the tasks list; newest first, before the cursor `(created_at_ms, id)`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TaskFilter {
@@ -412,33 +433,17 @@ impl SchedStore {
         labels: &[String],
     ) -> Result<Vec<Candidate>, StoreError> {
         // The distinct label sets queued, one seek each (a skip scan of `tasks_queued`).
-        let keys: Vec<String> = sqlx::query_scalar(
-            "WITH RECURSIVE k(key) AS ( \
-               SELECT MIN(labels_key) FROM tasks WHERE status = 'queued' \
-               UNION ALL \
-               SELECT (SELECT MIN(labels_key) FROM tasks WHERE status = 'queued' AND labels_key > k.key) \
-               FROM k WHERE k.key IS NOT NULL) \
-             SELECT key FROM k WHERE key IS NOT NULL",
-        )
-        .fetch_all(&self.pool)
-        .await?;
+        let keys: Vec<String> = sqlx::query_scalar(QUEUED_LABEL_SETS)
+            .fetch_all(&self.pool)
+            .await?;
         let mut out = Vec::new();
         for key in keys.iter().filter(|k| serves(labels, k)) {
             for priority in (0..=9).rev() {
-                let heads = sqlx::query(
-                    "SELECT t.id, t.priority FROM (SELECT id, priority, concurrency_key, \
-                     concurrency_limit, created_at_ms FROM tasks WHERE status = 'queued' \
-                     AND labels_key = ?1 AND priority = ?2 ORDER BY created_at_ms, id \
-                     LIMIT ?3) t \
-                     WHERE t.concurrency_key IS NULL OR (SELECT COUNT(*) FROM tasks h \
-                     WHERE h.concurrency_key = t.concurrency_key \
-                     AND h.status IN ('leased', 'running')) < t.concurrency_limit \
-                     ORDER BY t.created_at_ms, t.id LIMIT 1",
-                )
-                .bind(key)
-                .bind(priority)
-                .bind(CLAIM_SCAN)
-                .fetch_optional(&self.pool);
+                let heads = sqlx::query(LEVEL_HEAD)
+                    .bind(key)
+                    .bind(priority)
+                    .bind(CLAIM_SCAN)
+                    .fetch_optional(&self.pool);
                 if let Some(row) = heads.await? {
                     out.push(Candidate {
                         id: row.try_get("id")?,
@@ -634,19 +639,21 @@ impl SchedStore {
         Ok(rows.iter().map(task_from).collect::<Result<_, _>>()?)
     }
 
-    /// The query plan of a claim's seek (for the test that holds it to an index walk).
+    /// The query plans of a claim's reads (for the test that holds them to index seeks).
     #[cfg(test)]
     pub(crate) async fn claim_plan(&self) -> Result<String, StoreError> {
-        let rows = sqlx::query(
-            "EXPLAIN QUERY PLAN SELECT id FROM tasks WHERE status = 'queued' \
-             AND labels_key = '' AND priority = 5 ORDER BY created_at_ms, id LIMIT 1",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let details: Vec<String> = rows
-            .iter()
-            .map(|r| r.try_get::<String, _>("detail"))
-            .collect::<Result<_, _>>()?;
+        let mut details = Vec::new();
+        for sql in [QUEUED_LABEL_SETS, LEVEL_HEAD] {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                .bind("linux")
+                .bind(5)
+                .bind(CLAIM_SCAN)
+                .fetch_all(&self.pool)
+                .await?;
+            for r in &rows {
+                details.push(r.try_get::<String, _>("detail")?);
+            }
+        }
         Ok(details.join("; "))
     }
 
