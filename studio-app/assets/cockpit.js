@@ -775,11 +775,13 @@ function keepTyping(old, fresh) {
 
 // Renders the live regions again now (set by wireLive on a page that has some).
 let refreshLive = null;
+// The event stream wireLive opened, which other parts of the page listen to as well.
+let liveEvents = null;
 
 // Live lists: the regions of a page marked data-live are rendered again by the server
-// when a run, a schedule or an approval request changes (one request per burst of
-// events), so what they show follows the daemon without a reload; at most one request a
-// second, however busy the daemon is.
+// when a run, a schedule, an approval request or a task changes (one request per burst
+// of events), so what they show follows the daemon without a reload; at most one
+// request a second, however busy the daemon is.
 function wireLive() {
   if (!document.querySelector("[data-live]")) return;
   let timer = null;
@@ -816,7 +818,8 @@ function wireLive() {
     timer = setTimeout(refresh, 0);
   };
   const events = stream();
-  for (const kind of ["run", "schedule", "approval"]) {
+  liveEvents = events;
+  for (const kind of ["run", "schedule", "approval", "task"]) {
     events.addEventListener(kind, () => {
       clearTimeout(timer);
       timer = setTimeout(refresh, Math.max(250, next - Date.now()));
@@ -948,6 +951,37 @@ function wireAwaiting() {
   });
 }
 
+// A task's page shows its latest attempt's log: when another attempt begins (a retry,
+// or the first one of a task that waited), the page is loaded again to show its log. A
+// change made before the event stream connected (or while it was away) is read once it
+// has, and loads the page again too.
+function wireTask() {
+  const page = document.getElementById("task");
+  if (!page) return;
+  const task = page.dataset.task;
+  const shown = page.dataset.lastRun || "";
+  const events = liveEvents || stream();
+  let done = false;
+  const reload = () => {
+    if (done) return;
+    done = true;
+    window.location.reload();
+  };
+  events.addEventListener("task", (ev) => {
+    let d;
+    try { d = JSON.parse(ev.data); } catch (_) { return; }
+    if (d.id === task && (d.last_run_id || "") !== shown) reload();
+  });
+  events.addEventListener("open", async () => {
+    try {
+      const res = await fetch("/api/tasks/" + encodeURIComponent(task), { credentials: "same-origin", cache: "no-store" });
+      const d = await res.json();
+      const now = res.ok && d.task;
+      if (now && ((now.last_run_id || "") !== shown || now.status !== page.dataset.status)) reload();
+    } catch (_) { /* the next event decides */ }
+  });
+}
+
 // Filter forms marked data-autosubmit apply a choice as it is made (a text box when it
 // is left or Enter is pressed), and leave empty fields out of the address.
 function wireFilters() {
@@ -1002,7 +1036,7 @@ function tickElapsed() {
 
 // Keyboard shortcuts, outside text fields: "/" finds (the page's search box), "g" then
 // a letter goes to a page, "?" lists them.
-const GO = { o: ["/", "Overview"], s: ["/schedules", "Schedules"], r: ["/runs", "Runs"], a: ["/attention", "Attention"], d: ["/devices", "Devices"] };
+const GO = { o: ["/", "Overview"], s: ["/schedules", "Schedules"], r: ["/runs", "Runs"], t: ["/tasks", "Tasks"], a: ["/attention", "Attention"], d: ["/devices", "Devices"] };
 function wireKeys() {
   let help = null;
   function toggleHelp() {
@@ -1067,4 +1101,5 @@ wireAttention();
 countApprovals();
 wireDecisions();
 wireAwaiting();
+wireTask();
 wireForm();

@@ -1,8 +1,8 @@
 //! What an approval request binds, read for people: the action it will run (a command
 //! line, each argument quoted where a shell would need it, or an agent's prompt, model
 //! and profile), its working directory, the names of the environment variables it sets
-//! and the follow-ups that run under the same grant. The Approvals page, a run's page and
-//! the attention queue say it alike.
+//! and the follow-ups that run under the same grant. The Approvals page, a run's page,
+//! the attention queue and the Tasks pages say it alike.
 //!
 //! Invariant: nothing studiod bound is left out; a binding this module cannot read is
 //! shown as the JSON studiod sent.
@@ -46,7 +46,7 @@ pub(crate) enum Work {
 }
 
 impl Work {
-    fn of(action: &Action) -> Self {
+    pub(crate) fn of(action: &Action) -> Self {
         match action {
             Action::Command { executable, args } => Self::Command(command_line(executable, args)),
             Action::Agent {

@@ -98,7 +98,7 @@ impl DaemonError {
 
 pub(crate) use studio_api::{
     AllowEntry, AllowList, Approval, ApprovalPage, AuditEntry, AuditPage, EvidenceRow, HourCount,
-    RunDetail, RunPage, Schedule, SchedulePage, Session, Sessions, Summary,
+    RunDetail, RunPage, Schedule, SchedulePage, Session, Sessions, Summary, TaskDetail, TaskPage,
 };
 
 /// One page request's view of the daemon: its bearer and origin, borrowed from the page.
@@ -201,6 +201,14 @@ impl<'a> Daemon<'a> {
         query: &[(&str, &str)],
     ) -> Result<ApprovalPage, DaemonError> {
         self.get("/api/approvals", query).await
+    }
+
+    pub(crate) async fn tasks(&self, query: &[(&str, &str)]) -> Result<TaskPage, DaemonError> {
+        self.get("/api/tasks", query).await
+    }
+
+    pub(crate) async fn task(&self, id: &str) -> Result<TaskDetail, DaemonError> {
+        self.get(&format!("/api/tasks/{}", segment(id)), &[]).await
     }
 
     pub(crate) async fn sessions(&self) -> Result<Sessions, DaemonError> {

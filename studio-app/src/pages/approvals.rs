@@ -32,7 +32,7 @@ const DECIDED_STATUSES: &str = "granted,denied,expired,voided,consumed";
 
 /// Who asked for a run or decided it, in words: "the clock", "daemon token", or a
 /// browser by its short id ("browser 0a1b2c3d (this browser)").
-fn who(principal: Option<&str>, ctx: &Ctx) -> String {
+pub(crate) fn who(principal: Option<&str>, ctx: &Ctx) -> String {
     match principal {
         None => "the clock".into(),
         Some("daemon") => "daemon token".into(),

@@ -59,8 +59,9 @@ impl AuditRow {
     }
 }
 
-/// `schedule:ID` and `run:ID` link to their pages, named as the row's detail names them
-/// ("schedule nightly", "run a1b2c3d4 of nightly"); anything else is not linked.
+/// `schedule:ID`, `run:ID` and `task:ID` link to their pages, named as the row's detail
+/// names them ("schedule nightly", "run a1b2c3d4 of nightly", "task 0f1e2d3c");
+/// anything else is not linked.
 fn object_link(object: &str, detail: &serde_json::Value) -> Option<(String, String)> {
     let (kind, id) = object.split_once(':')?;
     let named = |key: &str| detail.get(key).and_then(serde_json::Value::as_str);
@@ -75,6 +76,10 @@ fn object_link(object: &str, detail: &serde_json::Value) -> Option<(String, Stri
                 Some(name) => format!("run {} of {name}", short_id(id)),
                 None => format!("run {}", short_id(id)),
             },
+        )),
+        "task" => Some((
+            format!("/tasks/{}", encode(id)),
+            format!("task {}", short_id(id)),
         )),
         _ => None,
     }

@@ -13,6 +13,7 @@ mod forms;
 mod overview;
 mod runs;
 mod schedules;
+mod tasks;
 mod words;
 
 #[cfg(test)]
@@ -57,6 +58,8 @@ pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/schedules/{id}/edit", get(forms::edit)),
         ("/runs", get(runs::list)),
         ("/runs/{id}", get(runs::detail)),
+        ("/tasks", get(tasks::list)),
+        ("/tasks/{id}", get(tasks::detail)),
         ("/assets/{file}", get(asset)),
     ]
 }
@@ -67,6 +70,7 @@ pub(crate) enum Nav {
     Overview,
     Schedules,
     Runs,
+    Tasks,
     Attention,
     Approvals,
     Commands,

@@ -1,9 +1,9 @@
 //! Overview, the cockpit's home page: what is running now (with its elapsed time and a
 //! cancel button), what failed in the last 24 h (with why), how many runs wait for a
 //! person's approval, what fires next, schedule health counts and the runs of the last
-//! 24 h as an inline SVG bar chart (each bar opens its hour's runs); the daemon's version
-//! and epoch out of the way below. Also the attention page shell, and Devices (paired
-//! browsers).
+//! 24 h as an inline SVG bar chart (each bar opens its hour's runs), how many tasks run
+//! and wait; the daemon's version and epoch out of the way below. Also the attention
+//! page shell, and Devices (paired browsers).
 
 use askama::Template;
 use axum::{extract::State, response::Response};
@@ -12,7 +12,13 @@ use jiff::Timestamp;
 
 use studio_api::RunListItem;
 
-use super::{Ctx, Nav, render, resolve, runs::RunRow, schedules::HEALTHS, words};
+use super::{
+    Ctx, Nav, render, resolve,
+    runs::RunRow,
+    schedules::HEALTHS,
+    tasks::{self, TaskCounts},
+    words,
+};
 use crate::{
     daemon::{HourCount, Session, Summary, encode, with_query},
     state::AppState,
@@ -104,6 +110,8 @@ pub(crate) struct OverviewPage {
     pub(crate) up_next: Vec<UpNext>,
     /// Approval requests waiting for a person's decision.
     pub(crate) pending_approvals: i64,
+    /// The tasks that run and wait (`None`: studiod did not say).
+    pub(crate) tasks: Option<TaskCounts>,
 }
 
 impl OverviewPage {
@@ -123,6 +131,7 @@ impl OverviewPage {
             more_failed: false,
             up_next: Vec::new(),
             pending_approvals: 0,
+            tasks: None,
         }
     }
 
@@ -177,15 +186,23 @@ impl OverviewPage {
     }
 }
 
-/// One call: the daemon's summary carries everything the page shows.
+/// Two calls at once: the daemon's summary, and one page of the tasks that have not
+/// ended (a failure of the second only leaves their line out).
 #[tracing::instrument(skip_all)]
 pub(crate) async fn overview(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let (mut ctx, paired) = resolve(&state, &headers, "/api/summary", Nav::Overview).await;
     let mut page = OverviewPage::new(ctx.clone());
     if let Some(p) = paired {
-        match p.daemon(&state).summary().await {
+        let daemon = p.daemon(&state);
+        let active = [("status", tasks::ACTIVE), ("limit", tasks::COUNTED)];
+        let (summary, active) = tokio::join!(daemon.summary(), daemon.tasks(&active));
+        match summary {
             Ok(s) => page = page.with_summary(&s),
             Err(e) => ctx.fail(&e),
+        }
+        match active {
+            Ok(list) => page.tasks = Some(TaskCounts::of(&list)),
+            Err(e) => tracing::debug!(error = %e, "tasks not counted"),
         }
         page.ctx = ctx;
     }

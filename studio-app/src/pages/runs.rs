@@ -48,8 +48,8 @@ pub(crate) struct RunRow {
     pub(crate) schedule_id: Option<String>,
     /// The name the run ran under (kept when its schedule is renamed or deleted).
     pub(crate) schedule_name: Option<String>,
-    /// An attempt of an on-demand task (no schedule, never "deleted").
-    pub(crate) is_task: bool,
+    /// The on-demand task it is an attempt of (no schedule then, never "deleted").
+    pub(crate) task_id: Option<String>,
     pub(crate) kind: String,
     pub(crate) status: String,
     pub(crate) reason: String,
@@ -114,7 +114,7 @@ impl RunRow {
                     .as_deref()
                     .map(|task| format!("task {}", short_id(task)))
             }),
-            is_task: r.task_id.is_some(),
+            task_id: r.task_id.clone(),
             kind: r.kind.as_str().to_owned(),
             status: r.status.as_str().to_owned(),
             reason: r.reason.clone().unwrap_or_default(),
@@ -205,6 +205,13 @@ impl RunRow {
         self.schedule_id
             .as_deref()
             .map(|id| format!("/schedules/{}", encode(id)))
+    }
+
+    /// The page of the task it is an attempt of.
+    pub(crate) fn task_href(&self) -> Option<String> {
+        self.task_id
+            .as_deref()
+            .map(|id| format!("/tasks/{}", encode(id)))
     }
 }
 

@@ -84,6 +84,25 @@ impl Api {
             .expect(200)
     }
 
+    /// Submits a task: the task studiod made.
+    pub(super) async fn submit_task(&self, spec: &serde_json::Value) -> studio_api::Task {
+        let resp = self
+            .client
+            .post(format!("{}/api/tasks", self.base))
+            .bearer_auth(&self.token)
+            .json(spec)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST /api/tasks: {e}"));
+        Reply::of(resp).await.expect(201)
+    }
+
+    pub(super) async fn task(&self, id: &str) -> studio_api::TaskDetail {
+        self.send(Method::GET, &format!("/api/tasks/{id}"), None)
+            .await
+            .expect(200)
+    }
+
     async fn schedules(&self) -> Vec<Schedule> {
         let reply = self.send(Method::GET, "/api/schedules", None).await;
         reply.expect::<SchedulePage>(200).schedules
@@ -403,6 +422,22 @@ pub(super) async fn wait_terminal(api: &Api, run: &str) -> RunDetail {
     }
 }
 
+/// Waits until the task has ended.
+pub(super) async fn wait_task_ended(api: &Api, id: &str) -> studio_api::TaskDetail {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let t = api.task(id).await;
+        if t.task.status.is_terminal() {
+            return t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "task {id} still active: {t:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_recovers_from_an_app_kill_without_pairing_again() {
     let studio = start();
@@ -497,7 +532,11 @@ async fn a_stopped_daemon_shows_unavailable_then_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn screenshots_of_every_page() {
     let (dir, _tmp) = screenshot_dir();
-    let studio = start();
+    let studio = Studio::start_with(&[
+        ("STUDIO_COMMAND_ALLOWLIST", ALLOW),
+        ("STUDIO_SCHEDULER_TZ", "UTC"),
+        ("STUDIO_LOCAL_LABELS", "linux"),
+    ]);
     let api = Api::new(&studio);
     let nightly = api
         .create(&sh(
@@ -531,9 +570,34 @@ async fn screenshots_of_every_page() {
     });
     let release = api.create(&release).await;
     api.trigger(&release).await;
+    let indexed = api
+        .submit_task(&json!({
+            "action": {"kind": "command", "executable": "sh",
+                       "args": ["-c", "echo indexing; echo 12 documents indexed; echo done"]},
+            "priority": 7, "idempotency_key": "ci-4711",
+            "concurrency": {"key": "search-index", "limit": 1}, "deadline": 600,
+            "retry": {"max_attempts": 3}
+        }))
+        .await
+        .id;
+    // studiod's own worker has the label `linux` (its environment above); nobody has `gpu`.
+    let flaky = api
+        .submit_task(&json!({
+            "action": {"kind": "command", "executable": "sh", "args": ["-c", "exit 3"]},
+            "labels": ["linux"], "priority": 2
+        }))
+        .await
+        .id;
+    api.submit_task(&json!({
+        "action": {"kind": "command", "executable": "true"}, "labels": ["gpu"]
+    }))
+    .await;
+    for id in [&indexed, &flaky] {
+        wait_task_ended(&api, id).await;
+    }
 
     let browser = paired_browser(&studio).await;
-    let shots: [(&str, &str, &str); 10] = [
+    let shots: [(&str, &str, &str); 12] = [
         ("overview", "/", "daemon-facts"),
         ("schedules", "/schedules", "schedules-table"),
         (
@@ -543,6 +607,8 @@ async fn screenshots_of_every_page() {
         ),
         ("runs", "/runs", "runs-table"),
         ("run", &format!("/runs/{ok}"), "log-view"),
+        ("tasks", "/tasks", "tasks-table"),
+        ("task", &format!("/tasks/{indexed}"), "attempts-table"),
         ("attention", "/attention", "attention-list"),
         ("approvals", "/approvals", "approval"),
         ("devices", "/devices", "devices-table"),
@@ -566,7 +632,7 @@ async fn screenshots_of_every_page() {
             .await;
         for (name, path, testid) in &shots {
             open(&browser, &studio, path, testid).await;
-            if *name == "run" {
+            if *name == "run" || *name == "task" {
                 browser.wait_for_text("log-text", "done", WAIT).await;
             }
             if *name == "attention" {
@@ -599,6 +665,8 @@ async fn screenshots_of_every_page() {
             "schedule-new",
             "runs",
             "run",
+            "tasks",
+            "task",
             "attention",
             "approvals",
             "devices",

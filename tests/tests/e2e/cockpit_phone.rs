@@ -1,15 +1,15 @@
 //! The cockpit on a phone, in a real browser 420 px wide: no page scrolls sideways and
 //! nothing in `main` is wider than the screen, even with long names, ids, log lines and
-//! a long command waiting for approval; the runs list shows each run's name, status and
-//! outcome on screen; the nav stays on one line; a run page shows its log before its
-//! facts and history. Back at desktop width the tables and the run page are laid out as
-//! before. Set-up and helpers are the cockpit tests'.
+//! a long command waiting for approval or submitted as a task; the runs list shows each
+//! run's name, status and outcome on screen; the nav stays on one line; a run page shows
+//! its log before its facts and history. Back at desktop width the tables and the run
+//! page are laid out as before. Set-up and helpers are the cockpit tests'.
 
 use serde_json::{Value, json};
 use studio_api::{RunStatus, schedule::ApprovalPolicy};
 use studio_tests::browser::{Browser, WINDOW};
 
-use super::cockpit::{Api, WAIT, open, paired_browser, sh, start, wait_terminal};
+use super::cockpit::{Api, WAIT, open, paired_browser, sh, start, wait_task_ended, wait_terminal};
 
 /// A phone's viewport.
 const PHONE: (u32, u32) = (420, 900);
@@ -126,6 +126,16 @@ async fn every_page_fits_a_phone_screen() {
         RunStatus::Completed
     );
 
+    let task = api
+        .submit_task(&json!({
+            "action": {"kind": "command", "executable": "sh", "args": ["-c",
+                "echo /var/lib/warehouse/exports/2026/daily_sales_summary_for_every_region_and_every_store.parquet"]},
+            "idempotency_key": "ci-pipeline-for-the-warehouse-exports-2026-daily-sales-summary-4711",
+            "retry": {"max_attempts": 5, "exit_codes": [75, 76, 77]}
+        }))
+        .await;
+    wait_task_ended(&api, &task.id).await;
+
     let browser = paired_browser(&studio).await;
     assert_eq!(browser.set_viewport(PHONE.0, PHONE.1).await, PHONE);
     let pages = [
@@ -139,6 +149,8 @@ async fn every_page_fits_a_phone_screen() {
         (format!("/runs/{completed}"), "log-view"),
         ("/attention".to_owned(), "attention-item"),
         ("/approvals".to_owned(), "approval"),
+        ("/tasks".to_owned(), "tasks-table"),
+        (format!("/tasks/{}", task.id), "log-view"),
         (format!("/runs/{awaiting}"), "run-awaiting"),
         ("/devices".to_owned(), "devices-table"),
         ("/commands".to_owned(), "commands-table"),
@@ -146,7 +158,7 @@ async fn every_page_fits_a_phone_screen() {
     ];
     for (path, testid) in &pages {
         open(&browser, &studio, path, testid).await;
-        if path.starts_with("/runs/") && *testid != "run-awaiting" {
+        if *testid == "log-view" || path.starts_with("/runs/") && *testid != "run-awaiting" {
             // The log has loaded, long line and all.
             browser.wait_for_text("log-text", ".parquet", WAIT).await;
         }

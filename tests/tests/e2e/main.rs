@@ -10,6 +10,7 @@ mod cockpit_form;
 mod cockpit_home;
 mod cockpit_phone;
 mod cockpit_runs;
+mod cockpit_tasks;
 mod contract;
 mod declarations;
 mod evidence;

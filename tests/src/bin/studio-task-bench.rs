@@ -1,0 +1,166 @@
+//! studio-task-bench: the tasks' figures for `docs/PERFORMANCE.md`.
+//!
+//! `cargo run --release -p studio-tests --bin studio-task-bench`
+//!
+//! 1. Submit throughput: 4,000 tasks through `POST /api/tasks` from 16 clients. They
+//!    name a label no worker has, so they stay queued and only the submission is
+//!    measured.
+//! 2. Submit → start on an idle studiod, its built-in worker only: 200 tasks running
+//!    `true`, one every 50 ms. Each latency is its attempt's `dispatched_at` minus the
+//!    task's `created_at`, both studiod's clocks.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::json;
+use studio_api::{Task, TaskDetail};
+use studio_contract::ready::Ready;
+use studio_tests::{TempDir, bins, free_port, http};
+
+struct Daemon {
+    child: Child,
+    addr: String,
+    token: String,
+}
+
+impl Daemon {
+    fn start(home: &std::path::Path) -> Self {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut child = Command::new(&bins().studiod)
+            .arg("--home")
+            .arg(home)
+            .args(["--addr", &addr])
+            .env_remove("STUDIO_TOKEN")
+            .env("RUST_LOG", "warn")
+            .env("STUDIO_COMMAND_ALLOWLIST", "true")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn studiod");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("readiness");
+        Ready::parse(&line).unwrap_or_else(|| panic!("no readiness line: {line:?}"));
+        let token = std::fs::read_to_string(home.join("run/token"))
+            .expect("token")
+            .trim()
+            .to_owned();
+        Self { child, addr, token }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ms(text: &str) -> i64 {
+    text.parse::<jiff::Timestamp>()
+        .map(|t| t.as_millisecond())
+        .unwrap_or_else(|_| panic!("not an instant: {text}"))
+}
+
+fn pct(sorted: &[i64], p: f64) -> i64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+async fn submit(client: &reqwest::Client, d: &Daemon, body: &serde_json::Value) -> Task {
+    let resp = client
+        .post(d.url("/api/tasks"))
+        .bearer_auth(&d.token)
+        .json(body)
+        .send()
+        .await
+        .expect("submit");
+    assert_eq!(
+        resp.status(),
+        201,
+        "{}",
+        resp.text().await.unwrap_or_default()
+    );
+    resp.json().await.expect("a task")
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    println!("# studio-task-bench\n");
+    let home = TempDir::new("task-bench");
+    let d = Daemon::start(home.path());
+    let d = std::sync::Arc::new(d);
+
+    let total = 4_000;
+    let clients = 16;
+    let t = Instant::now();
+    let workers: Vec<_> = (0..clients)
+        .map(|w| {
+            let d = d.clone();
+            tokio::spawn(async move {
+                let client = http();
+                for i in (w..total).step_by(clients) {
+                    let body = json!({
+                        "action": {"kind": "command", "executable": "true"},
+                        "labels": ["nowhere"],
+                        "idempotency_key": format!("bench-{i}"),
+                    });
+                    submit(&client, &d, &body).await;
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await.expect("client");
+    }
+    let took = t.elapsed();
+    println!(
+        "submit throughput: {total} tasks from {clients} clients in {:.2} s: {:.0} tasks/s",
+        took.as_secs_f64(),
+        total as f64 / took.as_secs_f64()
+    );
+
+    let client = http();
+    let mut ids = Vec::new();
+    for _ in 0..200 {
+        let body = json!({"action": {"kind": "command", "executable": "true"}});
+        ids.push(submit(&client, &d, &body).await.id);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut latencies = Vec::new();
+    for id in &ids {
+        let detail: TaskDetail = client
+            .get(d.url(&format!("/api/tasks/{id}")))
+            .bearer_auth(&d.token)
+            .send()
+            .await
+            .expect("task")
+            .json()
+            .await
+            .expect("detail");
+        let started = detail
+            .attempts
+            .first()
+            .and_then(|a| a.core.dispatched_at.clone())
+            .unwrap_or_else(|| panic!("task {id} did not start: {detail:?}"));
+        latencies.push(ms(&started) - ms(&detail.task.created_at));
+    }
+    latencies.sort_unstable();
+    println!(
+        "submit → start (built-in worker, idle, {} tasks one every 50 ms): p50 {} ms, p99 {} ms, max {} ms",
+        latencies.len(),
+        pct(&latencies, 0.5),
+        pct(&latencies, 0.99),
+        latencies.last().copied().unwrap_or_default()
+    );
+}
