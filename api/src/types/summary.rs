@@ -19,6 +19,18 @@ pub struct Summary {
     /// than approvals, which reads as none).
     #[serde(default)]
     pub pending_approvals: i64,
+    /// The on-demand tasks that have not ended (absent from a studiod older than tasks,
+    /// which reads as none).
+    #[serde(default)]
+    pub tasks: TaskCensus,
+}
+
+/// How many tasks run, and how many wait (queued, leased to a worker that has not
+/// started them, or waiting to retry).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct TaskCensus {
+    pub running: i64,
+    pub waiting: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -100,8 +100,13 @@ pub(crate) async fn summary(State(state): State<ApiState>) -> Result<Json<Summar
         })
         .collect();
     let pending_approvals = store.pending_approvals().await.map_err(store_error)?;
+    let (running_tasks, waiting_tasks) = store.task_census().await.map_err(store_error)?;
     Ok(Json(Summary {
         pending_approvals,
+        tasks: studio_api::TaskCensus {
+            running: running_tasks,
+            waiting: waiting_tasks,
+        },
         as_of: rfc3339(now),
         daemon: DaemonFacts {
             version: VERSION.into(),

@@ -137,6 +137,12 @@ async fn tasks_are_listed_shown_and_cancelled_once() {
         api.code_of(cancel("nope")).await,
         (StatusCode::NOT_FOUND, "task_not_found".into())
     );
+    let summary = get(&api, "/api/summary").await;
+    assert_eq!(
+        summary["tasks"],
+        json!({"running": 0, "waiting": 2}),
+        "the summary counts them"
+    );
     let cancelled = get(&api, "/api/tasks?status=cancelled").await;
     assert_eq!(cancelled["tasks"].as_array().map(Vec::len), Some(1));
     let bad = empty(authed(

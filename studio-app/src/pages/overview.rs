@@ -13,11 +13,7 @@ use jiff::Timestamp;
 use studio_api::RunListItem;
 
 use super::{
-    Ctx, Nav, render, resolve,
-    runs::RunRow,
-    schedules::HEALTHS,
-    tasks::{self, TaskCounts},
-    words,
+    Ctx, Nav, render, resolve, runs::RunRow, schedules::HEALTHS, tasks::TaskCounts, words,
 };
 use crate::{
     daemon::{HourCount, Session, Summary, encode, with_query},
@@ -142,6 +138,7 @@ impl OverviewPage {
 
     /// Fills the numbers from the daemon's summary.
     pub(crate) fn with_summary(mut self, s: &Summary) -> Self {
+        self.tasks = Some(TaskCounts::of(&s.tasks));
         self.uptime = words::Stamp::parse(Some(&s.daemon.started_at), self.ctx.now).map(|since| {
             (
                 words::human_secs(u64::try_from(s.daemon.uptime_s).unwrap_or(0)),
@@ -186,23 +183,15 @@ impl OverviewPage {
     }
 }
 
-/// Two calls at once: the daemon's summary, and one page of the tasks that have not
-/// ended (a failure of the second only leaves their line out).
+/// One call: the daemon's summary (its tasks' census included).
 #[tracing::instrument(skip_all)]
 pub(crate) async fn overview(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let (mut ctx, paired) = resolve(&state, &headers, "/api/summary", Nav::Overview).await;
     let mut page = OverviewPage::new(ctx.clone());
     if let Some(p) = paired {
-        let daemon = p.daemon(&state);
-        let active = [("status", tasks::ACTIVE), ("limit", tasks::COUNTED)];
-        let (summary, active) = tokio::join!(daemon.summary(), daemon.tasks(&active));
-        match summary {
+        match p.daemon(&state).summary().await {
             Ok(s) => page = page.with_summary(&s),
             Err(e) => ctx.fail(&e),
-        }
-        match active {
-            Ok(list) => page.tasks = Some(TaskCounts::of(&list)),
-            Err(e) => tracing::debug!(error = %e, "tasks not counted"),
         }
         page.ctx = ctx;
     }

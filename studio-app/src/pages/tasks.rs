@@ -11,7 +11,7 @@ use axum::{
 };
 use http::HeaderMap;
 use studio_api::{
-    RunListItem, TASK_STATUSES, Task, TaskPage, TaskStatus,
+    RunListItem, TASK_STATUSES, Task, TaskStatus,
     schedule::{RetryOn, RetryPolicy, TaskSpec},
 };
 
@@ -30,11 +30,6 @@ use crate::{
 
 /// Tasks per page of the list.
 const PAGE: &str = "50";
-
-/// The statuses of a task that has not ended, which the overview counts.
-pub(crate) const ACTIVE: &str = "queued,leased,running,retry_wait";
-/// The most active tasks the overview reads to count them.
-pub(crate) const COUNTED: &str = "100";
 
 /// What an "unmatched" mark means, for its tooltip.
 pub(crate) const UNMATCHED: &str =
@@ -137,32 +132,24 @@ impl TaskRow {
     }
 }
 
-/// The tasks that have not ended, counted from one page of them (the overview's line).
+/// The tasks that have not ended (the overview's line), as studiod's summary counts them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct TaskCounts {
-    pub(crate) running: usize,
+    pub(crate) running: i64,
     /// Queued, leased to a worker that has not started them, or waiting to retry.
-    pub(crate) waiting: usize,
-    /// More are active than were read: the counts are lower bounds.
-    pub(crate) more: bool,
+    pub(crate) waiting: i64,
 }
 
 impl TaskCounts {
-    pub(crate) fn of(page: &TaskPage) -> Self {
-        let running = page
-            .tasks
-            .iter()
-            .filter(|t| t.status == TaskStatus::Running)
-            .count();
+    pub(crate) fn of(census: &studio_api::TaskCensus) -> Self {
         Self {
-            running,
-            waiting: page.tasks.len() - running,
-            more: page.next_cursor.is_some(),
+            running: census.running,
+            waiting: census.waiting,
         }
     }
 
     pub(crate) fn none(&self) -> bool {
-        self.running == 0 && self.waiting == 0 && !self.more
+        self.running == 0 && self.waiting == 0
     }
 }
 

@@ -657,6 +657,20 @@ impl SchedStore {
         Ok(details.join("; "))
     }
 
+    /// How many tasks run and how many wait: two ranges of `tasks_by_status`.
+    pub(crate) async fn task_census(&self) -> Result<(i64, i64), StoreError> {
+        let running: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM tasks WHERE status = 'running'")
+                .fetch_one(&self.pool)
+                .await?;
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM tasks WHERE status IN ('queued', 'leased', 'retry_wait')",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((running, waiting))
+    }
+
     /// The attempts of a task, in order.
     pub(crate) async fn task_attempts(&self, task_id: &str) -> Result<Vec<String>, StoreError> {
         Ok(sqlx::query_scalar(
