@@ -1,9 +1,15 @@
-//! Compiles `studio/verifier/v1/verifier.proto` with protox, so no `protoc` is needed.
+//! Compiles the verifier's and the worker listener's protobufs with protox, so no `protoc`
+//! is needed.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let file = "studio/verifier/v1/verifier.proto";
-    println!("cargo:rerun-if-changed={file}");
-    let fds = protox::compile([file], ["."])?;
+    let files = [
+        "studio/verifier/v1/verifier.proto",
+        "studio/worker/v1/worker.proto",
+    ];
+    for file in files {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    let fds = protox::compile(files, ["."])?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

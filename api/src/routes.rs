@@ -50,6 +50,9 @@ pub enum Op {
     GetTask,
     CancelTask,
     RetryTask,
+    ListWorkers,
+    CreateJoinToken,
+    RevokeWorker,
     PlanDeclarations,
     ApplyDeclarations,
     ExportDeclarations,
@@ -709,6 +712,43 @@ pub const ROUTES: &[Route<Op>] = &[
             "/api/tasks/{id}/retry",
             "Queue an ended task (failed, timed out, cancelled) for another attempt now, or one waiting to retry at once",
             ok::<Task>(),
+        )
+    },
+    Route {
+        ..route(
+            Op::ListWorkers,
+            "list_workers",
+            Get,
+            "/api/workers",
+            "Every worker: studiod's built-in one, then the enrolled ones",
+            ok::<WorkerList>(),
+        )
+    },
+    Route {
+        needs: Role::Admin,
+        decides: Decides::Destructive,
+        takes: Takes::Json(typed::<NewJoinToken>()),
+        errors: &[Code::ValidationFailed],
+        ..route(
+            Op::CreateJoinToken,
+            "create_join_token",
+            Post,
+            "/api/workers/tokens",
+            "A one-time join token for `studio worker join` (201; shown once, kept as a digest)",
+            Gives::Json(201, typed::<JoinTokenCreated>()),
+        )
+    },
+    Route {
+        needs: Role::Admin,
+        decides: Decides::Destructive,
+        errors: &[Code::WorkerNotFound],
+        ..route(
+            Op::RevokeWorker,
+            "revoke_worker",
+            Delete,
+            "/api/workers/{id}",
+            "Revoke a worker: its certificate admits it no more and its running attempts end `worker_lost`",
+            ok::<Worker>(),
         )
     },
     Route {

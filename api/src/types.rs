@@ -10,6 +10,7 @@ mod runs;
 mod schedules;
 mod summary;
 mod tasks;
+mod workers;
 
 pub use allowlist::*;
 pub use approvals::*;
@@ -21,3 +22,4 @@ pub use runs::*;
 pub use schedules::*;
 pub use summary::*;
 pub use tasks::*;
+pub use workers::*;

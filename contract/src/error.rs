@@ -80,6 +80,7 @@ codes! {
     RunNotFound = "run_not_found" => NOT_FOUND,
     ApprovalNotFound = "approval_not_found" => NOT_FOUND,
     TaskNotFound = "task_not_found" => NOT_FOUND,
+    WorkerNotFound = "worker_not_found" => NOT_FOUND,
     NameTaken = "name_taken" => CONFLICT,
     Conflict = "conflict" => CONFLICT,
     MaxRunsReached = "max_runs_reached" => CONFLICT,

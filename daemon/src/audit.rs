@@ -52,6 +52,9 @@ pub(crate) enum Kind {
     TaskSubmitted,
     TaskCancelled,
     TaskRetried,
+    WorkerTokenCreated,
+    WorkerJoined,
+    WorkerRevoked,
 }
 
 impl Kind {
@@ -77,12 +80,15 @@ impl Kind {
             Kind::TaskSubmitted => "task_submitted",
             Kind::TaskCancelled => "task_cancelled",
             Kind::TaskRetried => "task_retried",
+            Kind::WorkerTokenCreated => "worker_token_created",
+            Kind::WorkerJoined => "worker_joined",
+            Kind::WorkerRevoked => "worker_revoked",
         }
     }
 
     /// Every kind, for the API's filter and its documentation.
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 20] = [
+    pub(crate) const ALL: [Kind; 23] = [
         Kind::EpochStarted,
         Kind::EpochStopped,
         Kind::PairingMinted,
@@ -103,6 +109,9 @@ impl Kind {
         Kind::TaskSubmitted,
         Kind::TaskCancelled,
         Kind::TaskRetried,
+        Kind::WorkerTokenCreated,
+        Kind::WorkerJoined,
+        Kind::WorkerRevoked,
     ];
 }
 

@@ -47,6 +47,9 @@ pub struct Args {
     /// The supervisor's pid: die with it.
     #[arg(long, env = "STUDIO_SUPERVISOR_PID")]
     pub supervisor_pid: Option<u32>,
+    /// Where remote workers connect, over mutual TLS (`off`: no worker listener).
+    #[arg(long, env = "STUDIO_WORKER_ADDR", default_value = "127.0.0.1:8767")]
+    pub worker_addr: String,
 }
 
 /// What the daemon runs on; tests build one directly.
@@ -66,6 +69,9 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     /// How long to wait for a previous studiod to release the home (`run/daemon.lock`).
     pub lock_wait: Duration,
+    /// Where the worker listener binds (mutual TLS; port 0 picks a free one); `None`:
+    /// no remote worker can connect.
+    pub worker_addr: Option<SocketAddr>,
 }
 
 impl Config {
@@ -82,6 +88,7 @@ impl Config {
             supervisor_pid: None,
             scheduler: SchedulerConfig::default(),
             lock_wait: home::DAEMON_LOCK_WAIT,
+            worker_addr: None,
         }
     }
 }
@@ -131,6 +138,14 @@ impl Args {
                     .map_err(|e| ConfigError::Invalid(format!("STUDIO_ALLOWED_ORIGINS: {e}")))?,
             );
         }
+        let worker_addr = match self.worker_addr.trim() {
+            "off" => None,
+            addr => Some(addr.parse::<SocketAddr>().map_err(|_| {
+                ConfigError::Invalid(format!(
+                    "--worker-addr {addr:?} is not an address (HOST:PORT, or off)"
+                ))
+            })?),
+        };
         let app_key = if self.app_key_stdin {
             read_app_key().map_err(ConfigError::AppKey)?
         } else {
@@ -150,6 +165,7 @@ impl Args {
             supervisor_pid: self.supervisor_pid,
             scheduler: scheduler_config(&env)?,
             lock_wait: lock_wait(&env)?,
+            worker_addr,
         })
     }
 }
@@ -249,6 +265,15 @@ fn scheduler_config(env: &impl Fn(&str) -> Option<String>) -> Result<SchedulerCo
                 "must be comma-separated labels of letters, digits, '.', '_' or '-'",
             ));
         }
+    }
+    if let Some(n) = env("STUDIO_LEASE_TTL_SECS") {
+        let secs: u64 = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|s| (1..=3_600).contains(s))
+            .ok_or_else(|| bad("STUDIO_LEASE_TTL_SECS", "must be 1 to 3600 seconds"))?;
+        c.lease_ttl = Duration::from_secs(secs);
     }
     c.default_timezone = env("STUDIO_SCHEDULER_TZ").filter(|s| !s.trim().is_empty());
     if let Some(point) = env("STUDIO_TEST_CRASH_AT").filter(|s| !s.is_empty()) {

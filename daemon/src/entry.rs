@@ -7,14 +7,11 @@
 //! `--job-launcher` flag it serves launch requests, single-threaded, before any runtime,
 //! logging or argument parsing could start a thread.
 
-use std::{ffi::OsString, fs::File, os::fd::AsFd, process::ExitCode};
+use std::{ffi::OsString, process::ExitCode};
 
-use studio_contract::{
-    lifecycle::{
-        EXIT_CONFIG, die_with_parent, fail, init_tracing, parse_args, read_app_key_from_stdin,
-        stop_signal,
-    },
-    output::eprint_line,
+use studio_contract::lifecycle::{
+    EXIT_CONFIG, die_with_parent, fail, init_tracing, parse_args, read_app_key_from_stdin,
+    stop_signal,
 };
 
 use crate::{Args, chain};
@@ -31,7 +28,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 pub fn main_with(args: impl IntoIterator<Item = OsString>, leading: Vec<OsString>) -> ExitCode {
     let args: Vec<OsString> = args.into_iter().collect();
     if args.get(1).is_some_and(|a| a == LAUNCHER_FLAG) {
-        return launcher();
+        return studio_runner::launcher::main_stdio("studiod");
     }
     let args: Args = match parse_args("studiod", args) {
         Ok(args) => args,
@@ -79,26 +76,6 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, leading: Vec<OsString
         Err(e) => {
             tracing::error!(error = %chain(&e), "studiod failed");
             fail("studiod", chain(&e), 1)
-        }
-    }
-}
-
-/// The job launcher: requests on stdin, the shims' reports on stdout, until stdin ends.
-/// It dies with the studiod that started it (set up by `studio_runner::client`).
-fn launcher() -> ExitCode {
-    let served = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| e.to_string())
-        .and_then(|report| {
-            studio_runner::launcher::serve(std::io::stdin().lock(), File::from(report))
-                .map_err(|e| e.to_string())
-        });
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprint_line(format_args!("studiod job launcher: {e}"));
-            ExitCode::FAILURE
         }
     }
 }

@@ -20,6 +20,7 @@ mod store;
 #[cfg(test)]
 mod testing;
 mod verifier;
+mod workers;
 
 use std::{future::Future, io::ErrorKind, net::SocketAddr, sync::Arc, time::Duration};
 use studio_contract::lifecycle::Shutdown;
@@ -67,6 +68,8 @@ pub struct Daemon {
     api: Bound,
     verifier: Bound,
     control: Bound,
+    /// The worker listener (mutual TLS) and its authority, unless turned off.
+    worker_listener: Option<(TcpListener, Arc<studio_pki::Authority>)>,
     addr: SocketAddr,
     default_zone: studio_schedule::Zone,
     /// When the epoch started (ms since the Unix epoch).
@@ -152,6 +155,22 @@ impl Daemon {
             .map_err(DaemonError::io("cannot bind run/verifier.sock"))?;
         let control = socket::bind_private(&home.daemon_socket())
             .map_err(DaemonError::io("cannot bind run/daemon.sock"))?;
+        let worker_listener =
+            match config.worker_addr {
+                Some(at) => {
+                    let listener = TcpListener::bind(at).await.map_err(DaemonError::io(format!(
+                    "cannot listen for workers on {at} (STUDIO_WORKER_ADDR; `off` turns it off)"
+                )))?;
+                    let ca = studio_pki::Authority::load_or_create(&home.run_dir().join("ca"))
+                        .map_err(|e| {
+                            DaemonError::io("cannot set up the worker authority in run/ca")(
+                                std::io::Error::other(e),
+                            )
+                        })?;
+                    Some((listener, Arc::new(ca)))
+                }
+                None => None,
+            };
 
         let default_zone =
             studio_schedule::Zone::default_for(config.scheduler.default_timezone.as_deref())
@@ -194,6 +213,7 @@ impl Daemon {
             api,
             verifier,
             control,
+            worker_listener,
             addr,
             default_zone,
             started_at_ms,
@@ -227,6 +247,7 @@ impl Daemon {
             api,
             verifier,
             control,
+            worker_listener,
             addr,
             default_zone,
             started_at_ms,
@@ -244,11 +265,43 @@ impl Daemon {
         )
         .await?;
         let mut scheduler_task = tokio::spawn(scheduler.clone().run());
+        let mut worker_task = None;
+        let mut door = None;
+        if let Some((listener, ca)) = worker_listener {
+            let at = listener
+                .local_addr()
+                .map_err(DaemonError::io("no worker listener address"))?;
+            let tls = studio_pki::listener_server_config(&ca).map_err(|e| {
+                DaemonError::io("cannot set up the worker listener's TLS")(std::io::Error::other(e))
+            })?;
+            door = Some(Arc::new(workers::WorkerDoor {
+                addr: at,
+                ca_fingerprint: ca.fingerprint(),
+            }));
+            let service = workers::WorkerService::new(
+                scheduler.clone(),
+                ca,
+                authority.epoch().to_owned(),
+                stop.clone(),
+            );
+            tracing::info!(addr = %at, "worker listener (mutual TLS) started");
+            worker_task = Some(tokio::spawn({
+                let stop = stop.clone();
+                async move {
+                    if let Err(error) =
+                        workers::serve(listener, service, tls, stop.triggered()).await
+                    {
+                        tracing::error!(error = %chain(&error), "worker listener failed");
+                    }
+                }
+            }));
+        }
         let state = ApiState {
             authority: authority.clone(),
             front,
             scheduler: scheduler.clone(),
             started_at_ms,
+            workers: door,
         };
         let mut http_task = tokio::spawn({
             let stop = stop.clone();
@@ -299,6 +352,10 @@ impl Daemon {
             ),
         )
         .await;
+        if let Some(task) = worker_task {
+            // Open assignment streams end with the stop; what is left is aborted.
+            let _ = tokio::time::timeout(Duration::from_millis(500), task).await;
+        }
         if drained.is_err() {
             tracing::warn!("in-flight work did not finish within the grace period");
             http_task.abort();

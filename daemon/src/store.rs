@@ -118,6 +118,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "run retries",
         include_str!("../../migrations/daemon/0021_run_retries.sql"),
     ),
+    (
+        22,
+        "workers",
+        include_str!("../../migrations/daemon/0022_workers.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -710,7 +715,7 @@ mod tests {
             let objects: Vec<(String, String)> = sqlx::query_as(
                 "SELECT type, name FROM sqlite_master WHERE tbl_name IN ('runs', 'schedule_strips') \
                  AND name NOT LIKE 'sqlite_autoindex%' \
-                 AND name NOT IN ('runs_by_task', 'runs_retry_due') \
+                 AND name NOT IN ('runs_by_task', 'runs_retry_due', 'runs_leases') \
                  ORDER BY type, name",
             )
             .fetch_all(&pool)

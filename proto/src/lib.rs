@@ -1,4 +1,5 @@
-//! The verifier's wire types and tonic stubs (package `studio.verifier.v1`).
+//! The wire types and tonic stubs of the verifier (package `studio.verifier.v1`) and of
+//! studiod's worker listener (package `studio.worker.v1`).
 //!
 //! Invariant: this crate knows nothing of axum, sqlx or either process.
 
@@ -12,4 +13,13 @@ pub const APP_KEY_METADATA: &str = "x-studio-app-key";
 
 pub mod v1 {
     tonic::include_proto!("studio.verifier.v1");
+}
+
+/// Version of the worker protocol spoken by this build; `Register` sends it.
+pub const WORKER_PROTOCOL_VERSION: u32 = 1;
+
+pub mod worker {
+    pub mod v1 {
+        tonic::include_proto!("studio.worker.v1");
+    }
 }

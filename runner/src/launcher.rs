@@ -29,6 +29,27 @@ pub enum LauncherError {
     Proc(io::Error),
 }
 
+/// The launcher process's whole life (`--job-launcher`): requests on stdin, the shims'
+/// reports on stdout, until stdin ends. `who` names the process in its one error line.
+/// Call before any runtime or thread starts: it forks without exec.
+pub fn main_stdio(who: &str) -> std::process::ExitCode {
+    use std::os::fd::AsFd;
+    let served = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| e.to_string())
+        .and_then(|report| {
+            serve(std::io::stdin().lock(), File::from(report)).map_err(|e| e.to_string())
+        });
+    match served {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            studio_contract::output::eprint_line(format_args!("{who} job launcher: {e}"));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Forks a shim for each request line of `input` until its end; each shim writes its
 /// report line to `report`. Returns at the end of `input`: the shims run on.
 pub fn serve(mut input: impl BufRead, report: File) -> Result<(), LauncherError> {

@@ -7,6 +7,32 @@ use std::{
     path::{Path, PathBuf},
 };
 
+/// The longest allow-list entry accepted (PATH_MAX).
+const MAX_ENTRY_BYTES: usize = 4096;
+
+/// Why `text` cannot be an entry of a command allow-list (studiod's or a worker's), or
+/// `None` when it can: a bare file name (found on the allowing process's `PATH` when a
+/// job starts) or an absolute path without `.`, `..` or empty components.
+pub fn allow_entry_problem(text: &str) -> Option<&'static str> {
+    if text.is_empty() || text.len() > MAX_ENTRY_BYTES {
+        return Some("must be 1 to 4096 bytes");
+    }
+    if text.chars().any(char::is_control) {
+        return Some("must not contain control characters");
+    }
+    match text.strip_prefix('/') {
+        None if text.contains('/') => {
+            Some("must be a bare name (found on PATH) or an absolute path")
+        }
+        None if matches!(text, "." | "..") => Some("is not a file name"),
+        None => None,
+        Some(rest) => rest
+            .split('/')
+            .any(|part| matches!(part, "" | "." | ".."))
+            .then_some("must be a plain absolute path (no empty, '.' or '..' parts)"),
+    }
+}
+
 /// Why a program has no file to run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {

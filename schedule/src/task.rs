@@ -214,7 +214,9 @@ fn check_key(path: &str, key: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
-fn is_label(label: &str) -> bool {
+/// Whether `label` is one a task may require and a worker offer: 1 to 64 letters,
+/// digits, `.`, `_` or `-`.
+pub fn is_label(label: &str) -> bool {
     !label.is_empty()
         && label.len() <= 64
         && label

@@ -9,6 +9,14 @@ use std::{ffi::OsString, process::ExitCode};
 fn main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().collect();
     let child = args.get(1).and_then(|a| a.to_str()).map(str::to_owned);
+    // A worker's job launcher: before anything could start a thread (it forks).
+    if child.as_deref() == Some(studio_worker::LAUNCHER_LEADING)
+        && args
+            .get(2)
+            .is_some_and(|a| a == studio_runner::client::LAUNCHER_FLAG)
+    {
+        return studio_runner::launcher::main_stdio("studio worker");
+    }
     match child.as_deref() {
         Some(name @ ("daemon" | "app")) => {
             // `studio daemon --help` names itself as such.

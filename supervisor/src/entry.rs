@@ -10,18 +10,19 @@ use studio_contract::lifecycle;
 
 use crate::{
     Error,
-    cli::{Cli, Command},
+    cli::{Cli, Command, WorkerArgs},
 };
 
 /// Runs one `studio` command with `args` (the first is the program name).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let cli = Cli::parse_from(args);
-    // The supervisor narrates at info; the short commands stay quiet unless asked.
-    let default = if matches!(cli.command, Command::Up(_)) {
-        "info"
-    } else {
-        "warn"
-    };
+    // The supervisor and a running worker narrate at info; the short commands stay quiet
+    // unless asked.
+    let long_running = matches!(
+        cli.command,
+        Command::Up(_) | Command::Worker(WorkerArgs { command: None, .. })
+    );
+    let default = if long_running { "info" } else { "warn" };
     lifecycle::init_tracing(std::env::var("STUDIO_LOG").ok().as_deref(), default);
     // A current-thread runtime on the main thread: the children are spawned from this
     // thread, and their parent-death signal fires when the spawning thread exits.

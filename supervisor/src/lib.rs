@@ -3,8 +3,8 @@
 //! Invariant: the supervisor knows only binary paths, flags and the protocols in
 //! docs/ARCHITECTURE.md; it never opens a database and depends on no other Studio crate
 //! but `studio-contract`, `studio-schedule` (pure trigger arithmetic, for
-//! `studio schedule preview`) and `studio-api` (the types of studiod's answers, which the
-//! user CLI reads).
+//! `studio schedule preview`), `studio-api` (the types of studiod's answers, which the
+//! user CLI reads) and `studio-worker` (the remote worker `studio worker` joins and runs).
 
 // First: the printing macros are in scope only in the modules declared after it.
 #[macro_use]
@@ -26,7 +26,7 @@ use studio_contract::{error::ErrorBody, home::Home};
 
 use crate::cli::{
     Cli, Command, EvidenceCommand, ScheduleCommand, allow, approvals, audit, commands, declare,
-    evidence, runs, schedules, sessions, tasks,
+    evidence, runs, schedules, sessions, tasks, workers,
 };
 pub use crate::{
     cli::preview,
@@ -105,6 +105,8 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Evidence {
             command: EvidenceCommand::Verify { bundle, key },
         } => return evidence::verify(&bundle, key.as_deref()).map(|()| 0),
+        // Only those of its commands that talk to studiod resolve the Studio home.
+        Command::Worker(args) => return workers::run(home, args, shutdown).await,
         other => other,
     };
     let home = Home::resolve(home);
@@ -136,5 +138,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Approvals { command, list } => approvals::run(&home, command, list).await,
         Command::Task { command } => tasks::run(&home, command, shutdown).await,
         Command::Evidence { command } => evidence::run(&home, command).await,
+        // Run above, before the home is resolved.
+        Command::Worker(_) => Ok(0),
     }
 }

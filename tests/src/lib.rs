@@ -85,6 +85,11 @@ pub fn bins() -> &'static Bins {
     })
 }
 
+/// Set on every studiod the tests start (a caller's own value comes after, and wins):
+/// its worker listener on a port of its own, never the default 127.0.0.1:8767 that
+/// parallel tests, and a real studiod, would contend for.
+pub const WORKER_ADDR: (&str, &str) = ("STUDIO_WORKER_ADDR", "127.0.0.1:0");
+
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -270,6 +275,7 @@ impl Studio {
             .env_remove("STUDIO_DAEMON_BIN")
             .env_remove("STUDIO_APP_BIN")
             .env("STUDIO_STOP_GRACE_MS", "3000")
+            .env(WORKER_ADDR.0, WORKER_ADDR.1)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 /// Every kind of audit row: the epoch's start and stop, pairing, sessions, the
 /// allow-list, and each change to a schedule or run made through the API.
-pub const AUDIT_KINDS: [&str; 20] = [
+pub const AUDIT_KINDS: [&str; 23] = [
     "epoch_started",
     "epoch_stopped",
     "pairing_minted",
@@ -27,6 +27,9 @@ pub const AUDIT_KINDS: [&str; 20] = [
     "task_submitted",
     "task_cancelled",
     "task_retried",
+    "worker_token_created",
+    "worker_joined",
+    "worker_revoked",
 ];
 
 /// One row of the trail. Rows are never changed nor removed.

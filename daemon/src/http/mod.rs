@@ -13,6 +13,7 @@ mod runs;
 mod schedules;
 mod summary;
 mod tasks;
+mod workers;
 
 #[cfg(test)]
 mod tests;
@@ -42,6 +43,8 @@ pub(crate) struct ApiState {
     pub scheduler: Arc<Scheduler>,
     /// When this daemon (its epoch) started, in ms since the Unix epoch.
     pub started_at_ms: i64,
+    /// The worker listener, when there is one (join tokens name it and pin its authority).
+    pub workers: Option<Arc<crate::workers::WorkerDoor>>,
 }
 
 /// studiod's router: one route per line of the shared inventory
@@ -99,6 +102,9 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::GetTask => on(m, tasks::get_one),
         Op::CancelTask => on(m, tasks::cancel),
         Op::RetryTask => on(m, tasks::retry),
+        Op::ListWorkers => on(m, workers::list),
+        Op::CreateJoinToken => on(m, workers::create_token),
+        Op::RevokeWorker => on(m, workers::revoke),
         Op::PlanDeclarations => on(m, declarations::plan),
         Op::ApplyDeclarations => on(m, declarations::apply),
         Op::ExportDeclarations => on(m, declarations::export),

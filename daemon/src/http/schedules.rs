@@ -96,6 +96,7 @@ pub(crate) fn engine_error(e: EngineError) -> ApiError {
             "the task has not ended: only a failed, timed out or cancelled task (or one \
              waiting to retry) is retried",
         ),
+        EngineError::WorkerNotFound => ApiError::new(Code::WorkerNotFound, "no such worker"),
         EngineError::BadSpec(why) => ApiError::new(
             Code::Internal,
             format!("the stored spec cannot be read: {why}"),

@@ -29,8 +29,9 @@ use crate::scheduling::{
 /// What `Retry-After` says to a submission refused `queue_full`, in seconds.
 const QUEUE_FULL_RETRY_AFTER_S: u32 = 5;
 
-/// The API's view of a task. `unmatched` when no worker has its labels.
-pub(crate) fn view(t: &TaskRow, worker_labels: &[String]) -> Result<Task, ApiError> {
+/// The API's view of a task. `unmatched` when no worker (of the label sets `served`)
+/// has its labels.
+pub(crate) fn view(t: &TaskRow, served: &[Vec<String>]) -> Result<Task, ApiError> {
     let spec: TaskSpec = serde_json::from_str(&t.spec).map_err(|e| {
         tracing::error!(task = %t.id, error = %e, "a stored task spec does not read back");
         ApiError::new(
@@ -45,7 +46,8 @@ pub(crate) fn view(t: &TaskRow, worker_labels: &[String]) -> Result<Task, ApiErr
         reason: t.reason.clone(),
         spec,
         spec_sha256: t.spec_sha256.clone(),
-        unmatched: status == TaskStatus::Queued && !serves(worker_labels, &t.labels_key),
+        unmatched: status == TaskStatus::Queued
+            && !served.iter().any(|labels| serves(labels, &t.labels_key)),
         attempts: t.attempts,
         next_attempt_at: t.next_attempt_at_ms.map(rfc3339),
         last_run_id: t.last_run_id.clone(),
@@ -79,7 +81,7 @@ pub(crate) async fn submit(
             } else {
                 StatusCode::OK
             };
-            Ok((status, Json(view(&task, s.local_labels())?)).into_response())
+            Ok((status, Json(view(&task, &served(s).await?)?)).into_response())
         }
         Err(EngineError::QueueFull) => {
             let mut response = engine_error(EngineError::QueueFull).into_response();
@@ -143,11 +145,11 @@ pub(crate) async fn list(
                 .map(|r| cursor::encode_keyset(&list, (r.created_at_ms, &r.id)))
         })
         .flatten();
-    let labels = state.scheduler.local_labels();
+    let served = served(&state.scheduler).await?;
     let tasks = rows
         .iter()
         .take(keep)
-        .map(|t| view(t, labels))
+        .map(|t| view(t, &served))
         .collect::<Result<_, _>>()?;
     Ok(Json(TaskPage { tasks, next_cursor }))
 }
@@ -169,7 +171,7 @@ pub(crate) async fn get_one(
         }
     }
     Ok(Json(TaskDetail {
-        task: view(&task, state.scheduler.local_labels())?,
+        task: view(&task, &served(&state.scheduler).await?)?,
         attempts,
     }))
 }
@@ -184,7 +186,7 @@ pub(crate) async fn retry(
         .retry_task(&id, &by)
         .await
         .map_err(engine_error)?;
-    Ok(Json(view(&task, state.scheduler.local_labels())?))
+    Ok(Json(view(&task, &served(&state.scheduler).await?)?))
 }
 
 pub(crate) async fn cancel(
@@ -197,5 +199,10 @@ pub(crate) async fn cancel(
         .cancel_task(&id, &by)
         .await
         .map_err(engine_error)?;
-    Ok(Json(view(&task, state.scheduler.local_labels())?))
+    Ok(Json(view(&task, &served(&state.scheduler).await?)?))
+}
+
+/// The label sets the queue is served by (the built-in worker's and each enrolled one's).
+async fn served(s: &crate::scheduling::Scheduler) -> Result<Vec<Vec<String>>, ApiError> {
+    s.served_label_sets().await.map_err(store_error)
 }

@@ -21,14 +21,25 @@ struct Api {
     router: Router,
     authority: Arc<Authority>,
     key: AppKey,
+    /// The scheduler behind the router (for what no route does: a worker's enrolment).
+    scheduler: Arc<crate::scheduling::Scheduler>,
 }
 
 async fn api() -> Api {
     api_with(|_| {}).await
 }
 
-/// The API over a scheduler configured by `configure` (the engine loop is not started).
+/// The API over a scheduler configured by `configure` (the engine loop is not started),
+/// without a worker listener (`STUDIO_WORKER_ADDR=off`).
 async fn api_with(configure: impl FnOnce(&mut crate::scheduling::SchedulerConfig)) -> Api {
+    api_on(configure, None).await
+}
+
+/// [`api_with`], with the worker listener `workers` when there is one.
+async fn api_on(
+    configure: impl FnOnce(&mut crate::scheduling::SchedulerConfig),
+    workers: Option<Arc<crate::workers::WorkerDoor>>,
+) -> Api {
     let mut config = crate::scheduling::SchedulerConfig::default();
     configure(&mut config);
     let dir = TempDir::new("http");
@@ -54,14 +65,16 @@ async fn api_with(configure: impl FnOnce(&mut crate::scheduling::SchedulerConfig
     let router = router(ApiState {
         authority: authority.clone(),
         front,
-        scheduler,
+        scheduler: scheduler.clone(),
         started_at_ms: 0,
+        workers,
     });
     Api {
         _dir: dir,
         router,
         authority,
         key,
+        scheduler,
     }
 }
 
@@ -656,6 +669,9 @@ mod approvals;
 
 #[path = "tasks_tests.rs"]
 mod tasks;
+
+#[path = "workers_tests.rs"]
+mod workers;
 
 /// The live router against the document: every (method, path) the document names is
 /// served (never the fallback's `not_found` nor `method_not_allowed`), and every method

@@ -16,8 +16,6 @@ use studio_contract::time::now_ms;
 use super::{engine::Scheduler, store::AllowEntry};
 use crate::store::StoreError;
 
-/// The longest entry accepted (PATH_MAX).
-const MAX_ENTRY_BYTES: usize = 4096;
 /// The most entries one change may name.
 pub(crate) const MAX_CHANGE: usize = 256;
 
@@ -43,27 +41,7 @@ impl AllowList {
     }
 }
 
-/// Why `text` cannot be an entry, or `None` when it can: a bare file name, or an absolute
-/// path without `.`, `..` or empty components.
-pub(crate) fn entry_problem(text: &str) -> Option<&'static str> {
-    if text.is_empty() || text.len() > MAX_ENTRY_BYTES {
-        return Some("must be 1 to 4096 bytes");
-    }
-    if text.chars().any(char::is_control) {
-        return Some("must not contain control characters");
-    }
-    match text.strip_prefix('/') {
-        None if text.contains('/') => {
-            Some("must be a bare name (found on studiod's PATH) or an absolute path")
-        }
-        None if matches!(text, "." | "..") => Some("is not a file name"),
-        None => None,
-        Some(rest) => rest
-            .split('/')
-            .any(|part| matches!(part, "" | "." | ".."))
-            .then_some("must be a plain absolute path (no empty, '.' or '..' parts)"),
-    }
-}
+pub(crate) use studio_runner::program::allow_entry_problem as entry_problem;
 
 /// What a change did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -92,6 +92,8 @@ pub(crate) enum EngineError {
     TaskNotActive,
     #[error("the task has not ended")]
     TaskNotFinished,
+    #[error("no such worker")]
+    WorkerNotFound,
     #[error("the stored spec cannot be read: {0}")]
     BadSpec(String),
     #[error(transparent)]
@@ -111,6 +113,8 @@ impl From<WriteError> for EngineError {
 #[derive(Debug, Default)]
 pub(crate) struct Active {
     pub schedule_id: Option<String>,
+    /// The remote worker running this attempt: studiod's stop leaves it to its worker.
+    pub worker: Option<String>,
     pub canceller: Option<Canceller>,
     pub cancel_reason: Option<String>,
     /// The job's process group, once launched.
@@ -184,6 +188,14 @@ pub(crate) struct Scheduler {
     pub(super) retry_wake: Notify,
     /// The built-in worker's fair order across priorities.
     pub(super) fairness: Mutex<super::tasks::Fairness>,
+    /// Bumped when the queue may hold work for a remote worker (a submission, a freed
+    /// slot, a released retry) or an attempt of one is asked to cancel: each worker's
+    /// assignment stream looks again.
+    pub(super) work_signal: tokio::sync::watch::Sender<u64>,
+    /// Wakes the lease reaper when a remote attempt takes a lease.
+    pub(super) lease_wake: Notify,
+    /// The remote workers whose assignment stream is open now.
+    pub(super) connected: Mutex<HashMap<String, usize>>,
 }
 
 /// The spec of a stored row, armed in the zone recorded on the row.
@@ -263,6 +275,9 @@ impl Scheduler {
             task_wake: Notify::new(),
             retry_wake: Notify::new(),
             fairness: Mutex::default(),
+            work_signal: tokio::sync::watch::Sender::new(0),
+            lease_wake: Notify::new(),
+            connected: Mutex::default(),
         });
         this.load_allowlist().await?;
         Ok(this)
@@ -359,6 +374,7 @@ impl Scheduler {
         tokio::spawn(self.clone().expire_forever());
         tokio::spawn(self.clone().work_forever());
         tokio::spawn(self.clone().retry_forever());
+        tokio::spawn(self.clone().leases_forever());
         let stop = self.stop.clone();
         loop {
             let due = self.queue().pop_due(now_ms());
@@ -685,6 +701,10 @@ impl Scheduler {
                     if let Some(c) = &a.canceller {
                         c.cancel();
                     }
+                    if a.worker.is_some() {
+                        // Its worker's assignment stream passes the cancel on.
+                        self.work_signal.send_modify(|n| *n += 1);
+                    }
                     return Ok(row);
                 }
             }
@@ -714,13 +734,20 @@ impl Scheduler {
             );
             return;
         }
-        let running: Vec<String> = self.active().keys().cloned().collect();
+        // A remote worker's attempts are its own: they run on while studiod is away.
+        let running: Vec<String> = self
+            .active()
+            .iter()
+            .filter(|(_, a)| a.worker.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
         for id in &running {
             let _ = self.cancel(id, "daemon_shutdown", None).await;
         }
+        let local_left = || self.active().values().any(|a| a.worker.is_none());
         let settled = |limit: Duration| async move {
             let deadline = tokio::time::Instant::now() + limit;
-            while !self.active().is_empty() && tokio::time::Instant::now() < deadline {
+            while local_left() && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         };

@@ -112,9 +112,9 @@ impl Scheduler {
                 tracing::error!(run = %run_id, error = %chain(&error), "run supervision failed");
             }
             this.active().remove(&run_id);
-            // A slot, and perhaps a concurrency key, is free: the built-in worker looks;
-            // and the run may have left a retry to make.
-            this.task_wake.notify_one();
+            // A slot, and perhaps a concurrency key, is free: the workers look; and the
+            // run may have left a retry to make.
+            this.tasks_changed();
             this.retry_wake.notify_one();
         });
     }
@@ -526,7 +526,7 @@ async fn watch_shim(
 }
 
 /// The terminal status and reason of an outcome.
-fn settle(outcome: &Outcome, cancel_reason: Option<String>) -> (RunStatus, String) {
+pub(super) fn settle(outcome: &Outcome, cancel_reason: Option<String>) -> (RunStatus, String) {
     match outcome.ending {
         Ending::Deadline => (RunStatus::TimedOut, "deadline".into()),
         Ending::Cancelled => (
@@ -548,7 +548,7 @@ fn settle(outcome: &Outcome, cancel_reason: Option<String>) -> (RunStatus, Strin
     }
 }
 
-fn finish_of(outcome: &Outcome) -> Finish {
+pub(super) fn finish_of(outcome: &Outcome) -> Finish {
     let report = outcome.report.clone().unwrap_or_default();
     let stderr_tail = match &outcome.report_error {
         Some(why) => format!("{}\n[studio] {why}\n", outcome.stderr.tail),

@@ -28,6 +28,7 @@ pub(crate) mod tasks;
 mod tasks_tests;
 #[cfg(test)]
 mod tests;
+pub(crate) mod workers;
 
 use std::{path::Path, time::Duration};
 
@@ -66,6 +67,9 @@ pub struct SchedulerConfig {
     /// How to start the job launcher (studiod's own executable, see `entry`); `None`
     /// for a daemon embedded where no launcher can run (unit tests): its launches fail.
     pub launcher: Option<studio_runner::client::LauncherCommand>,
+    /// `STUDIO_LEASE_TTL_SECS` (default 30): how long a remote worker's lease lasts
+    /// unless its heartbeat renews it.
+    pub lease_ttl: Duration,
 }
 
 impl Default for SchedulerConfig {
@@ -83,6 +87,7 @@ impl Default for SchedulerConfig {
             crash_at: None,
             host_env: Vec::new(),
             launcher: None,
+            lease_ttl: Duration::from_secs(30),
         }
     }
 }

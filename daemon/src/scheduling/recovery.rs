@@ -37,10 +37,28 @@ const EVENTS_KEPT: i64 = 100_000;
 /// Hourly run counts are kept this long (the cockpit charts the last 24 hours).
 const RUN_COUNTS_KEPT_MS: i64 = 31 * 24 * 3_600_000;
 
+/// The remote worker an attempt runs on (its lease, not studiod's evidence, settles it).
+fn remote_worker(run: &RunRow) -> Option<&str> {
+    run.worker_id
+        .as_deref()
+        .filter(|w| *w != super::store::BUILTIN)
+}
+
 impl Scheduler {
     pub(super) async fn recover(self: &Arc<Self>) -> Result<(), StoreError> {
         let now = now_ms();
         for run in self.store.active_runs().await? {
+            if let Some(worker) = remote_worker(&run) {
+                // Its worker runs it, and reconnects: its lease decides, not this start.
+                self.active().insert(
+                    run.id.clone(),
+                    super::engine::Active {
+                        worker: Some(worker.to_owned()),
+                        ..Default::default()
+                    },
+                );
+                continue;
+            }
             match run.status() {
                 Some(RunStatus::Running) => {
                     let found = evidence::classify(&self.runs_dir.join(&run.id), &self.boot_id);
@@ -57,6 +75,9 @@ impl Scheduler {
                 _ => {}
             }
         }
+        // The leases of remote attempts run from now: a worker gets one full lease to
+        // reconnect to a studiod that was away.
+        self.store.extend_leases(now + self.lease_ttl_ms()).await?;
         self.fill_cadences(now).await
     }
 
@@ -139,7 +160,7 @@ impl Scheduler {
                 tracing::error!(run = %run.id, error = %chain(&error), "adopted run supervision failed");
             }
             this.active().remove(&run.id);
-            this.task_wake.notify_one();
+            this.tasks_changed();
             this.retry_wake.notify_one();
         });
     }
@@ -238,7 +259,7 @@ impl Scheduler {
             .filter(|r| {
                 r.status() == Some(RunStatus::Running) && now - r.created_at_ms > REAP_AFTER_MS
             })
-            .filter(|r| !self.active().contains_key(&r.id))
+            .filter(|r| !self.active().contains_key(&r.id) && remote_worker(r).is_none())
             .collect();
         for run in stale {
             // A shim may still be behind it (its daemon-side task failed): its folder says.

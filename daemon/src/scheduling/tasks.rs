@@ -15,7 +15,7 @@ use super::{
     Scheduler,
     engine::{Active, EngineError},
     launch::Owner,
-    store::{Candidate, NewTask, Note, Submitted, TaskRow},
+    store::{BUILTIN, Candidate, NewTask, Note, Submitted, TaskRow},
 };
 use crate::{
     audit::{Actor, Kind},
@@ -23,8 +23,6 @@ use crate::{
     store::StoreError,
 };
 
-/// The id of studiod's own worker in attempts and listings.
-pub(crate) const BUILTIN: &str = "builtin";
 /// A built-in attempt's lease: it is renewed by the runner's own supervision, so it only
 /// bounds how long a claim may sit unstarted.
 const LEASE_MS: i64 = 30_000;
@@ -103,7 +101,7 @@ impl Scheduler {
         match self.store.submit_task(&new, &note, now_ms()).await? {
             Submitted::Created(task, event) => {
                 self.publish(event);
-                self.task_wake.notify_one();
+                self.tasks_changed();
                 Ok((*task, true))
             }
             Submitted::Existing(task) => Ok((*task, false)),
@@ -161,7 +159,7 @@ impl Scheduler {
             .await?
             .ok_or(EngineError::TaskNotFinished)?;
         self.publish(event);
-        self.task_wake.notify_one();
+        self.tasks_changed();
         Ok(task)
     }
 
@@ -226,7 +224,11 @@ impl Scheduler {
     async fn claim_one(&self) -> Result<Option<(TaskRow, super::model::RunRow)>, StoreError> {
         // Tasks whose next attempt is due wait again like any queued task.
         let released = self.store.release_retries(now_ms()).await?;
-        self.publish_all(released);
+        if !released.is_empty() {
+            // Every worker may serve what came back to the queue.
+            self.publish_all(released);
+            self.work_signal.send_modify(|n| *n += 1);
+        }
         // Another claimer may take a candidate first: look again a few times.
         for _ in 0..3 {
             let candidates = self.store.claim_candidates(self.local_labels()).await?;

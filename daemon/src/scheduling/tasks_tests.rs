@@ -432,3 +432,113 @@ async fn measure_claim_cost() {
         );
     }
 }
+
+/// A remote worker's lease: its task `leased` until the start is reported, renewed only
+/// under its own fence, a report under another fence refused, an expired lease ended
+/// `worker_lost` by the reaper's write (and not after a renewal), and the reaper's
+/// reads walk `runs_leases`.
+#[tokio::test]
+async fn a_remote_lease_is_fenced_renewed_and_expires_as_worker_lost() {
+    use super::store::{Ended, Finish, NewWorker};
+    let dir = TempDir::new("tasks-lease");
+    let s = store(&dir).await;
+    let worker = NewWorker {
+        id: "w1".into(),
+        name: "w1".into(),
+        cert_sha256: "c1".into(),
+        cert_serial: "01".into(),
+        cert_not_after_ms: i64::MAX,
+    };
+    let by = actor();
+    let note = Note {
+        by: &by,
+        kind: Kind::WorkerTokenCreated,
+        object: "worker_token".into(),
+        schedule_id: None,
+        detail: serde_json::json!({}),
+    };
+    s.create_join_token("d1", "gpu", 10_000, &note, 1)
+        .await
+        .expect("token");
+    assert!(
+        s.join_worker("d1", &worker, "e1", 2)
+            .await
+            .expect("join")
+            .is_some()
+    );
+    let again = NewWorker {
+        id: "w2".into(),
+        cert_sha256: "c2".into(),
+        ..worker.clone()
+    };
+    assert!(
+        s.join_worker("d1", &again, "e1", 3)
+            .await
+            .expect("reuse")
+            .is_none(),
+        "a token is used once"
+    );
+    submit(&s, &task("t1", "gpu", 5), 10).await;
+    let (claimed, run, _) = s
+        .claim_task("t1", "w1", 1_000, 100)
+        .await
+        .expect("claim")
+        .expect("claimed");
+    assert_eq!(claimed.status.as_str(), "leased");
+    let fence = s.fence_of(&run.id).await.expect("fence").expect("a fence");
+    assert!(
+        s.remote_started(&run.id, ("w1", fence + 1), 42, (2_000, 60_000), 200)
+            .await
+            .expect("start")
+            .is_none(),
+        "another fence is refused"
+    );
+    assert!(
+        s.remote_started(&run.id, ("w1", fence), 42, (2_000, 60_000), 200)
+            .await
+            .expect("start")
+            .is_some()
+    );
+    assert_eq!(s.task("t1").await.expect("t").expect("t").status, "running");
+    let renewed = s
+        .renew_leases(
+            "w1",
+            &[(run.id.clone(), fence), ("r-none".into(), 1)],
+            5_000,
+            300,
+        )
+        .await
+        .expect("renew");
+    assert_eq!(renewed, std::slice::from_ref(&run.id));
+    assert!(s.expired_leases(4_000).await.expect("read").is_empty());
+    assert!(
+        s.expire_lease(&run.id, 4_000)
+            .await
+            .expect("expire")
+            .is_none()
+    );
+    assert_eq!(s.next_lease_expiry().await.expect("next"), Some(5_000));
+    let (ended, _) = s
+        .expire_lease(&run.id, 5_001)
+        .await
+        .expect("expire")
+        .expect("expired");
+    assert_eq!(
+        (ended.status(), ended.reason.as_deref()),
+        (Some(RunStatus::Failed), Some("worker_lost"))
+    );
+    let finish = Finish::default();
+    let late = Ended {
+        status: RunStatus::Completed,
+        reason: "exit_0",
+        finish: &finish,
+    };
+    assert!(
+        s.remote_finished(&run.id, ("w1", fence), late, 6_000)
+            .await
+            .expect("late")
+            .is_none(),
+        "a late report changes nothing"
+    );
+    assert_eq!(s.task("t1").await.expect("t").expect("t").status, "failed");
+}

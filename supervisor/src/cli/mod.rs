@@ -1,5 +1,6 @@
 //! The user commands. This module is the command line: `studio up | status | restart |
-//! stop | pair | logs | schedule | runs | run | sessions | audit | evidence`, with the environment
+//! stop | pair | logs | schedule | runs | run | sessions | audit | task | worker |
+//! evidence`, with the environment
 //! equivalents, turned into typed configuration. Clap's own usage errors exit with status
 //! 2; so do the checks made here. Its submodules carry the commands out.
 //!
@@ -19,6 +20,7 @@ pub(crate) mod schedules;
 pub(crate) mod sessions;
 pub(crate) mod table;
 pub(crate) mod tasks;
+pub(crate) mod workers;
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -120,10 +122,139 @@ pub enum Command {
         #[command(subcommand)]
         command: TaskCommand,
     },
+    /// Remote workers: enrol them with one-time join tokens, list and revoke them; and,
+    /// on a worker's machine, join, keep its allow-list and run it (`studio worker` with
+    /// no subcommand runs this machine's worker until Ctrl-C or SIGTERM).
+    Worker(WorkerArgs),
     /// The evidence log of human decisions.
     Evidence {
         #[command(subcommand)]
         command: EvidenceCommand,
+    },
+}
+
+/// `studio worker`: a subcommand, or none to run this machine's worker.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct WorkerArgs {
+    #[command(subcommand)]
+    pub command: Option<WorkerCommand>,
+    #[command(flatten)]
+    pub run: WorkerRunArgs,
+}
+
+/// How `studio worker` runs this machine's worker.
+#[derive(Debug, Args)]
+pub struct WorkerRunArgs {
+    /// How many jobs it runs at once.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub capacity: u32,
+    /// Offer only these of the labels its join token granted, comma-separated (default:
+    /// all of them).
+    #[arg(long, value_name = "L,…", value_delimiter = ',')]
+    pub labels: Option<Vec<String>>,
+    #[command(flatten)]
+    pub home: WorkerHome,
+}
+
+/// The worker's own home, on its machine (not the Studio home of `--home`).
+#[derive(Debug, Clone, Args)]
+pub struct WorkerHome {
+    /// The worker's home: its key, certificate and allow-list (default:
+    /// $STUDIO_WORKER_HOME, else ~/.studio-worker).
+    #[arg(long = "worker-home", env = "STUDIO_WORKER_HOME", value_name = "DIR")]
+    pub worker_home: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkerCommand {
+    /// One-time join tokens (admin).
+    Token {
+        #[command(subcommand)]
+        command: WorkerTokenCommand,
+    },
+    /// Every worker: studiod's built-in one, then the enrolled ones, with their labels,
+    /// load and whether they are connected.
+    List {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Revoke a worker: its certificate admits it no more, and its running attempts end
+    /// `worker_lost`.
+    Revoke {
+        /// The worker's id, or a prefix that names one (`studio worker list` shows them).
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Enrol this machine as a worker with a join token (`studio worker token create`
+    /// on Studio's machine prints one, and this command).
+    Join(WorkerJoinArgs),
+    /// This worker's own allow-list, kept on its machine: what it runs, whatever studiod
+    /// asks.
+    Allow {
+        #[command(subcommand)]
+        command: WorkerAllowCommand,
+    },
+    /// Connect once with this worker's certificate and say whether studiod admits it.
+    Check {
+        #[command(flatten)]
+        home: WorkerHome,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkerTokenCommand {
+    /// Print a new join token (shown once): its labels, expiry and the join command go
+    /// to stderr.
+    Create {
+        /// The labels a worker enrolled with it may offer, comma-separated.
+        #[arg(long, value_name = "L,…", value_delimiter = ',')]
+        labels: Vec<String>,
+        /// How long it may be used: 30m, 1h, 2d (at most 7d; default 1h).
+        #[arg(long, value_name = "TTL")]
+        ttl: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerJoinArgs {
+    /// studiod's worker listener (`server` of the token's answer).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub server: String,
+    /// The join token.
+    #[arg(long, value_name = "T")]
+    pub token: String,
+    /// A name for this worker in `studio worker list` (default: this machine's host
+    /// name).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub home: WorkerHome,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkerAllowCommand {
+    /// What this worker runs.
+    List {
+        #[command(flatten)]
+        home: WorkerHome,
+    },
+    /// Allow executables: bare names (found on the worker's PATH) or absolute paths.
+    Add {
+        #[arg(required = true, value_name = "ENTRY")]
+        entries: Vec<String>,
+        #[command(flatten)]
+        home: WorkerHome,
+    },
+    /// Stop allowing executables.
+    Remove {
+        #[arg(required = true, value_name = "ENTRY")]
+        entries: Vec<String>,
+        #[command(flatten)]
+        home: WorkerHome,
     },
 }
 
@@ -440,8 +571,9 @@ pub struct AuditArgs {
     /// Only rows of these kinds, comma-separated (schedule_created, schedule_updated,
     /// schedule_enabled, schedule_disabled, schedule_deleted, run_triggered,
     /// run_cancelled, approval_granted, approval_denied, task_submitted, task_cancelled,
-    /// task_retried, pairing_minted, pairing_redeemed, pairing_failed, session_revoked,
-    /// role_changed, allowlist_changed, epoch_started, epoch_stopped).
+    /// task_retried, worker_token_created, worker_joined, worker_revoked,
+    /// pairing_minted, pairing_redeemed, pairing_failed, session_revoked, role_changed,
+    /// allowlist_changed, epoch_started, epoch_stopped).
     #[arg(long, value_name = "KINDS")]
     pub kind: Option<String>,
     /// Only rows at or after this RFC 3339 instant.
@@ -725,6 +857,159 @@ mod tests {
         assert_eq!(cfg.stop_grace, Duration::from_secs(5));
         assert_eq!(cfg.daemon_lock_wait, Duration::from_secs(15));
         assert_eq!(cfg.log_keep, 5);
+    }
+
+    fn worker(args: &[&str]) -> Result<WorkerArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["studio", "worker"].iter().chain(args))?;
+        let Command::Worker(args) = cli.command else {
+            panic!("not worker")
+        };
+        Ok(args)
+    }
+
+    #[test]
+    fn worker_with_no_subcommand_runs_the_worker() {
+        let args = worker(&[]).expect("parses");
+        assert!(args.command.is_none());
+        assert_eq!((args.run.capacity, args.run.labels), (2, None));
+        let args = worker(&[
+            "--capacity",
+            "8",
+            "--labels",
+            "gpu,linux",
+            "--worker-home",
+            "/w",
+        ])
+        .expect("parses");
+        assert_eq!(args.run.capacity, 8);
+        assert_eq!(
+            args.run.labels.as_deref(),
+            Some(&["gpu".to_owned(), "linux".to_owned()][..])
+        );
+        assert_eq!(
+            args.run.home.worker_home.as_deref(),
+            Some(std::path::Path::new("/w"))
+        );
+        for bad in [
+            &["--capacity", "0"][..],
+            &["--capacity", "many"],
+            &["--capacity", "3", "list"],
+            &["--home-of-worker", "/w"],
+        ] {
+            let err = worker(bad).expect_err("refused");
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+        }
+    }
+
+    /// `--home` stays the Studio home everywhere; the worker's is `--worker-home`.
+    #[test]
+    fn worker_join_takes_the_worker_home_not_the_studio_home() {
+        let cli = Cli::try_parse_from([
+            "studio",
+            "worker",
+            "join",
+            "--server",
+            "studio.example:8767",
+            "--token",
+            "T",
+            "--name",
+            "gpu-box",
+            "--worker-home",
+            "/w",
+            "--home",
+            "/studio",
+        ])
+        .expect("parses");
+        assert_eq!(cli.home.as_deref(), Some(std::path::Path::new("/studio")));
+        let Command::Worker(WorkerArgs {
+            command: Some(WorkerCommand::Join(join)),
+            ..
+        }) = cli.command
+        else {
+            panic!("not worker join")
+        };
+        assert_eq!(
+            (
+                join.server.as_str(),
+                join.token.as_str(),
+                join.name.as_deref()
+            ),
+            ("studio.example:8767", "T", Some("gpu-box"))
+        );
+        assert_eq!(
+            join.home.worker_home.as_deref(),
+            Some(std::path::Path::new("/w"))
+        );
+        for bad in [&["join", "--token", "T"][..], &["join", "--server", "h:1"]] {
+            assert_eq!(worker(bad).expect_err("refused").exit_code(), 2, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn worker_tokens_list_revoke_and_allow_parse() {
+        let Some(WorkerCommand::Token {
+            command:
+                WorkerTokenCommand::Create {
+                    labels,
+                    ttl,
+                    remote,
+                },
+        }) = worker(&[
+            "token",
+            "create",
+            "--labels",
+            "gpu,linux",
+            "--ttl",
+            "2d",
+            "--json",
+        ])
+        .expect("parses")
+        .command
+        else {
+            panic!("not token create")
+        };
+        assert_eq!(
+            (labels, ttl.as_deref(), remote.json),
+            (vec!["gpu".to_owned(), "linux".to_owned()], Some("2d"), true)
+        );
+        let Some(WorkerCommand::Token {
+            command: WorkerTokenCommand::Create { labels, ttl, .. },
+        }) = worker(&["token", "create"]).expect("parses").command
+        else {
+            panic!("not token create")
+        };
+        assert!(labels.is_empty() && ttl.is_none());
+        assert!(matches!(
+            worker(&["list", "--json"]).expect("parses").command,
+            Some(WorkerCommand::List { remote }) if remote.json
+        ));
+        assert!(matches!(
+            worker(&["revoke", "0192f3a4"]).expect("parses").command,
+            Some(WorkerCommand::Revoke { id, .. }) if id == "0192f3a4"
+        ));
+        assert!(matches!(
+            worker(&["allow", "add", "make", "/usr/bin/git", "--worker-home", "/w"])
+                .expect("parses")
+                .command,
+            Some(WorkerCommand::Allow {
+                command: WorkerAllowCommand::Add { entries, home },
+            }) if entries == ["make", "/usr/bin/git"]
+                && home.worker_home.as_deref() == Some(std::path::Path::new("/w"))
+        ));
+        assert!(matches!(
+            worker(&["allow", "list"]).expect("parses").command,
+            Some(WorkerCommand::Allow {
+                command: WorkerAllowCommand::List { .. },
+            })
+        ));
+        for bad in [
+            &["revoke"][..],
+            &["allow", "add"],
+            &["allow", "remove"],
+            &["token"],
+        ] {
+            assert_eq!(worker(bad).expect_err("refused").exit_code(), 2, "{bad:?}");
+        }
     }
 
     #[test]

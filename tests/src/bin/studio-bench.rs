@@ -22,7 +22,7 @@ use std::{
 use rustix::process::Signal;
 use studio_contract::{ready::Ready, secret::AppKey};
 use studio_proto::v1::{AdmitRequest, verifier_client::VerifierClient};
-use studio_tests::{Studio, TempDir, bins, free_port, http, signal};
+use studio_tests::{Studio, TempDir, WORKER_ADDR, bins, free_port, http, signal};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{UnixListener, UnixStream},
@@ -141,6 +141,7 @@ fn spawn_child(bin: &Path, home: &Path, args: &[&str], key: &AppKey) -> Child {
         .args(args)
         .arg("--app-key-stdin")
         .env_remove("STUDIO_TOKEN")
+        .env(WORKER_ADDR.0, WORKER_ADDR.1)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -25,7 +25,7 @@ use studio_api::{
 use studio_contract::ready::Ready;
 use studio_runner::ProcessIdentity;
 use studio_tests::{
-    TempDir,
+    TempDir, WORKER_ADDR,
     api::{command_spec, every},
     bins, free_port, http,
 };
@@ -48,6 +48,7 @@ impl Daemon {
             .arg(home)
             .args(["--addr", &addr])
             .env_remove("STUDIO_TOKEN")
+            .env(WORKER_ADDR.0, WORKER_ADDR.1)
             .env("RUST_LOG", "warn,studio_daemon::scheduling::engine=info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

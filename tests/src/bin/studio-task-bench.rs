@@ -18,7 +18,7 @@ use std::{
 use serde_json::json;
 use studio_api::{Task, TaskDetail};
 use studio_contract::ready::Ready;
-use studio_tests::{TempDir, bins, free_port, http};
+use studio_tests::{TempDir, WORKER_ADDR, bins, free_port, http};
 
 struct Daemon {
     child: Child,
@@ -34,6 +34,7 @@ impl Daemon {
             .arg(home)
             .args(["--addr", &addr])
             .env_remove("STUDIO_TOKEN")
+            .env(WORKER_ADDR.0, WORKER_ADDR.1)
             .env("RUST_LOG", "warn")
             .env("STUDIO_COMMAND_ALLOWLIST", "true")
             .stdin(Stdio::null())

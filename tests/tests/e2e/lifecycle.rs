@@ -8,7 +8,7 @@ use std::{
 use rustix::process::Signal;
 use studio_api::{Code, Identity, Run, RunDetail, RunStatus, Schedule, app::AppHealth};
 use studio_tests::{
-    Reply, Studio, TempDir, alive,
+    Reply, Studio, TempDir, WORKER_ADDR, alive,
     api::{command_spec, every},
     bins, free_port, http, signal, wait_for,
 };
@@ -344,6 +344,7 @@ async fn the_daemon_runs_alone_and_the_app_alone_fails_closed() {
         .arg(home.path())
         .args(["--addr", &daemon_addr])
         .env_remove("STUDIO_TOKEN")
+        .env(WORKER_ADDR.0, WORKER_ADDR.1)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -556,6 +557,7 @@ fn a_second_daemon_on_a_busy_home_waits_then_exits_64_naming_the_holder() {
             .arg(home.path())
             .args(["--addr", &format!("127.0.0.1:{}", free_port())])
             .env_remove("STUDIO_TOKEN")
+            .env(WORKER_ADDR.0, WORKER_ADDR.1)
             .env("STUDIO_DAEMON_LOCK_WAIT_MS", wait_ms)
             .stdin(Stdio::null());
         cmd

@@ -10,7 +10,7 @@ use std::{
 
 use rustix::process::Signal;
 use studio_contract::ready::Ready;
-use studio_tests::{TempDir, alive, bins, free_port, http, signal, wait_for};
+use studio_tests::{TempDir, WORKER_ADDR, alive, bins, free_port, http, signal, wait_for};
 
 /// A pipe whose read end is already closed: every write to it fails with EPIPE.
 fn readerless() -> std::io::PipeWriter {
@@ -70,6 +70,7 @@ async fn the_daemon_and_the_app_log_into_a_closed_pipe_and_still_stop_with_zero(
         .arg(home.path())
         .args(["--addr", &daemon_addr])
         .env_remove("STUDIO_TOKEN")
+        .env(WORKER_ADDR.0, WORKER_ADDR.1)
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -145,6 +146,7 @@ async fn a_supervisor_without_readers_still_stops_its_children_and_exits_zero() 
         .env_remove("STUDIO_TOKEN")
         .env_remove("STUDIO_HOME")
         .env("STUDIO_STOP_GRACE_MS", "3000")
+        .env(WORKER_ADDR.0, WORKER_ADDR.1)
         .stdin(Stdio::null())
         .stdout(readerless())
         .stderr(readerless())

@@ -21,6 +21,7 @@ mod plans;
 mod runs;
 mod schedules;
 mod tasks;
+mod workers;
 
 pub(crate) use allowlist::AllowEntry;
 pub(crate) use approvals::{ApprovalFilter, ApprovalRow, Decided, Verdict};
@@ -31,6 +32,7 @@ pub(crate) use schedules::{ScheduleFilter, WriteError};
 #[cfg(test)]
 pub(in crate::scheduling) use schedules::{UP_NEXT, health_counts_sql, list_sql};
 pub(crate) use tasks::{Candidate, NewTask, Submitted, TaskFilter, TaskRow, serves};
+pub(crate) use workers::{BUILTIN, Ended, NewWorker, WorkerRow, split};
 
 /// The scheduler's tables in `state.db`: read through the reader pool, written through
 /// the one writer.

@@ -21,7 +21,7 @@ use crate::{
     store::StoreError,
 };
 
-const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
+pub(super) const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
     scheduled_at_ms, created_at_ms, dispatched_at_ms, finished_at_ms, pid, exit_code, signal, \
     stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
     chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
@@ -36,7 +36,7 @@ const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, r
     pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id, task_id, \
     worker_id, retry_at_ms";
 
-fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
+pub(super) fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
         id: r.try_get("id")?,
         schedule_id: r.try_get("schedule_id")?,

@@ -15,6 +15,7 @@ use super::{
     events::{append_event, run_event},
     is_unique_violation,
     runs::{Attempt, NewRun, insert_run},
+    workers::BUILTIN,
 };
 use crate::{
     scheduling::model::{EventRow, RunKind, RunRow, RunStatus},
@@ -28,7 +29,7 @@ pub(crate) const WAITER_CAP_MULTIPLIER: i64 = 10;
 /// one whose concurrency key is free (a latency bound: a later claim resumes the order).
 const CLAIM_SCAN: i64 = 64;
 
-const TASK_COLUMNS: &str = "id, idempotency_key, spec, spec_sha256, labels_key, priority, \
+pub(super) const TASK_COLUMNS: &str = "id, idempotency_key, spec, spec_sha256, labels_key, priority, \
     concurrency_key, concurrency_limit, status, reason, attempts, max_attempts, \
     next_attempt_at_ms, last_run_id, submitted_by, approval_id, created_at_ms, updated_at_ms, \
     finished_at_ms";
@@ -86,6 +87,16 @@ fn task_from(r: &SqliteRow) -> Result<TaskRow, sqlx::Error> {
         updated_at_ms: r.try_get("updated_at_ms")?,
         finished_at_ms: r.try_get("finished_at_ms")?,
     })
+}
+
+/// The event of a task row just written in `tx`.
+pub(super) async fn task_event_in(
+    tx: &mut Transaction<'_, Sqlite>,
+    row: &SqliteRow,
+    now_ms: i64,
+) -> Result<EventRow, sqlx::Error> {
+    let task = task_from(row)?;
+    append_event(tx, "task", &task_event(&task), now_ms).await
 }
 
 fn task_event(t: &TaskRow) -> Value {
@@ -456,9 +467,9 @@ impl SchedStore {
     }
 
     /// Claims task `id` for `worker` (compare-and-set from `queued`): the task `running`
-    /// (the built-in worker starts at once), its attempt's run `running` with a fresh
-    /// fencing token and a lease of `lease_ms`, their events. `None` when another claim
-    /// took it first.
+    /// when the built-in worker claims (it starts at once) or `leased` until a remote
+    /// worker reports the start, its attempt's run `running` with a fresh fencing token
+    /// and a lease of `lease_ms`, their events. `None` when another claim took it first.
     pub(in crate::scheduling) async fn claim_task(
         &self,
         id: &str,
@@ -469,10 +480,15 @@ impl SchedStore {
         let mut tx = self.writer.begin().await?;
         let run_id = uuid::Uuid::now_v7().to_string();
         let claimed = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE tasks SET status = 'running', attempts = attempts + 1, last_run_id = ?, \
+            "UPDATE tasks SET status = ?, attempts = attempts + 1, last_run_id = ?, \
              reason = NULL, updated_at_ms = ? WHERE id = ? AND status = 'queued' \
              RETURNING {TASK_COLUMNS}"
         )))
+        .bind(if worker == BUILTIN {
+            "running"
+        } else {
+            "leased"
+        })
         .bind(&run_id)
         .bind(now_ms)
         .bind(id)

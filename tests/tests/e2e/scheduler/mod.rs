@@ -30,6 +30,7 @@ mod recovery;
 mod runner;
 mod shims;
 mod tasks;
+mod workers;
 
 /// Executables the tests' schedules run.
 const ALLOW: &str = "sh,true,sleep";

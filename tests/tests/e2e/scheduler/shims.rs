@@ -9,7 +9,7 @@ use std::{
     process::{Child, Command, Stdio},
 };
 
-use studio_tests::{bins, wait_for};
+use studio_tests::{WORKER_ADDR, bins, wait_for};
 
 use studio_api::schedule::{OnDaemonLoss, Overlap};
 
@@ -149,6 +149,7 @@ impl Daemon {
             .arg(home)
             .args(["--addr", "127.0.0.1:0"])
             .env_remove("STUDIO_TOKEN")
+            .env(WORKER_ADDR.0, WORKER_ADDR.1)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
