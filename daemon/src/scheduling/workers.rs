@@ -211,7 +211,7 @@ impl Scheduler {
     }
 
     /// What `worker` is to do now: cancels asked for its attempts (each once per
-    /// session), then leases while it has free capacity.
+    /// session), then leases while it has free capacity and renews its leases.
     pub(crate) async fn next_instructions(
         self: &Arc<Self>,
         worker: &WorkerRow,
@@ -234,6 +234,14 @@ impl Scheduler {
                     reason,
                 });
             }
+        }
+        // A worker that has stopped renewing (killed, cut off, suspended) gets no new
+        // lease: it would only run out.
+        let live = worker
+            .last_seen_at_ms
+            .is_some_and(|seen| now_ms() - seen <= self.lease_ttl_ms());
+        if !live {
+            return Ok(out);
         }
         let running = self
             .store

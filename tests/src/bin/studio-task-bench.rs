@@ -8,6 +8,9 @@
 //! 2. Submit → start on an idle studiod, its built-in worker only: 200 tasks running
 //!    `true`, one every 50 ms. Each latency is its attempt's `dispatched_at` minus the
 //!    task's `created_at`, both studiod's clocks.
+//! 3. The same with four local `studio worker` processes (joined over mutual TLS, two
+//!    jobs each), the tasks labelled so that only they serve them: `dispatched_at` is
+//!    when a worker's start report reached studiod. Then each worker's idle RSS.
 
 use std::{
     io::{BufRead, BufReader},
@@ -77,6 +80,114 @@ fn pct(sorted: &[i64], p: f64) -> i64 {
     sorted[i]
 }
 
+/// A `studio worker` joined to `d` in its own home, running until dropped.
+struct Worker {
+    child: Child,
+    _home: TempDir,
+}
+
+impl Worker {
+    async fn join(client: &reqwest::Client, d: &Daemon, n: usize) -> Self {
+        let created: studio_api::JoinTokenCreated = client
+            .post(d.url("/api/workers/tokens"))
+            .bearer_auth(&d.token)
+            .json(&json!({"labels": ["bench"], "ttl": "10m"}))
+            .send()
+            .await
+            .expect("a token")
+            .json()
+            .await
+            .expect("a token body");
+        let home = TempDir::new(&format!("bench-w{n}"));
+        let dir = home.path().display().to_string();
+        let studio = |args: &[&str]| {
+            let out = Command::new(&bins().studio)
+                .args(args)
+                .args(["--worker-home", &dir])
+                .env_remove("STUDIO_HOME")
+                .stdin(Stdio::null())
+                .output()
+                .expect("studio worker");
+            assert!(out.status.success(), "{args:?}: {out:?}");
+        };
+        let name = format!("bench{n}");
+        studio(&[
+            "worker",
+            "join",
+            "--server",
+            &created.server,
+            "--token",
+            &created.token,
+            "--name",
+            &name,
+        ]);
+        studio(&["worker", "allow", "add", "true"]);
+        let child = Command::new(&bins().studio)
+            .args(["worker", "--capacity", "2", "--worker-home", &dir])
+            .env_remove("STUDIO_HOME")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn studio worker");
+        Self { child, _home: home }
+    }
+
+    /// Resident memory of the worker process, in KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Submits 200 tasks from `body`, one every 50 ms, and reads each one's submit → start
+/// latency: sorted.
+async fn start_latencies(
+    client: &reqwest::Client,
+    d: &Daemon,
+    body: &serde_json::Value,
+) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for _ in 0..200 {
+        ids.push(submit(client, d, body).await.id);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut latencies = Vec::new();
+    for id in &ids {
+        let detail: TaskDetail = client
+            .get(d.url(&format!("/api/tasks/{id}")))
+            .bearer_auth(&d.token)
+            .send()
+            .await
+            .expect("task")
+            .json()
+            .await
+            .expect("detail");
+        let started = detail
+            .attempts
+            .first()
+            .and_then(|a| a.core.dispatched_at.clone())
+            .unwrap_or_else(|| panic!("task {id} did not start: {detail:?}"));
+        latencies.push(ms(&started) - ms(&detail.task.created_at));
+    }
+    latencies.sort_unstable();
+    latencies
+}
+
 async fn submit(client: &reqwest::Client, d: &Daemon, body: &serde_json::Value) -> Task {
     let resp = client
         .post(d.url("/api/tasks"))
@@ -131,37 +242,61 @@ async fn main() {
     );
 
     let client = http();
-    let mut ids = Vec::new();
-    for _ in 0..200 {
-        let body = json!({"action": {"kind": "command", "executable": "true"}});
-        ids.push(submit(&client, &d, &body).await.id);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut latencies = Vec::new();
-    for id in &ids {
-        let detail: TaskDetail = client
-            .get(d.url(&format!("/api/tasks/{id}")))
-            .bearer_auth(&d.token)
-            .send()
-            .await
-            .expect("task")
-            .json()
-            .await
-            .expect("detail");
-        let started = detail
-            .attempts
-            .first()
-            .and_then(|a| a.core.dispatched_at.clone())
-            .unwrap_or_else(|| panic!("task {id} did not start: {detail:?}"));
-        latencies.push(ms(&started) - ms(&detail.task.created_at));
-    }
-    latencies.sort_unstable();
+    let body = json!({"action": {"kind": "command", "executable": "true"}});
+    let latencies = start_latencies(&client, &d, &body).await;
     println!(
         "submit → start (built-in worker, idle, {} tasks one every 50 ms): p50 {} ms, p99 {} ms, max {} ms",
         latencies.len(),
         pct(&latencies, 0.5),
         pct(&latencies, 0.99),
         latencies.last().copied().unwrap_or_default()
+    );
+
+    let mut workers = Vec::new();
+    for n in 0..4 {
+        workers.push(Worker::join(&client, &d, n).await);
+    }
+    // Until all four are connected.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let list: studio_api::WorkerList = client
+            .get(d.url("/api/workers"))
+            .bearer_auth(&d.token)
+            .send()
+            .await
+            .expect("workers")
+            .json()
+            .await
+            .expect("a list");
+        if list
+            .workers
+            .iter()
+            .filter(|w| w.connected && !w.builtin)
+            .count()
+            == 4
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the workers did not connect");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let body = json!({"action": {"kind": "command", "executable": "true"}, "labels": ["bench"]});
+    let latencies = start_latencies(&client, &d, &body).await;
+    println!(
+        "submit → start (four remote workers over mutual TLS, idle, {} tasks one every 50 ms): p50 {} ms, p99 {} ms, max {} ms",
+        latencies.len(),
+        pct(&latencies, 0.5),
+        pct(&latencies, 0.99),
+        latencies.last().copied().unwrap_or_default()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rss: Vec<u64> = workers.iter().map(Worker::rss_kib).collect();
+    println!(
+        "a worker's idle RSS after 200 jobs: {} KiB ({})",
+        rss.iter().max().copied().unwrap_or_default(),
+        rss.iter()
+            .map(|r| format!("{r} KiB"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
 }
