@@ -178,7 +178,8 @@ fn clean_name(name: &str, fallback: &str) -> String {
 
 /// A lease as the wire carries it: the action and the job's own environment only.
 fn lease_of(grant: &Grant, ttl_ms: i64, log_cap: u64) -> wire::Lease {
-    let action = match &grant.spec.action {
+    let job = &grant.job;
+    let action = match &job.action {
         Action::Command { executable, args } => wire::job::Action::Command(wire::Command {
             executable: executable.clone(),
             args: args.clone(),
@@ -195,15 +196,15 @@ fn lease_of(grant: &Grant, ttl_ms: i64, log_cap: u64) -> wire::Lease {
     };
     wire::Lease {
         run_id: grant.run.id.clone(),
-        task_id: grant.task.id.clone(),
+        task_id: grant.task_id.clone().unwrap_or_default(),
         attempt: u32::try_from(grant.run.attempt).unwrap_or(u32::MAX),
         fence: grant.fence,
         ttl_ms: u64::try_from(ttl_ms).unwrap_or(0),
         job: Some(wire::Job {
             action: Some(action),
-            cwd: grant.spec.cwd.clone().unwrap_or_default(),
-            env: grant.spec.env.clone().into_iter().collect(),
-            deadline_ms: grant.deadline_s.saturating_mul(1000),
+            cwd: job.cwd.clone().unwrap_or_default(),
+            env: job.env.clone().into_iter().collect(),
+            deadline_ms: job.deadline_s.saturating_mul(1000),
             log_cap,
         }),
     }
@@ -322,7 +323,7 @@ impl Worker for WorkerService {
                 for instruction in instructions {
                     let kind = match instruction {
                         Instruction::Lease(grant) => {
-                            tracing::info!(worker = %worker.id, run = %grant.run.id, task = %grant.task.id, "leased");
+                            tracing::info!(worker = %worker.id, run = %grant.run.id, task = ?grant.task_id, "leased");
                             assignment::Kind::Lease(lease_of(&grant, ttl, log_cap))
                         }
                         Instruction::Cancel {

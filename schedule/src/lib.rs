@@ -18,7 +18,7 @@ pub use load::{
 };
 pub use spec::{
     Action, ApprovalPolicy, CronTrigger, FollowUp, MissedFire, OnDaemonLoss, Overlap, Policies,
-    RateLimit, ScheduleSpec, Trigger,
+    RateLimit, ScheduleSpec, Target, Trigger,
 };
 pub use task::{Backoff, Concurrency, RetryOn, RetryPolicy, TaskSpec, validate_task};
 pub use trigger::Armed;

@@ -40,10 +40,31 @@ pub struct ScheduleSpec {
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Policies::is_default")]
     pub policies: Policies,
+    /// Where its jobs run: on a worker that has every one of these labels
+    /// (docs/TASKS.md). Without it, on studiod's own machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_success: Option<Box<FollowUp>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_fail: Option<Box<FollowUp>>,
+}
+
+/// The workers a schedule's jobs run on: those that have every label.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    pub labels: Vec<String>,
+}
+
+impl Target {
+    /// The labels as a claim compares them: sorted, without repeats, joined by `,`.
+    pub fn labels_key(&self) -> String {
+        let mut labels: Vec<&str> = self.labels.iter().map(String::as_str).collect();
+        labels.sort_unstable();
+        labels.dedup();
+        labels.join(",")
+    }
 }
 
 /// Exactly one of the three.

@@ -81,6 +81,7 @@ pub fn validate(spec: ScheduleSpec, ctx: &Context<'_>) -> Result<Validated, Vec<
         &mut errors,
     );
     check_policies(&spec, &mut errors);
+    check_target(&spec, &mut errors);
     check_chain(
         "on_success",
         spec.on_success.as_deref(),
@@ -241,6 +242,41 @@ pub(crate) fn check_deadline(path: &str, deadline: Option<u64>, errors: &mut Vec
             format!("must be at most {MAX_DEADLINE_SECS} seconds (7 days)"),
         )),
         _ => {}
+    }
+}
+
+/// A target: 1 to 32 labels; and what a job on another machine cannot have yet (its
+/// follow-ups and approvals run on studiod's side of a run that never starts there).
+fn check_target(spec: &ScheduleSpec, errors: &mut Vec<FieldError>) {
+    let Some(target) = &spec.target else {
+        return;
+    };
+    if target.labels.is_empty() || target.labels.len() > crate::task::MAX_LABELS {
+        errors.push(FieldError::new(
+            "target.labels",
+            format!("name 1 to {} labels", crate::task::MAX_LABELS),
+        ));
+    }
+    for (i, label) in target.labels.iter().enumerate() {
+        if !crate::task::is_label(label) {
+            errors.push(FieldError::new(
+                format!("target.labels[{i}]"),
+                "a label is 1 to 64 letters, digits, '.', '_' or '-'",
+            ));
+        }
+    }
+    let unsupported = [
+        ("on_success", spec.on_success.is_some()),
+        ("on_fail", spec.on_fail.is_some()),
+        ("policies.approval", spec.policies.approval.is_some()),
+    ];
+    for (path, set) in unsupported {
+        if set {
+            errors.push(FieldError::new(
+                path,
+                "a schedule with a target cannot have it yet: its jobs run on workers",
+            ));
+        }
     }
 }
 
@@ -457,6 +493,26 @@ mod tests {
                 "policies":{"approval":{"expires_after":"soon"}}}"#,
         );
         assert_eq!(p, ["policies.approval.expires_after"]);
+    }
+
+    #[test]
+    fn a_target_names_labels_and_nothing_that_runs_on_studiods_side() {
+        let ok = r#"{"name":"a","trigger":{"every":"5m"},"action":{"kind":"command","executable":"x"},
+            "target":{"labels":["gpu","linux"]}}"#;
+        assert!(paths(ok).is_empty());
+        let spec = parse_json(ok).expect("spec");
+        assert_eq!(spec.target.expect("target").labels_key(), "gpu,linux");
+        let p = paths(
+            r#"{"name":"a","trigger":{"every":"5m"},"action":{"kind":"command","executable":"x"},
+                "target":{"labels":["a b"]},"policies":{"approval":{}},
+                "on_fail":{"action":{"kind":"command","executable":"x"}}}"#,
+        );
+        assert_eq!(p, ["target.labels[0]", "on_fail", "policies.approval"]);
+        let p = paths(
+            r#"{"name":"a","trigger":{"every":"5m"},"action":{"kind":"command","executable":"x"},
+                "target":{"labels":[]}}"#,
+        );
+        assert_eq!(p, ["target.labels"]);
     }
 
     #[test]

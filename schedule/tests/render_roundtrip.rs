@@ -192,6 +192,7 @@ fn spec() -> impl Strategy<Value = ScheduleSpec> {
                 (cwd, env, policies, on_success, on_fail),
             )| {
                 ScheduleSpec {
+                    target: None,
                     name: None,
                     description,
                     enabled,

@@ -290,7 +290,7 @@ const FIELD_OF = [
   [/^trigger\.cron\.timezone/, "timezone"], [/^trigger\.cron/, "cron"],
   [/^trigger\.every/, "every"], [/^trigger\.at/, "at"], [/^trigger/, "trigger"],
   [/^action\.executable/, "executable"], [/^action\.args/, "args"],
-  [/^action\.prompt/, "prompt"], [/^action\.model/, "model"], [/^action\.profile/, "profile"], [/^action/, "action"], [/^cwd/, "cwd"], [/^enabled/, "enabled"],
+  [/^action\.prompt/, "prompt"], [/^action\.model/, "model"], [/^action\.profile/, "profile"], [/^action/, "action"], [/^cwd/, "cwd"], [/^target/, "target"], [/^enabled/, "enabled"],
   [/^env\./, "env", true], [/^env/, "env"],
   [/^policies\.approval\.expires_after/, "approval-expires-after"], [/^policies\.approval/, "approval-required"],
   [/^policies\.missed_fire/, "missed-fire"], [/^policies\.overlap/, "overlap"], [/^policies\.on_daemon_loss/, "on-daemon-loss"],
@@ -472,6 +472,8 @@ function wireForm() {
     spec.trigger = trigger(val);
     spec.action = action(val, val("action_kind"), "");
     if (val("cwd")) spec.cwd = val("cwd");
+    const labels = (val("target") || "").split(",").map((l) => l.trim()).filter((l) => l);
+    if (labels.length > 0) spec.target = { labels };
     const env = envLines(form.elements.env ? read(form.elements.env) : "").env;
     if (Object.keys(env).length > 0) spec.env = env;
     const p = policies(val, read);

@@ -99,6 +99,7 @@ impl DaemonError {
 pub(crate) use studio_api::{
     AllowEntry, AllowList, Approval, ApprovalPage, AuditEntry, AuditPage, EvidenceRow, HourCount,
     RunDetail, RunPage, Schedule, SchedulePage, Session, Sessions, Summary, TaskDetail, TaskPage,
+    WorkerList,
 };
 
 /// One page request's view of the daemon: its bearer and origin, borrowed from the page.
@@ -209,6 +210,11 @@ impl<'a> Daemon<'a> {
 
     pub(crate) async fn task(&self, id: &str) -> Result<TaskDetail, DaemonError> {
         self.get(&format!("/api/tasks/{}", segment(id)), &[]).await
+    }
+
+    /// Every worker, studiod's built-in one first.
+    pub(crate) async fn workers(&self) -> Result<WorkerList, DaemonError> {
+        self.get("/api/workers", &[]).await
     }
 
     pub(crate) async fn sessions(&self) -> Result<Sessions, DaemonError> {

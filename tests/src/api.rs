@@ -62,6 +62,7 @@ impl std::fmt::Display for Reply {
 /// A command schedule: `executable args…` on `trigger`, every other field at its default.
 pub fn command_spec(name: &str, trigger: Trigger, executable: &str, args: &[&str]) -> ScheduleSpec {
     ScheduleSpec {
+        target: None,
         name: Some(name.into()),
         description: String::new(),
         enabled: true,

@@ -477,15 +477,18 @@ impl Worker {
         let program = studio_runner::resolve(&name, &self.env.search_path)
             .map_err(|e| ("spawn_failed", format!("{e}; nothing was started")))?;
         let env: BTreeMap<String, String> = job.env.clone().into_iter().collect();
-        let studio = [
+        let mut studio = vec![
             ("STUDIO_RUN_ID", lease.run_id.clone()),
-            ("STUDIO_TASK_ID", lease.task_id.clone()),
             ("STUDIO_ATTEMPT", lease.attempt.to_string()),
             (
                 "STUDIO_RESULT_FILE",
                 run_dir.join("result.json").display().to_string(),
             ),
         ];
+        // A schedule's occurrence is no task's attempt.
+        if !lease.task_id.is_empty() {
+            studio.push(("STUDIO_TASK_ID", lease.task_id.clone()));
+        }
         let cwd = (!job.cwd.is_empty()).then(|| PathBuf::from(&job.cwd));
         Ok(JobSpec {
             program: program.display().to_string(),

@@ -402,6 +402,7 @@ pub(crate) async fn preview(
     };
     let count = req.count.unwrap_or(5).clamp(1, 100);
     let spec = ScheduleSpec {
+        target: None,
         name: None,
         description: String::new(),
         enabled: true,

@@ -115,6 +115,9 @@ pub(crate) struct Active {
     pub schedule_id: Option<String>,
     /// The remote worker running this attempt: studiod's stop leaves it to its worker.
     pub worker: Option<String>,
+    /// A run of a schedule with a target, waiting for a worker or run by one: studiod's
+    /// stop leaves it for the next studiod and the workers.
+    pub targeted: bool,
     pub canceller: Option<Canceller>,
     pub cancel_reason: Option<String>,
     /// The job's process group, once launched.
@@ -196,6 +199,11 @@ pub(crate) struct Scheduler {
     pub(super) lease_wake: Notify,
     /// The remote workers whose assignment stream is open now.
     pub(super) connected: Mutex<HashMap<String, usize>>,
+}
+
+/// Whether a schedule's runs go to workers (its spec names a target).
+pub(crate) fn targeted(row: &ScheduleRow) -> bool {
+    serde_json::from_str::<ScheduleSpec>(&row.spec).is_ok_and(|spec| spec.target.is_some())
 }
 
 /// The spec of a stored row, armed in the zone recorded on the row.
@@ -583,8 +591,10 @@ impl Scheduler {
         cursor: Cursor,
         note: Option<&Note<'_>>,
     ) -> Result<Claim, EngineError> {
-        // A free slot lets the run start as `running`; otherwise it waits as `queued`.
-        let permit = (run.status == RunStatus::Queued)
+        // A run of a schedule with a target waits `queued` for a worker that has its
+        // labels; any other takes a free slot here and starts as `running`, or waits.
+        let targeted = targeted(row);
+        let permit = (run.status == RunStatus::Queued && !targeted)
             .then(|| self.slots.clone().try_acquire_owned().ok())
             .flatten();
         if permit.is_some() {
@@ -595,6 +605,7 @@ impl Scheduler {
                 run.id.clone(),
                 Active {
                     schedule_id: run.schedule_id.clone(),
+                    targeted,
                     ..Active::default()
                 },
             );
@@ -615,7 +626,10 @@ impl Scheduler {
                 if claimed.approval_id.is_some() {
                     self.expiry_wake.notify_one();
                 }
-                if claimed.status().is_some_and(RunStatus::is_active) {
+                if targeted && claimed.status() == Some(RunStatus::Queued) {
+                    // A worker that serves its labels claims it.
+                    self.tasks_changed();
+                } else if claimed.status().is_some_and(RunStatus::is_active) {
                     super::CrashPoint::reached(
                         self.config.crash_at,
                         super::CrashPoint::AfterClaim,
@@ -684,8 +698,14 @@ impl Scheduler {
                 };
                 if let Some((row, events)) = cancelled {
                     self.publish_all(events);
-                    if let Some(active) = self.active().get_mut(run_id) {
-                        active.cancel_reason = Some(reason.to_owned());
+                    let mut active = self.active();
+                    match active.get_mut(run_id) {
+                        // Waiting for a worker, it has no launch of its own to end it.
+                        Some(a) if a.targeted => {
+                            active.remove(run_id);
+                        }
+                        Some(a) => a.cancel_reason = Some(reason.to_owned()),
+                        None => {}
                     }
                     return Ok(row);
                 }
@@ -738,13 +758,17 @@ impl Scheduler {
         let running: Vec<String> = self
             .active()
             .iter()
-            .filter(|(_, a)| a.worker.is_none())
+            .filter(|(_, a)| a.worker.is_none() && !a.targeted)
             .map(|(id, _)| id.clone())
             .collect();
         for id in &running {
             let _ = self.cancel(id, "daemon_shutdown", None).await;
         }
-        let local_left = || self.active().values().any(|a| a.worker.is_none());
+        let local_left = || {
+            self.active()
+                .values()
+                .any(|a| a.worker.is_none() && !a.targeted)
+        };
         let settled = |limit: Duration| async move {
             let deadline = tokio::time::Instant::now() + limit;
             while local_left() && tokio::time::Instant::now() < deadline {

@@ -196,6 +196,21 @@ impl Scheduler {
             Some(task_id) => self.store.task(task_id).await?.map(Owner::Task),
             None => self.schedule_of(&run).await?.map(Owner::Schedule),
         };
+        if let Some(Owner::Schedule(row)) = &owner
+            && super::engine::targeted(row)
+        {
+            // It waits for a worker that serves its target, not for this studiod.
+            self.active().insert(
+                run.id.clone(),
+                super::engine::Active {
+                    schedule_id: run.schedule_id.clone(),
+                    targeted: true,
+                    ..Default::default()
+                },
+            );
+            self.tasks_changed();
+            return Ok(());
+        }
         let Some(owner) = owner else {
             let from = run.status().unwrap_or(RunStatus::Queued);
             let detail = "[studio] the schedule was deleted before the run started\n".into();

@@ -11,7 +11,7 @@
 //! earliest lease, like every other due time here.
 
 use std::{
-    collections::HashSet,
+    collections::{BTreeMap, HashSet},
     io::{Seek, SeekFrom, Write},
     sync::{Arc, PoisonError},
     time::Duration,
@@ -20,14 +20,14 @@ use std::{
 use serde_json::json;
 use studio_contract::time::now_ms;
 use studio_runner::Outcome;
-use studio_schedule::TaskSpec;
+use studio_schedule::{Action, ScheduleSpec, TaskSpec};
 
 use super::{
     Scheduler,
     engine::{Active, EngineError},
     launch::{finish_of, settle},
     model::{RunRow, RunStatus},
-    store::{Ended, Finish, NewWorker, Note, TaskRow, WorkerRow, split},
+    store::{Ended, Finish, NewWorker, Note, WorkerRow, serves, split},
     tasks::Fairness,
 };
 use crate::{
@@ -41,14 +41,23 @@ const DEFAULT_DEADLINE_S: u64 = 7_200;
 /// The longest the lease reaper sleeps with no lease to watch.
 const IDLE: Duration = Duration::from_secs(60);
 
-/// A lease granted to a worker: the attempt's run, its task, its fencing token and what
-/// to run.
+/// A lease granted to a worker: the attempt's run, the task it is an attempt of (none
+/// for a run of a schedule with a target), its fencing token and what to run.
 #[derive(Debug, Clone)]
 pub(crate) struct Grant {
     pub run: RunRow,
-    pub task: TaskRow,
+    pub task_id: Option<String>,
     pub fence: i64,
-    pub spec: TaskSpec,
+    pub job: RemoteJob,
+}
+
+/// What a worker runs: the action and the job's own working directory, environment
+/// and deadline; nothing of studiod's.
+#[derive(Debug, Clone)]
+pub(crate) struct RemoteJob {
+    pub action: Action,
+    pub cwd: Option<String>,
+    pub env: BTreeMap<String, String>,
     pub deadline_s: u64,
 }
 
@@ -252,12 +261,67 @@ impl Scheduler {
             .unwrap_or(0);
         let labels = worker.serving();
         for _ in running..worker.capacity {
-            let Some(grant) = self.claim_for(worker, &labels, session).await? else {
+            // A schedule's occurrence is due now; a task can wait its turn.
+            let grant = match self.claim_targeted_for(worker, &labels).await? {
+                Some(grant) => Some(grant),
+                None => self.claim_for(worker, &labels, session).await?,
+            };
+            let Some(grant) = grant else {
                 break;
             };
             out.push(Instruction::Lease(Box::new(grant)));
         }
         Ok(out)
+    }
+
+    /// Claims the oldest queued run of a schedule whose target the worker's labels serve.
+    async fn claim_targeted_for(
+        &self,
+        worker: &WorkerRow,
+        labels: &[String],
+    ) -> Result<Option<Grant>, StoreError> {
+        for (run_id, spec) in self.store.targeted_candidates(64).await? {
+            let Ok(spec) = serde_json::from_str::<ScheduleSpec>(&spec) else {
+                continue;
+            };
+            let Some(target) = &spec.target else {
+                continue;
+            };
+            if !serves(labels, &target.labels_key()) {
+                continue;
+            }
+            let Some((run, fence, events)) = self
+                .store
+                .claim_targeted(&run_id, &worker.id, self.lease_ttl_ms(), now_ms())
+                .await?
+            else {
+                continue;
+            };
+            self.publish_all(events);
+            {
+                let mut active = self.active();
+                let entry = active.entry(run.id.clone()).or_default();
+                entry.schedule_id = run.schedule_id.clone();
+                entry.targeted = true;
+                entry.worker = Some(worker.id.clone());
+            }
+            self.lease_wake.notify_one();
+            // The action as the occurrence was claimed; the rest as the schedule says now.
+            let action = serde_json::from_str(&run.action).unwrap_or(spec.action);
+            let job = RemoteJob {
+                action,
+                cwd: spec.cwd,
+                env: spec.env,
+                deadline_s: spec.policies.deadline.unwrap_or(DEFAULT_DEADLINE_S),
+            };
+            return Ok(Some(Grant {
+                run,
+                task_id: None,
+                fence,
+                job,
+            }));
+        }
+        Ok(None)
     }
 
     /// Claims the task the worker's fair order picks among those its labels serve.
@@ -305,13 +369,17 @@ impl Scheduler {
                 }
             };
             let fence = self.store.fence_of(&run.id).await?.unwrap_or_default();
-            let deadline_s = spec.deadline.unwrap_or(DEFAULT_DEADLINE_S);
+            let job = RemoteJob {
+                deadline_s: spec.deadline.unwrap_or(DEFAULT_DEADLINE_S),
+                action: spec.action,
+                cwd: spec.cwd,
+                env: spec.env,
+            };
             return Ok(Some(Grant {
                 run,
-                task,
+                task_id: Some(task.id),
                 fence,
-                spec,
-                deadline_s,
+                job,
             }));
         }
         Ok(None)
@@ -373,16 +441,24 @@ impl Scheduler {
         Ok(true)
     }
 
-    /// The deadline (ms) of an attempt: its task's, or the default.
+    /// The deadline (ms) of an attempt: its task's or its schedule's, or the default.
     async fn deadline_of(&self, run: &RunRow) -> Result<i64, StoreError> {
-        let task = match &run.task_id {
-            Some(id) => self.store.task(id).await?,
-            None => None,
-        };
-        let seconds = task
-            .and_then(|t| serde_json::from_str::<TaskSpec>(&t.spec).ok())
-            .and_then(|s| s.deadline)
-            .unwrap_or(DEFAULT_DEADLINE_S);
+        let seconds = match (&run.task_id, &run.schedule_id) {
+            (Some(id), _) => self
+                .store
+                .task(id)
+                .await?
+                .and_then(|t| serde_json::from_str::<TaskSpec>(&t.spec).ok())
+                .and_then(|s| s.deadline),
+            (None, Some(id)) => self
+                .store
+                .schedule(id)
+                .await?
+                .and_then(|row| serde_json::from_str::<ScheduleSpec>(&row.spec).ok())
+                .and_then(|s| s.policies.deadline),
+            (None, None) => None,
+        }
+        .unwrap_or(DEFAULT_DEADLINE_S);
         Ok(i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX))
     }
 

@@ -71,6 +71,9 @@ pub(crate) struct Fields {
     pub(crate) model: String,
     pub(crate) profile: String,
     pub(crate) cwd: String,
+    /// The labels of the workers its jobs run on, comma-separated (empty: studiod's
+    /// own machine).
+    pub(crate) target: String,
     pub(crate) enabled: bool,
     /// `KEY=VALUE`, one per line, in key order.
     pub(crate) env: String,
@@ -295,6 +298,11 @@ impl Fields {
             model,
             profile,
             cwd: spec.cwd.clone().unwrap_or_default(),
+            target: spec
+                .target
+                .as_ref()
+                .map(|t| t.labels.join(", "))
+                .unwrap_or_default(),
             enabled: s.enabled,
             env,
             approval: ApprovalFields::from_spec(spec.policies.approval.as_ref()),
@@ -382,10 +390,12 @@ mod tests {
             "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
             "spec": {"trigger": {"cron": {"expression": "0 2 * * *", "timezone": "Europe/Berlin"}},
                      "action": {"kind": "command", "executable": "sh", "args": ["-c", "echo hi"]},
-                     "cwd": "/tmp"}
+                     "cwd": "/tmp", "target": {"labels": ["gpu", "linux"]}}
         }))
         .expect("schedule");
         let f = Fields::from_schedule(&s);
+        // An edit keeps where its jobs run: the form shows the target's labels.
+        assert_eq!(f.target, "gpu, linux");
         assert_eq!(f.trigger_kind, "cron");
         assert_eq!(f.cron, "0 2 * * *");
         assert_eq!(f.timezone, "Europe/Berlin");

@@ -1,8 +1,13 @@
-//! Tasks: the on-demand queue, newest first, filtered by status and label (the API's
-//! cursor pages it), each task with what it runs, its labels (marked unmatched while no
-//! worker has them), priority, attempts and status; and a task's page — its spec in
-//! words, its attempts linked to their runs, the latest attempt's live log, and Cancel
-//! and Retry for an operator or an admin, which `cockpit.js` sends like every action.
+//! Tasks: the workers that serve the queue (studiod's built-in one first, each with its
+//! labels, how busy it is and whether it is connected); the on-demand queue, newest
+//! first, filtered by status and label (the API's cursor pages it), each task with what
+//! it runs, its labels (marked unmatched while no worker has them), priority, attempts
+//! and status; and a task's page — its spec in words, its attempts linked to their runs
+//! and named by the worker that ran them, the latest attempt's live log, and Cancel and
+//! Retry for an operator or an admin, which `cockpit.js` sends like every action.
+//!
+//! The workers are read beside the tasks: when they cannot be, the page says so and
+//! shows the rest (a refusal still fails the page closed, as every call does).
 
 use askama::Template;
 use axum::{
@@ -11,7 +16,7 @@ use axum::{
 };
 use http::HeaderMap;
 use studio_api::{
-    RunListItem, TASK_STATUSES, Task, TaskStatus,
+    RunListItem, TASK_STATUSES, Task, TaskStatus, Worker, WorkerList,
     schedule::{RetryOn, RetryPolicy, TaskSpec},
 };
 
@@ -230,11 +235,152 @@ fn or_list(items: &[String]) -> String {
     }
 }
 
+/// The built-in worker's id (studiod's own, which the API names `studiod`).
+pub(crate) const BUILTIN: &str = "builtin";
+/// The built-in worker's name.
+const BUILTIN_NAME: &str = "studiod";
+
+/// Where a worker stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WorkerState {
+    /// Its assignment stream is open (the built-in worker always is).
+    Connected,
+    Disconnected,
+    /// Its certificate admits it no more.
+    Revoked,
+}
+
+impl WorkerState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Connected => "connected",
+            Self::Disconnected => "disconnected",
+            Self::Revoked => "revoked",
+        }
+    }
+}
+
+/// One worker, ready to print.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerRow {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) builtin: bool,
+    pub(crate) labels: Vec<String>,
+    pub(crate) running: i64,
+    pub(crate) capacity: i64,
+    pub(crate) state: WorkerState,
+    /// When it was last heard from (a disconnected one), or revoked (a revoked one).
+    pub(crate) since: Option<words::Stamp>,
+    pub(crate) version: Option<String>,
+}
+
+impl WorkerRow {
+    pub(crate) fn new(w: &Worker, ctx: &Ctx) -> Self {
+        let state = if w.revoked_at.is_some() {
+            WorkerState::Revoked
+        } else if w.connected {
+            WorkerState::Connected
+        } else {
+            WorkerState::Disconnected
+        };
+        let since = match state {
+            WorkerState::Connected => None,
+            WorkerState::Disconnected => w.last_seen_at.as_deref(),
+            WorkerState::Revoked => w.revoked_at.as_deref(),
+        };
+        Self {
+            id: w.id.clone(),
+            name: w.name.clone(),
+            builtin: w.builtin,
+            labels: w.labels.clone(),
+            running: w.running,
+            capacity: w.capacity,
+            state,
+            since: words::Stamp::parse(since, ctx.now),
+            version: w.version.clone(),
+        }
+    }
+
+    pub(crate) fn state_str(&self) -> &'static str {
+        self.state.as_str()
+    }
+
+    /// "last seen" or "revoked", before [`Self::since`].
+    pub(crate) fn since_words(&self) -> &'static str {
+        match self.state {
+            WorkerState::Revoked => "revoked",
+            _ => "last seen",
+        }
+    }
+}
+
+/// The workers that serve the queue, for the Tasks page.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WorkersView {
+    /// Every worker not revoked, in studiod's order (the built-in one first).
+    pub(crate) active: Vec<WorkerRow>,
+    /// The revoked ones, shown folded after the rest.
+    pub(crate) revoked: Vec<WorkerRow>,
+    /// Why they could not be read.
+    pub(crate) problem: Option<String>,
+}
+
+impl WorkersView {
+    pub(crate) fn of(list: &WorkerList, ctx: &Ctx) -> Self {
+        let (revoked, active) = list
+            .workers
+            .iter()
+            .map(|w| WorkerRow::new(w, ctx))
+            .partition(|w| w.state == WorkerState::Revoked);
+        Self {
+            active,
+            revoked,
+            problem: None,
+        }
+    }
+
+    pub(crate) fn failed(problem: String) -> Self {
+        Self {
+            problem: Some(problem),
+            ..Self::default()
+        }
+    }
+}
+
+/// studiod's answer about its workers, applied to the page: a refusal fails the page
+/// closed as any call's does (`Err(None)`); any other failure leaves the rest of the
+/// page and says why the workers are missing (`Err(Some(why))`).
+pub(crate) fn workers_answer(
+    answer: Result<WorkerList, DaemonError>,
+    ctx: &mut Ctx,
+) -> Result<WorkerList, Option<String>> {
+    match answer {
+        Ok(list) => Ok(list),
+        Err(e @ DaemonError::Refused { .. }) => {
+            ctx.fail(&e);
+            Err(None)
+        }
+        Err(e) => Err(Some(format!("The workers could not be read: {e}."))),
+    }
+}
+
+/// The name of the worker `id` (studiod's own is `studiod`; one not in `workers`, its id).
+pub(crate) fn worker_name(id: &str, workers: &[Worker]) -> String {
+    match workers.iter().find(|w| w.id == id) {
+        Some(w) => w.name.clone(),
+        None if id == BUILTIN => BUILTIN_NAME.to_owned(),
+        None => id.to_owned(),
+    }
+}
+
 /// One attempt of a task, ready to print.
 #[derive(Debug, Clone)]
 pub(crate) struct AttemptRow {
     pub(crate) attempt: i64,
+    /// The worker that ran it, by name where known (else its id, or "—").
     pub(crate) worker: String,
+    pub(crate) worker_id: Option<String>,
     /// Its exit code, the signal that ended it, or "—".
     pub(crate) exit: String,
     pub(crate) started: Option<words::Stamp>,
@@ -251,7 +397,11 @@ impl AttemptRow {
         };
         Self {
             attempt: core.attempt,
-            worker: core.worker_id.clone().unwrap_or_else(|| "—".into()),
+            worker: core
+                .worker_id
+                .as_deref()
+                .map_or_else(|| "—".into(), |id| worker_name(id, &[])),
+            worker_id: core.worker_id.clone(),
             exit,
             started: words::Stamp::parse(core.dispatched_at.as_deref(), ctx.now),
             run: RunRow::list(r, ctx),
@@ -316,6 +466,7 @@ pub(crate) struct ListPage {
     pub(crate) query: ListQuery,
     pub(crate) rows: Vec<TaskRow>,
     pub(crate) next: Option<String>,
+    pub(crate) workers: WorkersView,
 }
 
 impl ListPage {
@@ -344,19 +495,24 @@ pub(crate) async fn list(
         query: ListQuery::from_pairs(pairs),
         rows: Vec::new(),
         next: None,
+        workers: WorkersView::default(),
     };
     if let Some(p) = paired {
         let q = &page.query;
         let statuses = q.statuses.join(",");
-        let answer = p
-            .daemon(&state)
-            .tasks(&[
-                ("status", statuses.as_str()),
-                ("label", q.label.as_str()),
-                ("cursor", q.cursor.as_str()),
-                ("limit", PAGE),
-            ])
-            .await;
+        let query = [
+            ("status", statuses.as_str()),
+            ("label", q.label.as_str()),
+            ("cursor", q.cursor.as_str()),
+            ("limit", PAGE),
+        ];
+        let daemon = p.daemon(&state);
+        // Two calls, concurrently: the page of tasks and the workers.
+        let (answer, workers) = tokio::join!(daemon.tasks(&query), daemon.workers());
+        page.workers = match workers_answer(workers, &mut ctx) {
+            Ok(list) => WorkersView::of(&list, &ctx),
+            Err(why) => WorkersView::failed(why.unwrap_or_default()),
+        };
         match answer {
             Ok(list) => {
                 page.rows = list.tasks.iter().map(|t| TaskRow::new(t, &ctx)).collect();
@@ -385,6 +541,8 @@ pub(crate) struct DetailPage {
     pub(crate) attempts: Vec<AttemptRow>,
     /// The latest attempt, whose log the page shows.
     pub(crate) latest: Option<RunRow>,
+    /// Why the workers' names could not be read (the attempts show their ids).
+    pub(crate) workers_problem: Option<String>,
 }
 
 impl DetailPage {
@@ -395,7 +553,27 @@ impl DetailPage {
             spec: None,
             attempts: Vec::new(),
             latest: None,
+            workers_problem: None,
         }
+    }
+
+    /// Names each attempt's worker from studiod's list.
+    pub(crate) fn with_workers(mut self, workers: &[Worker]) -> Self {
+        for a in &mut self.attempts {
+            if let Some(id) = &a.worker_id {
+                a.worker = worker_name(id, workers);
+            }
+        }
+        self
+    }
+
+    /// Whether an attempt ran on a worker whose name is unknown (shown by its id).
+    pub(crate) fn unnamed_workers(&self) -> bool {
+        self.workers_problem.is_some()
+            && self
+                .attempts
+                .iter()
+                .any(|a| a.worker_id.as_deref().is_some_and(|id| id != BUILTIN))
     }
 
     /// The number of the attempt whose log the page shows.
@@ -431,13 +609,22 @@ pub(crate) async fn detail(
     let (mut ctx, paired) = resolve(&state, &headers, "/api/tasks", Nav::Tasks).await;
     let mut page = DetailPage::new(ctx.clone());
     if let Some(p) = paired {
-        match p.daemon(&state).task(&id).await {
-            Ok(d) => page = page.with_detail(&d),
-            Err(e) => {
-                ctx.fail(&e);
-                page.ctx = ctx;
+        let daemon = p.daemon(&state);
+        // Two calls, concurrently: the task with its attempts, and the workers that name them.
+        let (task, workers) = tokio::join!(daemon.task(&id), daemon.workers());
+        let workers = workers_answer(workers, &mut ctx);
+        match task {
+            Ok(d) => {
+                page = page.with_detail(&d);
+                match &workers {
+                    Ok(list) => page = page.with_workers(&list.workers),
+                    Err(why) => page.workers_problem.clone_from(why),
+                }
             }
+            Err(e) => ctx.fail(&e),
         }
+        // A refused workers call has failed the page closed.
+        page.ctx = ctx;
     }
     render(&page)
 }

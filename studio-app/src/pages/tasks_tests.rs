@@ -1,17 +1,21 @@
-//! The Tasks pages rendered to strings with sample data: what a task runs and its labels,
-//! escaped; the unmatched mark and its tooltip; a task's spec in words, its attempts
+//! The Tasks pages rendered to strings with sample data: the workers that serve the
+//! queue (studiod's own first, a remote one's labels, a revoked one folded away, and a
+//! list that could not be read); what a task runs and its labels, escaped; the
+//! unmatched mark and its tooltip; a task's spec in words, its attempts
 //! linked to their runs and its latest attempt's log; Cancel and Retry only where they
 //! apply and only for a role that may; the overview's count; a run of a task linked to
-//! its task.
+//! its task; each attempt named by the worker that ran it.
 
 use askama::Template;
 use jiff::Timestamp;
-use studio_api::{TaskDetail, TaskPage, schedule::RetryPolicy};
+use studio_api::{TaskDetail, TaskPage, WorkerList, schedule::RetryPolicy};
 use studio_contract::role::Role;
 
-use super::{DetailPage, ListPage, ListQuery, TaskCounts, TaskRow, retry_words};
+use super::{
+    DetailPage, ListPage, ListQuery, TaskCounts, TaskRow, WorkersView, retry_words, workers_answer,
+};
 use crate::{
-    daemon::{PageState, Summary},
+    daemon::{DaemonError, PageState, Summary},
     pages::{Ctx, Nav, overview, runs},
 };
 
@@ -65,7 +69,43 @@ fn detail(task: serde_json::Value, attempts: Vec<serde_json::Value>) -> TaskDeta
         .expect("task detail")
 }
 
+/// studiod's built-in worker, as `/api/workers` lists it first.
+fn builtin() -> serde_json::Value {
+    serde_json::json!({
+        "id": "builtin", "name": "studiod", "builtin": true, "labels": ["linux"],
+        "granted": ["linux"], "capacity": 4, "running": 1, "connected": true,
+        "version": "0.1.0", "enrolled_at": null, "last_seen_at": null,
+        "certificate_expires_at": null, "certificate_sha256": null, "revoked_at": null
+    })
+}
+
+/// An enrolled worker; its name and a label hold markup.
+fn remote(id: &str, name: &str, connected: bool) -> serde_json::Value {
+    serde_json::json!({
+        "id": id, "name": name, "builtin": false, "labels": ["<b>gpu</b>", "cuda"],
+        "granted": ["<b>gpu</b>", "cuda", "arm64"], "capacity": 2, "running": 0,
+        "connected": connected, "version": "0.1.0",
+        "enrolled_at": "2026-01-01T10:00:00.000Z", "last_seen_at": "2026-01-01T11:55:00.000Z",
+        "certificate_expires_at": "2026-04-01T10:00:00.000Z",
+        "certificate_sha256": "cd".repeat(32), "revoked_at": null
+    })
+}
+
+fn worker_list(workers: Vec<serde_json::Value>) -> WorkerList {
+    serde_json::from_value(serde_json::json!({ "workers": workers })).expect("workers")
+}
+
 fn list_page(tasks: Vec<serde_json::Value>, query: ListQuery) -> String {
+    list_page_with(tasks, query, |ctx| {
+        WorkersView::of(&worker_list(vec![builtin()]), ctx)
+    })
+}
+
+fn list_page_with(
+    tasks: Vec<serde_json::Value>,
+    query: ListQuery,
+    workers: impl FnOnce(&Ctx) -> WorkersView,
+) -> String {
     let ctx = ctx(Role::Operator, Nav::Tasks);
     let page: TaskPage =
         serde_json::from_value(serde_json::json!({"tasks": tasks, "next_cursor": "c/2"}))
@@ -74,10 +114,39 @@ fn list_page(tasks: Vec<serde_json::Value>, query: ListQuery) -> String {
         rows: page.tasks.iter().map(|t| TaskRow::new(t, &ctx)).collect(),
         next: page.next_cursor,
         query,
+        workers: workers(&ctx),
         ctx,
     }
     .render()
     .expect("renders")
+}
+
+/// The rows of the workers table `testid`: each one's name, state and load, in order.
+fn worker_rows(html: &str, testid: &str) -> Vec<(String, String, String)> {
+    let Some(start) = html.find(&format!(r#"data-testid="{testid}""#)) else {
+        return Vec::new();
+    };
+    let table = &html[start
+        ..html[start..]
+            .find("</table>")
+            .map_or(html.len(), |e| start + e)];
+    let after = |row: &str, marker: &str| {
+        row.split_once(marker)
+            .and_then(|(_, rest)| rest.split_once('>'))
+            .map(|(_, rest)| rest.split('<').next().unwrap_or("").to_owned())
+            .unwrap_or_default()
+    };
+    table
+        .split(r#"data-testid="worker-row""#)
+        .skip(1)
+        .map(|row| {
+            (
+                after(row, r#"data-testid="worker-name""#),
+                after(row, r#"data-testid="worker-state""#),
+                after(row, r#"data-testid="worker-load""#),
+            )
+        })
+        .collect()
 }
 
 fn task_page(role: Role, d: &TaskDetail) -> String {
@@ -208,7 +277,10 @@ fn a_running_task_shows_its_spec_in_words_its_attempts_and_a_live_log() {
         ]
     );
     assert!(html.contains(r#"href="/runs/0190eeee-0000-7000-8000-0000000run01" class="run-id" data-testid="attempt-link""#));
-    assert!(html.contains(r#"data-testid="attempt-worker">builtin<"#));
+    assert!(
+        html.contains(r#"data-testid="attempt-worker" title="builtin">studiod<"#),
+        "{html}"
+    );
     assert!(html.contains(r#"data-testid="attempt-exit">3<"#));
     // The latest attempt's log, live; the page follows its task.
     assert!(html.contains(
@@ -415,4 +487,220 @@ fn the_audit_trail_links_a_task_it_names() {
         row.object,
         Some((format!("/tasks/{TASK}"), "task task0001".to_owned()))
     );
+}
+
+#[test]
+fn the_workers_that_serve_the_queue_lead_the_page_studiod_first() {
+    let mut revoked = remote("0190ffff-0000-7000-8000-00000worker3", "old-box", false);
+    revoked["revoked_at"] = "2026-01-01T11:00:00.000Z".into();
+    let mut busy = remote("0190ffff-0000-7000-8000-00000worker1", "<i>gpu-1</i>", true);
+    busy["running"] = 2.into();
+    let quiet = remote("0190ffff-0000-7000-8000-00000worker2", "laptop", false);
+    let list = worker_list(vec![builtin(), revoked, busy, quiet]);
+    let html = list_page_with(vec![task("queued")], ListQuery::default(), |ctx| {
+        WorkersView::of(&list, ctx)
+    });
+    assert!(
+        !html.contains("<i>gpu-1") && !html.contains("<b>gpu"),
+        "{html}"
+    );
+    // The live ones in studiod's order, the built-in one first and marked so.
+    assert_eq!(
+        worker_rows(&html, "workers-table"),
+        [
+            ("studiod".into(), "connected".into(), "1 / 4".into()),
+            (
+                "&#60;i&#62;gpu-1&#60;/i&#62;".into(),
+                "connected".into(),
+                "2 / 2".into()
+            ),
+            ("laptop".into(), "disconnected".into(), "0 / 2".into()),
+        ]
+    );
+    assert_eq!(
+        html.matches(r#"data-testid="worker-builtin">built-in<"#)
+            .count(),
+        1,
+        "{html}"
+    );
+    assert!(html.contains(
+        r#"data-testid="worker-name" title="builtin · version 0.1.0">studiod</strong> <span class="badge builtin""#
+    ), "{html}");
+    assert!(
+        html.contains(r#"<span class="status w-connected" data-testid="worker-state">"#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"<span class="status w-disconnected" data-testid="worker-state">"#),
+        "{html}"
+    );
+    // Its labels, each leading to the tasks that need it; not those merely granted.
+    assert!(
+        html.contains(r#"<a href="/tasks?label=%3Cb%3Egpu%3C%2Fb%3E" class="badge label">&#60;b&#62;gpu&#60;/b&#62;</a><a href="/tasks?label=cuda" class="badge label">cuda</a>"#),
+        "{html}"
+    );
+    assert!(html.contains(r#"<a href="/tasks?label=linux" class="badge label">linux</a>"#));
+    assert!(!html.contains("arm64"), "{html}");
+    // A disconnected one says when it was last heard from.
+    assert!(
+        html.contains(
+            r#"data-testid="worker-since">last seen <time datetime="2026-01-01T11:55:00Z""#
+        ),
+        "{html}"
+    );
+    // The revoked one, folded after the rest, with its mark.
+    assert_eq!(
+        worker_rows(&html, "workers-revoked-table"),
+        [("old-box".into(), "revoked".into(), "0 / 2".into())]
+    );
+    assert!(
+        html.contains("<summary>1 revoked worker</summary>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"<span class="status w-revoked" data-testid="worker-state">revoked</span> <span class="muted" data-testid="worker-since">revoked <time"#),
+        "{html}"
+    );
+    assert!(
+        html.find(r#"data-testid="workers""#) < html.find(r#"data-testid="tasks-table""#),
+        "the workers come before the queue"
+    );
+    // The section follows the daemon like the queue does.
+    assert!(html.contains(r#"id="workers-live" data-live"#));
+    assert!(!html.contains(r#"data-testid="workers-problem""#));
+}
+
+#[test]
+fn with_only_studiod_nothing_is_folded_away() {
+    let html = list_page(vec![], ListQuery::default());
+    assert_eq!(
+        worker_rows(&html, "workers-table"),
+        [("studiod".into(), "connected".into(), "1 / 4".into())]
+    );
+    assert!(!html.contains("workers-revoked"), "{html}");
+}
+
+#[test]
+fn workers_that_cannot_be_read_leave_the_rest_of_the_page() {
+    let mut ctx = ctx(Role::Operator, Nav::Tasks);
+    for failure in [
+        DaemonError::Unavailable,
+        DaemonError::NotFound,
+        DaemonError::Other {
+            status: 500,
+            message: "database <locked>".into(),
+        },
+    ] {
+        let why = workers_answer(Err(failure), &mut ctx).expect_err("failed");
+        let why = why.expect("a reason to show");
+        assert!(why.starts_with("The workers could not be read: "), "{why}");
+        assert_eq!(ctx.state, PageState::Paired, "the page stays");
+        assert!(ctx.problem.is_none(), "the page's own problem is not set");
+        let html = list_page_with(vec![task("queued")], ListQuery::default(), |_| {
+            WorkersView::failed(why.clone())
+        });
+        assert!(html.contains(r#"data-testid="workers-problem">The workers could not be read: "#));
+        assert!(!html.contains("database <locked>"), "escaped: {html}");
+        assert!(!html.contains(r#"data-testid="workers-table""#), "{html}");
+        assert_eq!(
+            html.matches(r#"data-testid="task-row""#).count(),
+            1,
+            "{html}"
+        );
+    }
+    // A refusal fails the page closed, as every call's does.
+    let refused = DaemonError::Refused {
+        code: "epoch_ended".into(),
+        message: "the epoch ended".into(),
+    };
+    assert_eq!(
+        workers_answer(Err(refused), &mut ctx).expect_err("refused"),
+        None
+    );
+    assert_eq!(ctx.state, PageState::EpochEnded);
+    let list = worker_list(vec![builtin()]);
+    let mut ctx = self::ctx(Role::Viewer, Nav::Tasks);
+    assert_eq!(workers_answer(Ok(list.clone()), &mut ctx), Ok(list));
+}
+
+#[test]
+fn each_attempt_names_the_worker_that_ran_it() {
+    let mut running = task("running");
+    running["attempts"] = 4.into();
+    let mut second = attempt(2, "failed");
+    second["worker_id"] = "0190ffff-0000-7000-8000-00000worker1".into();
+    let mut third = attempt(3, "failed");
+    third["worker_id"] = "0190ffff-0000-7000-8000-0000000gone9".into();
+    let mut fourth = attempt(4, "running");
+    fourth["worker_id"] = serde_json::Value::Null;
+    let d = detail(running, vec![attempt(1, "failed"), second, third, fourth]);
+    let named = |workers: Result<WorkerList, String>| {
+        let page = DetailPage::new(ctx(Role::Operator, Nav::Tasks)).with_detail(&d);
+        let page = match workers {
+            Ok(list) => page.with_workers(&list.workers),
+            Err(why) => DetailPage {
+                workers_problem: Some(why),
+                ..page
+            },
+        };
+        let html = page.render().expect("renders");
+        let names: Vec<String> = html
+            .split(r#"data-testid="attempt-worker""#)
+            .skip(1)
+            .map(|cell| {
+                cell.split_once('>')
+                    .map(|(_, rest)| rest.split('<').next().unwrap_or("").to_owned())
+                    .unwrap_or_default()
+            })
+            .collect();
+        (names, html)
+    };
+    let list = worker_list(vec![
+        builtin(),
+        remote("0190ffff-0000-7000-8000-00000worker1", "<i>gpu-1</i>", true),
+    ]);
+    let (names, html) = named(Ok(list));
+    assert_eq!(
+        names,
+        [
+            "studiod",
+            "&#60;i&#62;gpu-1&#60;/i&#62;",
+            // No longer listed: its id.
+            "0190ffff-0000-7000-8000-0000000gone9",
+            "—"
+        ]
+    );
+    assert!(html.contains(
+        r#"data-testid="attempt-worker" title="0190ffff-0000-7000-8000-00000worker1">&#60;i&#62;gpu-1"#
+    ), "{html}");
+    assert!(!html.contains(r#"data-testid="workers-problem""#), "{html}");
+
+    // Unread, the built-in one is still studiod and the rest show their ids, saying why.
+    let (names, html) = named(Err(
+        "The workers could not be read: the daemon is unavailable.".into(),
+    ));
+    assert_eq!(
+        names,
+        [
+            "studiod",
+            "0190ffff-0000-7000-8000-00000worker1",
+            "0190ffff-0000-7000-8000-0000000gone9",
+            "—"
+        ]
+    );
+    assert!(
+        html.contains(r#"data-testid="workers-problem">The workers could not be read: the daemon is unavailable. Attempts show their worker's id.</p>"#),
+        "{html}"
+    );
+    assert_eq!(html.matches(r#"data-testid="attempt-row""#).count(), 4);
+    // Only studiod's attempts: nothing is missing, nothing to say.
+    let only_builtin = detail(task("failed"), vec![attempt(1, "failed")]);
+    let html = DetailPage {
+        workers_problem: Some("The workers could not be read: not found.".into()),
+        ..DetailPage::new(ctx(Role::Operator, Nav::Tasks)).with_detail(&only_builtin)
+    }
+    .render()
+    .expect("renders");
+    assert!(!html.contains("workers-problem"), "{html}");
+    assert!(html.contains(r#"title="builtin">studiod<"#), "{html}");
 }

@@ -73,6 +73,7 @@ pub fn fires(
         PreviewTrigger::Every(interval) => Trigger::Every(interval.clone()),
     };
     let spec = ScheduleSpec {
+        target: None,
         name: None,
         description: String::new(),
         enabled: true,

@@ -322,6 +322,7 @@ async fn saving_an_untouched_edit_keeps_the_spec_and_its_revision() {
     // chain below the follow-up): untouched, each must survive as stored.
     let id = api
         .create(&ScheduleSpec {
+            target: None,
             name: Some("everything".into()),
             description: "all fields".into(),
             enabled: true,

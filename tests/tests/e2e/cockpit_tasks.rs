@@ -1,6 +1,7 @@
-//! Tasks in a real browser: a task submitted through the API appears live on `/tasks`
-//! and ends completed, its page lists its attempt linked to the run and shows its log,
-//! and the run links back; a running task is cancelled from its page; a failed one is
+//! Tasks in a real browser: the Tasks page lists the workers that serve the queue,
+//! studiod's built-in one first with its labels and load; a task submitted through the
+//! API appears live on `/tasks` and ends completed, its page lists its attempt (named by
+//! the worker that ran it) linked to the run and shows its log, and the run links back; a running task is cancelled from its page; a failed one is
 //! retried from its page and gets a second attempt; a viewer is offered neither; a task
 //! that needs a label no worker has is marked unmatched (`g t` leads to the list).
 //! Set-up and helpers are the cockpit tests'; what is asserted about storage is read
@@ -79,6 +80,74 @@ async fn texts(browser: &Browser, testid: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tasks_page_lists_studiods_built_in_worker_first() {
+    let studio = Studio::start_with(&[
+        ("STUDIO_COMMAND_ALLOWLIST", "sleep"),
+        ("STUDIO_SCHEDULER_TZ", "UTC"),
+        ("STUDIO_LOCAL_LABELS", "linux"),
+    ]);
+    let api = Api::new(&studio);
+    let sleeping = api
+        .submit_task(&json!({"action": {"kind": "command", "executable": "sleep", "args": ["30"]}}))
+        .await;
+    task_until(&api, &sleeping.id, "the task to run", |t| {
+        t.task.status == TaskStatus::Running
+    })
+    .await;
+    let browser = paired_browser(&studio).await;
+    open(&browser, &studio, "/tasks", "workers-table").await;
+    // Alone, studiod's own worker: built-in, connected, serving its label, busy with one.
+    assert_eq!(texts(&browser, "worker-name").await, ["studiod"]);
+    let first = r#"[data-testid="worker-row"]:first-child"#;
+    assert_eq!(
+        browser
+            .wait_for_css(
+                &format!(r#"{first}[data-id="builtin"] [data-testid="worker-builtin"]"#),
+                WAIT
+            )
+            .await
+            .text()
+            .await
+            .unwrap_or_default(),
+        "built-in"
+    );
+    assert_eq!(texts(&browser, "worker-state").await, ["connected"]);
+    assert_eq!(texts(&browser, "worker-labels").await, ["linux"]);
+    let load = browser.text_of("worker-load").await.unwrap_or_default();
+    assert!(load.starts_with("1 / "), "{load}");
+    assert!(browser.try_find("workers-problem").await.is_none());
+    assert!(browser.try_find("workers-revoked").await.is_none());
+    // The section sits above the queue.
+    assert_eq!(
+        browser
+            .execute(
+                "return !!(document.querySelector('[data-testid=workers]')\
+                   .compareDocumentPosition(document.querySelector('[data-testid=tasks-table]'))\
+                   & Node.DOCUMENT_POSITION_FOLLOWING);",
+                vec![],
+            )
+            .await,
+        json!(true)
+    );
+    // Cancelled, the task frees its slot and the section follows without a reload.
+    let out = studio.cli(&["task", "cancel", &sleeping.id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    browser
+        .wait_until(WAIT, "the worker to run nothing", || async {
+            browser
+                .text_of("worker-load")
+                .await
+                .is_some_and(|l| l.starts_with("0 / "))
+        })
+        .await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submitted_task_appears_live_and_its_page_links_its_attempt_to_the_run() {
     let studio = start();
     let api = Api::new(&studio);
@@ -135,7 +204,8 @@ async fn a_submitted_task_appears_live_and_its_page_links_its_attempt_to_the_run
             .as_deref(),
         Some("1")
     );
-    assert_eq!(texts(&browser, "attempt-worker").await, ["builtin"]);
+    // Named by the worker that ran it: studiod's own.
+    assert_eq!(texts(&browser, "attempt-worker").await, ["studiod"]);
     assert_eq!(texts(&browser, "attempt-status").await, ["completed"]);
     let href = browser
         .attr("attempt-link", "href")

@@ -442,6 +442,67 @@ impl SchedStore {
         Ok(Some((row, events)))
     }
 
+    /// The queued runs of schedules with a target (the oldest `limit`), each with its
+    /// schedule's spec. Queued runs are few: the walk is `runs_active`.
+    pub(crate) async fn targeted_candidates(
+        &self,
+        limit: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT r.id, s.spec FROM runs r JOIN schedules s ON s.id = r.schedule_id \
+             WHERE r.status = 'queued' AND json_extract(s.spec, '$.target') IS NOT NULL \
+             ORDER BY r.created_at_ms, r.id LIMIT ?",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Claims a queued run of a schedule with a target for `worker` (compare-and-set
+    /// from `queued`): `running` under a lease of `lease_ms` with a fresh fencing token;
+    /// the run, its fence and its events. `None` when another claim took it first.
+    pub(crate) async fn claim_targeted(
+        &self,
+        run_id: &str,
+        worker: &str,
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> Result<Option<(RunRow, i64, Vec<EventRow>)>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let mut events = Vec::new();
+        let step = Step {
+            from: RunStatus::Queued,
+            to: RunStatus::Running,
+            reason: None,
+            finish: None,
+            count: false,
+        };
+        if step_in(&mut tx, run_id, &step, now_ms, &mut events)
+            .await?
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let fence: i64 = sqlx::query_scalar("UPDATE fences SET last = last + 1 RETURNING last")
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE runs SET worker_id = ?, fence = ?, lease_expires_at_ms = ? WHERE id = ?",
+        )
+        .bind(worker)
+        .bind(fence)
+        .bind(now_ms.saturating_add(lease_ms))
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        let Some(run) = run_by_id(&mut tx, run_id).await? else {
+            return Ok(None);
+        };
+        events.push(append_event(&mut tx, "run", &run_event(&run), now_ms).await?);
+        tx.commit().await?;
+        Ok(Some((run, fence, events)))
+    }
+
     /// The remote attempts whose lease ended before `now_ms`.
     pub(crate) async fn expired_leases(&self, now_ms: i64) -> Result<Vec<String>, StoreError> {
         Ok(sqlx::query_scalar(

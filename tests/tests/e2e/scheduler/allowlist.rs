@@ -57,6 +57,7 @@ async fn allowlist_escapes_through_env_paths_and_cwd_are_refused() {
 
     // Each way a schedule's own settings could make the allowed `echo` run other code.
     let with_env = |vars: &[(&str, &str)]| ScheduleSpec {
+        target: None,
         env: env(vars),
         ..echo("escape")
     };
@@ -64,6 +65,7 @@ async fn allowlist_escapes_through_env_paths_and_cwd_are_refused() {
         (with_env(&[("PATH", &evil_s)]), "env.PATH"),
         (
             ScheduleSpec {
+                target: None,
                 cwd: Some(evil_s.clone()),
                 ..with_env(&[("PATH", ".")])
             },
@@ -80,6 +82,7 @@ async fn allowlist_escapes_through_env_paths_and_cwd_are_refused() {
         (with_env(&[("HOME", &evil_s)]), "env.HOME"),
         (
             ScheduleSpec {
+                target: None,
                 cwd: Some("evil".into()),
                 ..echo("escape")
             },
@@ -88,6 +91,7 @@ async fn allowlist_escapes_through_env_paths_and_cwd_are_refused() {
     ];
     for (i, (spec, path)) in attempts.into_iter().enumerate() {
         let spec = ScheduleSpec {
+            target: None,
             name: Some(format!("escape-{i}")),
             ..spec
         };
@@ -96,6 +100,7 @@ async fn allowlist_escapes_through_env_paths_and_cwd_are_refused() {
     }
     // The executable itself: relative to a cwd, or a path nobody allowed.
     let spec = ScheduleSpec {
+        target: None,
         cwd: Some(evil_s.clone()),
         ..command("escape-rel", every("1h"), "./echo", &[])
     };
@@ -114,6 +119,7 @@ async fn allowlist_escapes_through_env_paths_and_cwd_are_refused() {
     );
     // A follow-up is checked like the action.
     let spec = ScheduleSpec {
+        target: None,
         on_fail: Some(Box::new(FollowUp {
             action: run_command(&fake, &[]),
             on_success: None,
@@ -141,6 +147,7 @@ async fn allowlist_escapes_through_env_paths_and_cwd_are_refused() {
     assert_eq!(after.revision, good.revision);
     // So are declaration documents.
     let document = ScheduleSpec {
+        target: None,
         name: None,
         env: env(&[("LD_PRELOAD", &so)]),
         ..command("x", every("1h"), "echo", &[])
@@ -212,6 +219,7 @@ async fn allowlist_a_payload_one_job_wrote_cannot_be_loaded_by_the_next() {
     // The second asks the loader to map it: refused before anything is stored or run.
     for var in ["LD_PRELOAD", "LD_AUDIT"] {
         let spec = ScheduleSpec {
+            target: None,
             env: env(&[(var, &log.display().to_string())]),
             ..echo(&format!("loader-{var}"))
         };

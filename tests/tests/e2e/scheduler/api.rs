@@ -71,6 +71,7 @@ async fn scheduler_api_creates_validates_patches_and_deletes() {
     let api = Api::new(&studio);
 
     let spec = ScheduleSpec {
+        target: None,
         description: "first".into(),
         cwd: Some("/".into()),
         policies: Policies {

@@ -196,11 +196,13 @@ async fn scheduler_chains_follow_the_parent_and_do_not_count() {
         ..Policies::default()
     };
     let ok = ScheduleSpec {
+        target: None,
         on_success: append("ok-success"),
         on_fail: append("ok-fail"),
         ..with_policies(command("chain/ok", every("1d"), "true", &[]), two.clone())
     };
     let bad = ScheduleSpec {
+        target: None,
         on_success: append("bad-success"),
         on_fail: append("bad-fail"),
         ..with_policies(sh("chain/bad", every("1d"), "exit 3"), two)
@@ -288,6 +290,7 @@ async fn scheduler_agent_runner_gets_flags_then_the_prompt_and_reports_spend() {
     let studio = start_with_fake_agent();
     let api = Api::new(&studio);
     let spec = ScheduleSpec {
+        target: None,
         action: Action::Agent {
             prompt: "--not-a-flag say hi".into(),
             model: Some("m1".into()),
@@ -330,6 +333,7 @@ async fn scheduler_budget_exhausted_skips_the_next_fire() {
     let studio = start_with_fake_agent();
     let api = Api::new(&studio);
     let spec = ScheduleSpec {
+        target: None,
         action: Action::Agent {
             prompt: "spend".into(),
             model: None,

@@ -485,3 +485,74 @@ async fn only_studiods_authority_admits_and_a_revoked_worker_is_refused() {
     let refused = check(&home_arg);
     assert!(text(&refused).contains("revoked"), "{}", text(&refused));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_with_a_target_runs_on_a_matching_worker_and_waits_for_one() {
+    let (studio, api) = studio_with_workers(LEASE_SECS);
+    let mut w = WorkerProc::join(&api, "w", &["gpu"], &["sh"]).await;
+    w.start();
+    connected(&api, 1).await;
+    let mut spec = command(
+        "on-gpu",
+        every("1h"),
+        "sh",
+        &["-c", "echo scheduled on a worker"],
+    );
+    spec.target = Some(studio_api::schedule::Target {
+        labels: vec!["gpu".into()],
+    });
+    let (_, run) = api.create_and_trigger(&spec).await;
+    let done = until("the occurrence to end", WAIT, async || {
+        let r: RunDetail = api.get(&format!("/api/runs/{run}")).await.expect(200);
+        r.run.core.status.is_terminal().then_some(r)
+    })
+    .await;
+    let core = &done.run.core;
+    assert_eq!(
+        (core.status, core.worker_id.as_deref()),
+        (RunStatus::Completed, Some(w.id.as_str())),
+        "{done:?}"
+    );
+    let log = studio.cli(&["run", "logs", &run]);
+    assert!(
+        text(&log).contains("scheduled on a worker"),
+        "{}",
+        text(&log)
+    );
+
+    // No worker has `arm`: the occurrence waits, queued, and can be cancelled.
+    let mut spec = command("on-arm", every("1h"), "sh", &["-c", "true"]);
+    spec.target = Some(studio_api::schedule::Target {
+        labels: vec!["arm".into()],
+    });
+    let (_, waiting) = api.create_and_trigger(&spec).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let r: RunDetail = api.get(&format!("/api/runs/{waiting}")).await.expect(200);
+    assert_eq!(r.run.core.status, RunStatus::Queued, "{r:?}");
+    let cancelled: Run = api
+        .act(&format!("/api/runs/{waiting}/cancel"))
+        .await
+        .expect(200);
+    assert_eq!(cancelled.core.status, RunStatus::Cancelled);
+    // Cancelled, it holds nothing back: the next occurrence is not an overlap.
+    let arm_id = r.run.core.schedule_id.clone().expect("its schedule");
+    let next = api.trigger(&arm_id).await;
+    assert_eq!(next.core.status, RunStatus::Queued, "{next:?}");
+
+    // A target with a follow-up is refused: follow-ups would run on studiod's side.
+    let mut spec = command("chained", every("1h"), "sh", &["-c", "true"]);
+    spec.target = Some(studio_api::schedule::Target {
+        labels: vec!["gpu".into()],
+    });
+    spec.on_fail = Some(Box::new(studio_api::schedule::FollowUp {
+        action: Action::Command {
+            executable: "true".into(),
+            args: vec![],
+        },
+        on_success: None,
+        on_fail: None,
+    }));
+    let reply = api.post("/api/schedules", &spec).await;
+    assert_eq!(reply.status, 400, "{reply}");
+    assert!(reply.text.contains("on_fail"), "{reply}");
+}
