@@ -67,6 +67,10 @@ pub struct TaskSpec {
     /// Attempts after a failure: how many in all, how long between them, after what.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryPolicy>,
+    /// A person must grant the task before it is queued (the approvals of schedules:
+    /// the request binds what will run; one grant covers all its attempts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<crate::spec::ApprovalPolicy>,
 }
 
 /// `retry`: up to `max_attempts` attempts in all. After an attempt ends in an outcome `on`
@@ -265,6 +269,11 @@ pub fn validate_task(mut spec: TaskSpec, ctx: &Context<'_>) -> Result<TaskSpec, 
     if let Some(r) = &spec.retry {
         check_retry("retry", r, &mut errors);
     }
+    crate::validate::check_approval(
+        "approval.expires_after",
+        spec.approval.as_ref(),
+        &mut errors,
+    );
     if !errors.is_empty() {
         return Err(errors);
     }

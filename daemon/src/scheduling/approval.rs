@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 use studio_contract::time::now_ms;
-use studio_schedule::{ScheduleSpec, duration::parse_interval};
+use studio_schedule::{ApprovalPolicy, ScheduleSpec, TaskSpec, duration::parse_interval};
 
 /// A request about to be raised for a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,8 +36,13 @@ pub(crate) fn bound_action(spec: &ScheduleSpec) -> Value {
 
 /// The canonical JSON of [`bound_action`] and its SHA-256 (hex).
 pub(crate) fn binding(spec: &ScheduleSpec) -> (String, String) {
+    sealed(&bound_action(spec))
+}
+
+/// The canonical JSON of `bound` and its SHA-256 (hex).
+fn sealed(bound: &Value) -> (String, String) {
     // A spec holds strings, booleans and integers only: always canonical.
-    let bytes = studio_evidence::canonical(&bound_action(spec)).unwrap_or_default();
+    let bytes = studio_evidence::canonical(bound).unwrap_or_default();
     let sha = studio_evidence::sha256_hex(&bytes);
     (String::from_utf8(bytes).unwrap_or_default(), sha)
 }
@@ -50,17 +55,41 @@ pub(crate) fn request_for(
     now: i64,
 ) -> Option<NewApproval> {
     let policy = spec.policies.approval_required()?;
+    Some(request(policy, binding(spec), requested_by, now))
+}
+
+/// The request a task of `spec` needs before it is queued (`None` when it needs none):
+/// bound to its action, working directory and environment names, as a schedule's run.
+pub(crate) fn task_request(
+    spec: &TaskSpec,
+    requested_by: Option<&str>,
+    now: i64,
+) -> Option<NewApproval> {
+    let policy = spec.approval.as_ref().filter(|a| a.required)?;
+    let bound = json!({
+        "action": spec.action,
+        "cwd": spec.cwd,
+        "env": spec.env.keys().collect::<Vec<_>>(),
+    });
+    Some(request(policy, sealed(&bound), requested_by, now))
+}
+
+fn request(
+    policy: &ApprovalPolicy,
+    (action_json, action_sha256): (String, String),
+    requested_by: Option<&str>,
+    now: i64,
+) -> NewApproval {
     // Validated when stored; a spec that no longer parses waits the default hour.
     let wait = parse_interval(&policy.expires_after).unwrap_or(3_600_000);
-    let (action_json, action_sha256) = binding(spec);
-    Some(NewApproval {
+    NewApproval {
         id: uuid::Uuid::now_v7().to_string(),
         action_json,
         action_sha256,
         requested_by: requested_by.map(str::to_owned),
         expires_at_ms: now.saturating_add(wait),
         distinct_from_requester: policy.distinct_from_requester,
-    })
+    }
 }
 
 /// [`request_for`] now.

@@ -192,6 +192,11 @@ impl Scheduler {
     }
 
     pub(super) async fn relaunch(self: &Arc<Self>, run: RunRow) -> Result<(), StoreError> {
+        if run.task_id.is_some() && run.worker_id.is_none() {
+            // A granted task's attempt: a worker's claim takes it over.
+            self.tasks_changed();
+            return Ok(());
+        }
         let owner = match &run.task_id {
             Some(task_id) => self.store.task(task_id).await?.map(Owner::Task),
             None => self.schedule_of(&run).await?.map(Owner::Schedule),

@@ -86,6 +86,7 @@ impl Scheduler {
                 .as_ref()
                 .map(|c| (c.key.clone(), i64::from(c.limit))),
             submitted_by: by.principal.clone(),
+            approval: super::approval::task_request(spec, Some(&by.principal), now_ms()),
         };
         let note = Note {
             by,
@@ -99,8 +100,11 @@ impl Scheduler {
             }),
         };
         match self.store.submit_task(&new, &note, now_ms()).await? {
-            Submitted::Created(task, event) => {
-                self.publish(event);
+            Submitted::Created(task, events) => {
+                self.publish_all(events);
+                if new.approval.is_some() {
+                    self.expiry_wake.notify_one();
+                }
                 self.tasks_changed();
                 Ok((*task, true))
             }

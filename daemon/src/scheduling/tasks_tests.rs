@@ -40,6 +40,7 @@ fn task(id: &str, labels: &str, priority: i64) -> NewTask {
         priority,
         concurrency: None,
         submitted_by: "daemon".into(),
+        approval: None,
     }
 }
 
@@ -541,4 +542,60 @@ async fn a_remote_lease_is_fenced_renewed_and_expires_as_worker_lost() {
         "a late report changes nothing"
     );
     assert_eq!(s.task("t1").await.expect("t").expect("t").status, "failed");
+}
+
+/// A task that needs a grant waits with its first attempt `awaiting_approval`, is not a
+/// candidate; granted, it is queued and the claim takes that same run over, consuming
+/// the grant; denied, the task ends `denied`.
+#[tokio::test]
+async fn a_task_waits_for_its_grant_and_the_claim_takes_its_run_over() {
+    use super::{
+        approval::NewApproval,
+        store::{Decided, Verdict},
+    };
+    let dir = TempDir::new("tasks-approval");
+    let s = store(&dir).await;
+    let request = |id: &str| NewApproval {
+        id: id.into(),
+        action_json: "{}".into(),
+        action_sha256: "sha".into(),
+        requested_by: Some("daemon".into()),
+        expires_at_ms: 1_000_000,
+        distinct_from_requester: false,
+    };
+    let mut gated = task("t1", "", 5);
+    gated.approval = Some(request("a1"));
+    let Submitted::Created(t, _) = submit(&s, &gated, 10).await else {
+        panic!("created");
+    };
+    assert_eq!(t.status, "awaiting_approval");
+    let waiting = t.last_run_id.clone().expect("its first attempt");
+    assert!(s.claim_candidates(&[]).await.expect("c").is_empty());
+    let person = Actor {
+        principal: "p1".into(),
+        ..actor()
+    };
+    let granted = s
+        .decide("a1", Verdict::Grant { hold: None }, &person, None, 20)
+        .await
+        .expect("decide");
+    assert!(matches!(granted, Decided::Done { .. }), "{granted:?}");
+    assert_eq!(s.task("t1").await.expect("t").expect("t").status, "queued");
+    let (claimed, run, _) = s
+        .claim_task("t1", "builtin", 1_000, 30)
+        .await
+        .expect("claim")
+        .expect("claimed");
+    assert_eq!((run.id.as_str(), claimed.attempts), (waiting.as_str(), 1));
+    assert_eq!(run.status(), Some(RunStatus::Running));
+    let a = s.approval("a1").await.expect("a").expect("a");
+    assert_eq!(a.status, "consumed");
+
+    let mut denied = task("t2", "", 5);
+    denied.approval = Some(request("a2"));
+    submit(&s, &denied, 40).await;
+    s.decide("a2", Verdict::Deny, &person, Some("no"), 50)
+        .await
+        .expect("deny");
+    assert_eq!(s.task("t2").await.expect("t").expect("t").status, "denied");
 }

@@ -476,7 +476,14 @@ impl Scheduler {
             .get(run_id)
             .and_then(|a| a.cancel_reason.clone());
         let (status, reason) = settle(outcome, reason);
-        let finish = finish_of(outcome);
+        let mut finish = finish_of(outcome);
+        // A worker's word: tails no longer than a shim's own.
+        for text in [&mut finish.stdout_tail, &mut finish.stderr_tail]
+            .into_iter()
+            .flatten()
+        {
+            keep_end(text, TAIL_BYTES);
+        }
         let ended = Ended {
             status,
             reason: &reason,
@@ -664,6 +671,20 @@ impl Scheduler {
     }
 }
 
+/// The longest output tail kept from a worker's report (a shim keeps 64 KiB).
+const TAIL_BYTES: usize = 64 * 1024;
+
+/// Cuts `text` to its last `max` bytes, on a character boundary.
+fn keep_end(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut start = text.len() - max;
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        text.drain(..start);
+    }
+}
+
 /// Labels sorted, deduplicated and joined by `,`.
 pub(crate) fn labels_key(labels: &[String]) -> String {
     let mut labels: Vec<&str> = labels.iter().map(String::as_str).collect();
@@ -712,6 +733,16 @@ mod tests {
         append_at(&path, 11, &[b'x'; 200], 20).expect("capped");
         assert_eq!(std::fs::read(&path).expect("log").len(), 20);
         std::fs::remove_dir_all(dir).expect("clean");
+    }
+
+    #[test]
+    fn a_reported_tail_keeps_its_end_on_a_character_boundary() {
+        let mut text = format!("{}é!", "x".repeat(10));
+        keep_end(&mut text, 2);
+        assert_eq!(text, "!");
+        let mut short = "ok".to_owned();
+        keep_end(&mut short, 10);
+        assert_eq!(short, "ok");
     }
 
     #[test]

@@ -262,7 +262,7 @@ pub enum WorkerAllowCommand {
 pub enum TaskCommand {
     /// Submit a task: `studio task submit [OPTIONS] -- EXECUTABLE [ARGS…]`, or `--agent
     /// PROMPT`. Prints its id.
-    Submit(TaskSubmitArgs),
+    Submit(Box<TaskSubmitArgs>),
     /// Tasks, newest at the bottom (a queued task no worker serves shows `unmatched`).
     List {
         /// Only these statuses, comma-separated (queued, leased, running, completed,
@@ -319,6 +319,10 @@ pub struct TaskSubmitArgs {
     /// to 5 s, doubling, at most 5 min, each drawn at random).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub attempts: Option<u32>,
+    /// Hold the task until a person grants it in the cockpit; the request expires after
+    /// this long (`15m`, `24h`).
+    #[arg(long, value_name = "WAIT")]
+    pub approval: Option<String>,
     /// The job's working directory (absolute).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,

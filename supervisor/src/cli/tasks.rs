@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use studio_api::{
     Task, TaskDetail, TaskPage,
-    schedule::{Action, Backoff, Concurrency, RetryOn, RetryPolicy, TaskSpec},
+    schedule::{Action, ApprovalPolicy, Backoff, Concurrency, RetryOn, RetryPolicy, TaskSpec},
 };
 use studio_contract::home::Home;
 
@@ -27,7 +27,7 @@ pub(crate) async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<u8, Error> {
     match command {
-        TaskCommand::Submit(args) => submit(home, args).await,
+        TaskCommand::Submit(args) => submit(home, *args).await,
         TaskCommand::List {
             status,
             label,
@@ -176,6 +176,11 @@ async fn submit(home: &Home, args: TaskSubmitArgs) -> Result<u8, Error> {
             backoff: Backoff::default(),
             on: vec![RetryOn::Failed, RetryOn::TimedOut, RetryOn::WorkerLost],
             exit_codes: Vec::new(),
+        }),
+        approval: args.approval.map(|expires_after| ApprovalPolicy {
+            required: true,
+            expires_after,
+            distinct_from_requester: false,
         }),
     };
     let client = connect(home, &args.remote).await?;

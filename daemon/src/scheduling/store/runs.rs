@@ -222,7 +222,7 @@ fn runs_query(f: &RunFilter) -> String {
     )
 }
 
-async fn record_transition(
+pub(super) async fn record_transition(
     tx: &mut Transaction<'_, Sqlite>,
     run_id: &str,
     from: Option<RunStatus>,

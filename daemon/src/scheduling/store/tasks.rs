@@ -11,12 +11,14 @@ use studio_schedule::{RetryOn, RetryPolicy, ScheduleSpec, TaskSpec};
 
 use super::{
     SchedStore,
+    approvals::{self, Consumed},
     audit::{self, Note},
     events::{append_event, run_event},
     is_unique_violation,
-    runs::{Attempt, NewRun, insert_run},
+    runs::{Attempt, NewRun, insert_run, record_transition, run_by_id},
     workers::BUILTIN,
 };
+use crate::scheduling::approval::NewApproval;
 use crate::{
     scheduling::model::{EventRow, RunKind, RunRow, RunStatus},
     store::StoreError,
@@ -121,12 +123,14 @@ pub(crate) struct NewTask {
     pub priority: i64,
     pub concurrency: Option<(String, i64)>,
     pub submitted_by: String,
+    /// The request a person must grant before the task is queued.
+    pub approval: Option<NewApproval>,
 }
 
 /// What a submission did.
 #[derive(Debug)]
 pub(crate) enum Submitted {
-    Created(Box<TaskRow>, EventRow),
+    Created(Box<TaskRow>, Vec<EventRow>),
     /// The idempotency key named this task, with the same spec.
     Existing(Box<TaskRow>),
     /// The idempotency key names this task, with another spec.
@@ -241,16 +245,17 @@ pub(super) async fn follow(
         return Ok(());
     }
     let mut to = match status {
+        // Granted: the task waits for a worker, with this run as its next attempt.
+        RunStatus::Queued if run.worker_id.is_none() => TaskStatus::Queued,
         RunStatus::Queued => TaskStatus::Leased,
         RunStatus::Running => TaskStatus::Running,
         RunStatus::Completed => TaskStatus::Completed,
         RunStatus::TimedOut => TaskStatus::TimedOut,
         RunStatus::Cancelled => TaskStatus::Cancelled,
-        RunStatus::Failed
-        | RunStatus::Skipped
-        | RunStatus::AwaitingApproval
-        | RunStatus::Denied
-        | RunStatus::Expired => TaskStatus::Failed,
+        RunStatus::AwaitingApproval => TaskStatus::AwaitingApproval,
+        RunStatus::Denied => TaskStatus::Denied,
+        RunStatus::Expired => TaskStatus::Expired,
+        RunStatus::Failed | RunStatus::Skipped => TaskStatus::Failed,
     };
     let mut next = None;
     if to.is_terminal()
@@ -400,7 +405,7 @@ impl SchedStore {
         let inserted = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO tasks (id, idempotency_key, spec, spec_sha256, labels_key, priority, \
              concurrency_key, concurrency_limit, status, submitted_by, created_at_ms, \
-             updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?) \
+             updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              RETURNING {TASK_COLUMNS}"
         )))
         .bind(&new.id)
@@ -411,6 +416,11 @@ impl SchedStore {
         .bind(new.priority)
         .bind(new.concurrency.as_ref().map(|(k, _)| k))
         .bind(new.concurrency.as_ref().map(|(_, l)| *l))
+        .bind(if new.approval.is_some() {
+            "awaiting_approval"
+        } else {
+            "queued"
+        })
         .bind(&new.submitted_by)
         .bind(now_ms)
         .bind(now_ms)
@@ -431,9 +441,76 @@ impl SchedStore {
             Err(e) => return Err(e.into()),
         };
         audit::append(&mut tx, note, now_ms).await?;
-        let event = append_event(&mut tx, "task", &task_event(&task), now_ms).await?;
+        let mut events = Vec::new();
+        let task = match &new.approval {
+            Some(request) => {
+                let (task, raised) = self.await_approval(&mut tx, task, request, now_ms).await?;
+                events.extend(raised);
+                task
+            }
+            None => task,
+        };
+        events.insert(
+            0,
+            append_event(&mut tx, "task", &task_event(&task), now_ms).await?,
+        );
         tx.commit().await?;
-        Ok(Submitted::Created(Box::new(task), event))
+        Ok(Submitted::Created(Box::new(task), events))
+    }
+
+    /// The first attempt of a task that needs a grant: a run `awaiting_approval` (no
+    /// worker yet) and its request, bound to what will run. A grant queues the task with
+    /// this run, which the claim then takes over.
+    async fn await_approval(
+        &self,
+        tx: &mut Transaction<'_, Sqlite>,
+        task: TaskRow,
+        request: &NewApproval,
+        now_ms: i64,
+    ) -> Result<(TaskRow, Vec<EventRow>), StoreError> {
+        let spec: Value = serde_json::from_str(&task.spec).unwrap_or(Value::Null);
+        let run = NewRun {
+            id: uuid::Uuid::now_v7().to_string(),
+            schedule_id: None,
+            occurrence_key: None,
+            kind: RunKind::Task,
+            status: RunStatus::AwaitingApproval,
+            reason: None,
+            action: spec["action"].to_string(),
+            scheduled_at_ms: None,
+            counted: false,
+            chain_parent_id: None,
+            chain_depth: 0,
+            replaces_run_id: None,
+            follow_ups: None,
+            attempt: 1,
+            approval: None,
+            approval_id: None,
+            task: None,
+        };
+        let mut row = insert_run(tx, &run, now_ms).await?;
+        sqlx::query("UPDATE runs SET task_id = ? WHERE id = ?")
+            .bind(&task.id)
+            .bind(&row.id)
+            .execute(&mut **tx)
+            .await?;
+        row.task_id = Some(task.id.clone());
+        let (approval, raised) =
+            approvals::raise(tx, &self.evidence_key, &row, request, now_ms).await?;
+        row.approval_id = Some(approval.id);
+        let updated = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE tasks SET last_run_id = ? WHERE id = ? RETURNING {TASK_COLUMNS}"
+        )))
+        .bind(&row.id)
+        .bind(&task.id)
+        .fetch_one(&mut **tx)
+        .await?;
+        let task = task_from(&updated)?;
+        let events = vec![
+            raised,
+            append_event(tx, "run", &run_event(&row), now_ms).await?,
+        ];
+        Ok((task, events))
     }
 
     /// The head of every priority level of every label set `labels` serves, skipping
@@ -478,6 +555,20 @@ impl SchedStore {
         now_ms: i64,
     ) -> Result<Option<(TaskRow, RunRow, Vec<EventRow>)>, StoreError> {
         let mut tx = self.writer.begin().await?;
+        // A granted task's first attempt is waiting already: the claim takes it over.
+        let granted: Option<String> = sqlx::query_scalar(
+            "SELECT r.id FROM tasks t JOIN runs r ON r.id = t.last_run_id \
+             WHERE t.id = ? AND t.status = 'queued' AND r.status = 'queued' \
+             AND r.worker_id IS NULL",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(run_id) = granted {
+            return self
+                .take_over(tx, id, &run_id, (worker, lease_ms), now_ms)
+                .await;
+        }
         let run_id = uuid::Uuid::now_v7().to_string();
         let claimed = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE tasks SET status = ?, attempts = attempts + 1, last_run_id = ?, \
@@ -530,6 +621,72 @@ impl SchedStore {
             append_event(&mut tx, "task", &task_event(&task), now_ms).await?,
             append_event(&mut tx, "run", &run_event(&run), now_ms).await?,
         ];
+        tx.commit().await?;
+        Ok(Some((task, run, events)))
+    }
+
+    /// The claim of a granted task: its waiting run becomes the attempt (`running`, with
+    /// the worker's lease and a fresh fencing token) and the grant is consumed, in `tx`.
+    async fn take_over(
+        &self,
+        mut tx: Transaction<'_, Sqlite>,
+        id: &str,
+        run_id: &str,
+        (worker, lease_ms): (&str, i64),
+        now_ms: i64,
+    ) -> Result<Option<(TaskRow, RunRow, Vec<EventRow>)>, StoreError> {
+        let claimed = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE tasks SET status = ?, attempts = attempts + 1, reason = NULL, \
+             updated_at_ms = ? WHERE id = ? AND status = 'queued' RETURNING {TASK_COLUMNS}"
+        )))
+        .bind(if worker == BUILTIN {
+            "running"
+        } else {
+            "leased"
+        })
+        .bind(now_ms)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(task) = claimed.as_ref().map(task_from).transpose()? else {
+            return Ok(None);
+        };
+        let (consumed, mut events) =
+            approvals::consume_in(&mut tx, &self.evidence_key, run_id, now_ms).await?;
+        if matches!(consumed, Consumed::Refused) {
+            // Not granted after all: nothing runs (the caller looks at the next task).
+            return Ok(None);
+        }
+        let fence: i64 = sqlx::query_scalar("UPDATE fences SET last = last + 1 RETURNING last")
+            .fetch_one(&mut *tx)
+            .await?;
+        let moved = sqlx::query(
+            "UPDATE runs SET status = 'running', worker_id = ?, fence = ?, \
+             lease_expires_at_ms = ? WHERE id = ? AND status = 'queued'",
+        )
+        .bind(worker)
+        .bind(fence)
+        .bind(now_ms.saturating_add(lease_ms))
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        if moved.rows_affected() != 1 {
+            return Ok(None);
+        }
+        record_transition(
+            &mut tx,
+            run_id,
+            Some(RunStatus::Queued),
+            RunStatus::Running,
+            None,
+            now_ms,
+        )
+        .await?;
+        let Some(run) = run_by_id(&mut tx, run_id).await? else {
+            return Ok(None);
+        };
+        events.push(append_event(&mut tx, "task", &task_event(&task), now_ms).await?);
+        events.push(append_event(&mut tx, "run", &run_event(&run), now_ms).await?);
         tx.commit().await?;
         Ok(Some((task, run, events)))
     }

@@ -389,3 +389,81 @@ async fn approvals_refuse_a_viewer_and_a_foreign_origin_and_an_edit_voids_a_requ
         ]
     );
 }
+
+/// A task that needs a grant: submitted from the terminal, it waits `awaiting_approval`
+/// and no worker takes it; the daemon token cannot grant it; a person's grant queues it
+/// and its one attempt (the run the request is bound to) runs, sealed as launched; a
+/// denied task ends `denied` without running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_hold_a_task_until_a_person_grants_it() {
+    let studio = start(&[]);
+    let api = Api::new(&studio);
+    let out = marker(&studio, "task-ran");
+    let submit = |script: String| {
+        let api = &api;
+        async move {
+            let body = serde_json::json!({
+                "action": {"kind": "command", "executable": "sh", "args": ["-c", script]},
+                "approval": {"required": true, "expires_after": "15m"},
+            });
+            let task: studio_api::Task = api.post("/api/tasks", &body).await.expect(201);
+            task
+        }
+    };
+    let task = submit(format!("echo ran >> {}", out.display())).await;
+    assert_eq!(
+        task.status,
+        studio_api::TaskStatus::AwaitingApproval,
+        "{task:?}"
+    );
+    let waiting = task.last_run_id.clone().expect("its first attempt");
+    let run: RunDetail = api.get(&format!("/api/runs/{waiting}")).await.expect(200);
+    let approval = run.run.core.approval_id.clone().expect("a request");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!out.exists(), "nothing runs before the grant");
+    let refused = api.act(&format!("/api/approvals/{approval}/grant")).await;
+    assert_eq!(refused.status, 403, "{refused}");
+
+    let person = browser(&studio).await;
+    let granted = decide(&studio, &person, &approval, "grant").await;
+    assert_eq!(granted.status, 200, "{granted}");
+    let done: studio_api::TaskDetail = until("the granted task to end", WAIT, async || {
+        let t: studio_api::TaskDetail = api
+            .get(&format!("/api/tasks/{}", task.id))
+            .await
+            .expect(200);
+        t.task.status.is_terminal().then_some(t)
+    })
+    .await;
+    assert_eq!(
+        done.task.status,
+        studio_api::TaskStatus::Completed,
+        "{done:?}"
+    );
+    assert_eq!(done.attempts.len(), 1);
+    assert_eq!(
+        done.attempts[0].core.id, waiting,
+        "the bound run is the attempt"
+    );
+    assert_eq!(lines_of(&out), ["ran"]);
+    assert_eq!(status_of(&api, &approval).await, ApprovalStatus::Consumed);
+    let run: RunDetail = api.get(&format!("/api/runs/{waiting}")).await.expect(200);
+    assert!(kinds(&run).contains(&"launched"), "{:?}", kinds(&run));
+
+    let other = submit("true".into()).await;
+    let run: RunDetail = api
+        .get(&format!(
+            "/api/runs/{}",
+            other.last_run_id.expect("attempt")
+        ))
+        .await
+        .expect(200);
+    let approval = run.run.core.approval_id.expect("a request");
+    let denied = decide(&studio, &person, &approval, "deny").await;
+    assert_eq!(denied.status, 200, "{denied}");
+    let t: studio_api::TaskDetail = api
+        .get(&format!("/api/tasks/{}", other.id))
+        .await
+        .expect(200);
+    assert_eq!(t.task.status, studio_api::TaskStatus::Denied, "{t:?}");
+}
