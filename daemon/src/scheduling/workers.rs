@@ -489,17 +489,7 @@ impl Scheduler {
             reason: &reason,
             finish: &finish,
         };
-        let Some((_, events)) = self
-            .store
-            .remote_finished(run_id, (&worker.id, fence), ended, now_ms())
-            .await?
-        else {
-            return Ok(false);
-        };
-        self.publish_all(events);
-        self.active().remove(run_id);
-        self.tasks_changed();
-        Ok(true)
+        self.record_end(worker, run_id, fence, ended).await
     }
 
     /// A worker started nothing for its lease (`reason`: `not_allowed` by its own
@@ -521,6 +511,17 @@ impl Scheduler {
             reason,
             finish: &finish,
         };
+        self.record_end(worker, run_id, fence, ended).await
+    }
+
+    /// Records a worker's attempt's end under its fence; `false` when superseded.
+    async fn record_end(
+        &self,
+        worker: &WorkerRow,
+        run_id: &str,
+        fence: i64,
+        ended: Ended<'_>,
+    ) -> Result<bool, StoreError> {
         let Some((_, events)) = self
             .store
             .remote_finished(run_id, (&worker.id, fence), ended, now_ms())

@@ -326,6 +326,32 @@ pub(super) async fn schedule_retry(
     Ok(Some(at))
 }
 
+/// The next fencing token: every lease takes a larger one than any before.
+pub(super) async fn next_fence(tx: &mut Transaction<'_, Sqlite>) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("UPDATE fences SET last = last + 1 RETURNING last")
+        .fetch_one(&mut **tx)
+        .await
+}
+
+/// Puts run `run_id` under `worker`'s lease until `until_ms`, with the next fencing
+/// token; the token.
+pub(super) async fn lease_run(
+    tx: &mut Transaction<'_, Sqlite>,
+    run_id: &str,
+    worker: &str,
+    until_ms: i64,
+) -> Result<i64, sqlx::Error> {
+    let fence = next_fence(tx).await?;
+    sqlx::query("UPDATE runs SET worker_id = ?, fence = ?, lease_expires_at_ms = ? WHERE id = ?")
+        .bind(worker)
+        .bind(fence)
+        .bind(until_ms)
+        .bind(run_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(fence)
+}
+
 /// A replacement of a task's never-launched attempt becomes its latest.
 pub(super) async fn replace_attempt(
     tx: &mut Transaction<'_, Sqlite>,
@@ -588,9 +614,7 @@ impl SchedStore {
         let Some(task) = claimed.as_ref().map(task_from).transpose()? else {
             return Ok(None);
         };
-        let fence: i64 = sqlx::query_scalar("UPDATE fences SET last = last + 1 RETURNING last")
-            .fetch_one(&mut *tx)
-            .await?;
+        let fence = next_fence(&mut tx).await?;
         let spec: Value = serde_json::from_str(&task.spec).unwrap_or(Value::Null);
         let run = NewRun {
             id: run_id,
@@ -657,22 +681,15 @@ impl SchedStore {
             // Not granted after all: nothing runs (the caller looks at the next task).
             return Ok(None);
         }
-        let fence: i64 = sqlx::query_scalar("UPDATE fences SET last = last + 1 RETURNING last")
-            .fetch_one(&mut *tx)
-            .await?;
-        let moved = sqlx::query(
-            "UPDATE runs SET status = 'running', worker_id = ?, fence = ?, \
-             lease_expires_at_ms = ? WHERE id = ? AND status = 'queued'",
-        )
-        .bind(worker)
-        .bind(fence)
-        .bind(now_ms.saturating_add(lease_ms))
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await?;
+        let moved =
+            sqlx::query("UPDATE runs SET status = 'running' WHERE id = ? AND status = 'queued'")
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
         if moved.rows_affected() != 1 {
             return Ok(None);
         }
+        lease_run(&mut tx, run_id, worker, now_ms.saturating_add(lease_ms)).await?;
         record_transition(
             &mut tx,
             run_id,

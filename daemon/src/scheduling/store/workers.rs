@@ -12,7 +12,7 @@ use super::{
     audit::{self, Note},
     events::{append_event, run_event},
     runs::{Finish, Step, run_by_id, step_in},
-    tasks::task_event_in,
+    tasks::{lease_run, task_event_in},
 };
 use crate::{
     scheduling::model::{EventRow, RunRow, RunStatus},
@@ -483,18 +483,7 @@ impl SchedStore {
         {
             return Ok(None);
         }
-        let fence: i64 = sqlx::query_scalar("UPDATE fences SET last = last + 1 RETURNING last")
-            .fetch_one(&mut *tx)
-            .await?;
-        sqlx::query(
-            "UPDATE runs SET worker_id = ?, fence = ?, lease_expires_at_ms = ? WHERE id = ?",
-        )
-        .bind(worker)
-        .bind(fence)
-        .bind(now_ms.saturating_add(lease_ms))
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await?;
+        let fence = lease_run(&mut tx, run_id, worker, now_ms.saturating_add(lease_ms)).await?;
         let Some(run) = run_by_id(&mut tx, run_id).await? else {
             return Ok(None);
         };
