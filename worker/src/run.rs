@@ -41,8 +41,8 @@ use crate::{
 
 /// How often the loop flushes logs and reports.
 const TICK: Duration = Duration::from_millis(200);
-/// The largest log chunk sent at once.
-const CHUNK: u64 = 256 * 1024;
+/// The largest log chunk sent at once (one per stream a flush; five flushes a second).
+const CHUNK: u64 = 1024 * 1024;
 /// Reconnection waits, doubling from the first to the last.
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(200), Duration::from_secs(5));
 /// Between TERM and KILL when a job is cancelled or reaches its deadline.
@@ -254,15 +254,35 @@ impl Worker {
         let beat_every = Duration::from_millis(reg.heartbeat_every_ms.max(100));
         let mut beat = tokio::time::interval(beat_every);
         let mut tick = tokio::time::interval(TICK);
+        // A studiod that stops answering (suspended, cut off) ends the session within a
+        // lease, so the watchdog can act.
+        let bounded = |what: &'static str| {
+            move |r: Result<Result<(), Status>, tokio::time::error::Elapsed>| {
+                r.unwrap_or_else(|_| {
+                    Err(Status::deadline_exceeded(format!(
+                        "studiod did not answer a {what}"
+                    )))
+                })
+            }
+        };
         loop {
             tokio::select! {
                 next = assignments.message() => match next? {
                     Some(a) => self.take(a),
                     None => return Err(Status::unavailable("studiod closed the assignment stream")),
                 },
-                _ = beat.tick() => self.heartbeat(&mut client).await?,
-                _ = tick.tick() => self.flush(&mut client).await?,
-                () = self.changed.notified() => self.flush(&mut client).await?,
+                _ = beat.tick() => {
+                    let beat = tokio::time::timeout(ttl, self.heartbeat(&mut client)).await;
+                    bounded("heartbeat")(beat)?;
+                }
+                _ = tick.tick() => {
+                    let sent = tokio::time::timeout(ttl, self.flush(&mut client)).await;
+                    bounded("report")(sent)?;
+                }
+                () = self.changed.notified() => {
+                    let sent = tokio::time::timeout(ttl, self.flush(&mut client)).await;
+                    bounded("report")(sent)?;
+                }
             }
         }
     }
