@@ -556,3 +556,42 @@ async fn a_schedule_with_a_target_runs_on_a_matching_worker_and_waits_for_one() 
     assert_eq!(reply.status, 400, "{reply}");
     assert!(reply.text.contains("on_fail"), "{reply}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_restarted_mid_job_adopts_it_and_reports_its_end_and_no_secret_reaches_it() {
+    let (studio, api) = studio_with_workers("6");
+    let mut w = WorkerProc::join(&api, "w", &["gpu"], &["sh"]).await;
+    w.start();
+    connected(&api, 1).await;
+    let task = submit(
+        &api,
+        sh_task(&["gpu"], "echo begun; sleep 3; env; echo ended"),
+    )
+    .await;
+    let first = running_attempt(&api, &task.id).await;
+    let job = w.job_pid(&first.id).expect("job pid");
+    // A stop leaves the job to its shim; the next worker on the home adopts it.
+    signal(w.pid(), Signal::TERM);
+    let stopped = studio_tests::wait_for(Duration::from_secs(10), || {
+        w.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    });
+    assert!(stopped.is_some_and(|s| s.success()), "{}", w.log());
+    assert!(alive(job), "a worker's stop kills none of its jobs");
+    w.child = None;
+    w.start();
+    let t = finished(&api, &task.id).await;
+    assert_eq!(t.task.status, TaskStatus::Completed, "{t:?}: {}", w.log());
+    assert_eq!(t.attempts.len(), 1, "{t:?}");
+    let log = text(&studio.cli(&["task", "logs", &task.id]));
+    assert!(log.contains("begun") && log.contains("ended"), "{log}");
+    // The job's environment is the worker's inheritable variables and its own: nothing of
+    // studiod's, least of all its token.
+    assert!(
+        !log.contains(&studio.token()),
+        "the daemon token reached a worker's job"
+    );
+    assert!(
+        !log.contains("STUDIO_TOKEN") && log.contains("STUDIO_RUN_ID="),
+        "{log}"
+    );
+}
