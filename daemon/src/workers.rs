@@ -221,6 +221,16 @@ impl Worker for WorkerService {
                 "the join token was made by another studiod",
             ));
         }
+        let refused = || {
+            tracing::warn!("a join with an unknown, used or expired token was refused");
+            Status::permission_denied("the join token is unknown, already used or expired")
+        };
+        // Nothing is signed for a token that cannot enrol anyone.
+        let digest = token.digest();
+        let usable = self.scheduler.join_token_usable(&digest).await;
+        if !usable.map_err(|e| internal(&e))? {
+            return Err(refused());
+        }
         let id = uuid::Uuid::now_v7().to_string();
         let issued = self
             .authority
@@ -235,14 +245,12 @@ impl Worker for WorkerService {
         };
         let joined = self
             .scheduler
-            .join_worker(&token.digest(), &worker, &self.epoch)
+            .join_worker(&digest, &worker, &self.epoch)
             .await
             .map_err(|e| internal(&e))?;
+        // Another join may have used it between the check and now.
         let Some(row) = joined else {
-            tracing::warn!("a join with an unknown, used or expired token was refused");
-            return Err(Status::permission_denied(
-                "the join token is unknown, already used or expired",
-            ));
+            return Err(refused());
         };
         tracing::info!(worker = %row.id, name = %row.name, labels = %row.labels, "a worker joined");
         Ok(Response::new(JoinReply {

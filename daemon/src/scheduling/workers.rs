@@ -144,6 +144,11 @@ impl Scheduler {
         Ok(joined)
     }
 
+    /// Whether the join token `digest` could enrol a worker now.
+    pub(crate) async fn join_token_usable(&self, digest: &str) -> Result<bool, StoreError> {
+        self.store.join_token_usable(digest, now_ms()).await
+    }
+
     /// The enrolled, unrevoked worker whose certificate has this SHA-256.
     pub(crate) async fn admitted_worker(&self, sha: &str) -> Result<Option<WorkerRow>, StoreError> {
         Ok(self

@@ -166,6 +166,24 @@ impl SchedStore {
         Ok(())
     }
 
+    /// Whether the join token `digest` could enrol a worker now (known, unused,
+    /// unexpired): read before any certificate is signed for it.
+    pub(crate) async fn join_token_usable(
+        &self,
+        digest: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM worker_join_tokens WHERE digest = ? AND used_at_ms IS NULL \
+             AND expires_at_ms > ?",
+        )
+        .bind(digest)
+        .bind(now_ms)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(found.is_some())
+    }
+
     /// Uses the join token `digest` (once, before its expiry) to enrol `worker` with the
     /// token's labels; `None` when the token is unknown, used or expired.
     pub(crate) async fn join_worker(
