@@ -536,3 +536,15 @@ pub(crate) struct WorkerDoor {
     pub addr: std::net::SocketAddr,
     pub ca_fingerprint: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_joining_workers_name_is_printable_and_bounded() {
+        assert_eq!(clean_name("gpu-1\u{1b}[31m\n", "id"), "gpu-1[31m");
+        assert_eq!(clean_name(&"x".repeat(500), "id").len(), 64);
+        assert_eq!(clean_name(" \t\n", "id"), "id");
+    }
+}

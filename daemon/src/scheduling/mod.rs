@@ -29,6 +29,8 @@ mod tasks_tests;
 #[cfg(test)]
 mod tests;
 pub(crate) mod workers;
+#[cfg(test)]
+mod workers_tests;
 
 use std::{path::Path, time::Duration};
 

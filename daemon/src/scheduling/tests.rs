@@ -833,7 +833,7 @@ async fn measure_health_over_ten_thousand_schedules() {
 }
 
 /// A scheduler over a fresh home (its loop not started).
-async fn scheduler(dir: &TempDir) -> Arc<super::Scheduler> {
+pub(super) async fn scheduler(dir: &TempDir) -> Arc<super::Scheduler> {
     let store = Store::open(&dir.path().join("state.db"))
         .await
         .expect("open");
