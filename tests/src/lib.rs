@@ -175,6 +175,34 @@ pub fn end_jobs(home: &Path) {
     }
 }
 
+/// A `studio worker` home joined to the worker listener at `server` with `token`, as
+/// `name`, its own allow-list naming `allow`: `studio worker join` and `allow add`, run
+/// as a user would, with nothing of the test's environment that names a home.
+pub fn join_worker(server: &str, token: &str, name: &str, allow: &[&str]) -> TempDir {
+    let home = TempDir::new(&format!("w{name}"));
+    let dir = home.path().display().to_string();
+    let studio = |args: &[&str]| {
+        let out = Command::new(&bins().studio)
+            .args(args)
+            .args(["--worker-home", &dir])
+            .env_remove("STUDIO_HOME")
+            .env_remove("STUDIO_WORKER_HOME")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run studio worker");
+        assert!(out.status.success(), "studio {args:?}: {out:?}");
+    };
+    studio(&[
+        "worker", "join", "--server", server, "--token", token, "--name", name,
+    ]);
+    if !allow.is_empty() {
+        let mut args = vec!["worker", "allow", "add"];
+        args.extend_from_slice(allow);
+        studio(&args);
+    }
+    home
+}
+
 /// Polls `check` until it returns `Some` or `timeout` passes.
 pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + timeout;

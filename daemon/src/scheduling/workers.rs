@@ -551,13 +551,7 @@ impl Scheduler {
         (stream, offset): (LogStream, u64),
         data: &[u8],
     ) -> Result<bool, StoreError> {
-        let Some(run) = self.store.run(run_id).await? else {
-            return Ok(false);
-        };
-        let held = run.status() == Some(RunStatus::Running)
-            && run.worker_id.as_deref() == Some(worker.id.as_str())
-            && self.store.fence_of(run_id).await? == Some(fence);
-        if !held {
+        if !self.store.holds(run_id, &worker.id, fence).await? {
             return Ok(false);
         }
         let name = match stream {

@@ -21,7 +21,7 @@ use std::{
 use serde_json::json;
 use studio_api::{Task, TaskDetail};
 use studio_contract::ready::Ready;
-use studio_tests::{TempDir, WORKER_ADDR, bins, free_port, http};
+use studio_tests::{TempDir, WORKER_ADDR, bins, free_port, http, join_worker};
 
 struct Daemon {
     child: Child,
@@ -98,30 +98,13 @@ impl Worker {
             .json()
             .await
             .expect("a token body");
-        let home = TempDir::new(&format!("bench-w{n}"));
-        let dir = home.path().display().to_string();
-        let studio = |args: &[&str]| {
-            let out = Command::new(&bins().studio)
-                .args(args)
-                .args(["--worker-home", &dir])
-                .env_remove("STUDIO_HOME")
-                .stdin(Stdio::null())
-                .output()
-                .expect("studio worker");
-            assert!(out.status.success(), "{args:?}: {out:?}");
-        };
-        let name = format!("bench{n}");
-        studio(&[
-            "worker",
-            "join",
-            "--server",
+        let home = join_worker(
             &created.server,
-            "--token",
             &created.token,
-            "--name",
-            &name,
-        ]);
-        studio(&["worker", "allow", "add", "true"]);
+            &format!("bench{n}"),
+            &["true"],
+        );
+        let dir = home.path().display().to_string();
         let child = Command::new(&bins().studio)
             .args(["worker", "--capacity", "2", "--worker-home", &dir])
             .env_remove("STUDIO_HOME")

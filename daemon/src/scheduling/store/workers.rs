@@ -22,6 +22,10 @@ use crate::{
 const WORKER_COLUMNS: &str = "id, name, labels, offered, capacity, version, cert_sha256, \
     cert_serial, cert_not_after_ms, enrolled_at_ms, last_seen_at_ms, revoked_at_ms";
 
+/// Whether a run is still running under a worker with a fence (`id`, `worker`, `fence`).
+const HELD: &str =
+    "SELECT 1 FROM runs WHERE id = ? AND worker_id = ? AND fence = ? AND status = 'running'";
+
 /// The built-in worker's id in `runs.worker_id` (its attempts are followed by pidfd and
 /// have no lease to renew).
 pub(crate) const BUILTIN: &str = "builtin";
@@ -125,14 +129,12 @@ async fn held_in(
     worker: &str,
     fence: i64,
 ) -> Result<Option<RunRow>, sqlx::Error> {
-    let held: Option<i64> = sqlx::query_scalar(
-        "SELECT 1 FROM runs WHERE id = ? AND worker_id = ? AND fence = ? AND status = 'running'",
-    )
-    .bind(run_id)
-    .bind(worker)
-    .bind(fence)
-    .fetch_optional(&mut **tx)
-    .await?;
+    let held: Option<i64> = sqlx::query_scalar(HELD)
+        .bind(run_id)
+        .bind(worker)
+        .bind(fence)
+        .fetch_optional(&mut **tx)
+        .await?;
     match held {
         Some(_) => run_by_id(tx, run_id).await,
         None => Ok(None),
@@ -586,6 +588,22 @@ impl SchedStore {
         )
         .fetch_one(&self.pool)
         .await?)
+    }
+
+    /// Whether run `run_id` is still running under `worker` with `fence`.
+    pub(crate) async fn holds(
+        &self,
+        run_id: &str,
+        worker: &str,
+        fence: i64,
+    ) -> Result<bool, StoreError> {
+        let held: Option<i64> = sqlx::query_scalar(HELD)
+            .bind(run_id)
+            .bind(worker)
+            .bind(fence)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(held.is_some())
     }
 
     /// The fencing token of a run's lease.

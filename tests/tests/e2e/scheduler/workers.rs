@@ -63,28 +63,7 @@ impl WorkerProc {
     /// Joins a new worker with a token for `labels`, allowing `allow` on it.
     async fn join(api: &Api, name: &str, labels: &[&str], allow: &[&str]) -> Self {
         let created = token(api, labels, "10m").await;
-        let home = TempDir::new(&format!("w{name}"));
-        let out = studio_cmd(&[
-            "worker",
-            "join",
-            "--server",
-            &created.server,
-            "--token",
-            &created.token,
-            "--name",
-            name,
-            "--worker-home",
-            &home.path().display().to_string(),
-        ]);
-        assert!(out.status.success(), "join {name}: {}", text(&out));
-        let home_arg = home.path().display().to_string();
-        if !allow.is_empty() {
-            let mut args = vec!["worker", "allow", "add"];
-            args.extend_from_slice(allow);
-            args.extend_from_slice(&["--worker-home", &home_arg]);
-            let out = studio_cmd(&args);
-            assert!(out.status.success(), "allow: {}", text(&out));
-        }
+        let home = studio_tests::join_worker(&created.server, &created.token, name, allow);
         let identity: serde_json::Value =
             serde_json::from_slice(&std::fs::read(home.path().join("worker.json")).expect("id"))
                 .expect("worker.json");
