@@ -439,8 +439,9 @@ impl Worker for WorkerService {
                         serde_json::from_str(&finished.outcome_json).map_err(|e| {
                             Status::invalid_argument(format!("the outcome does not read: {e}"))
                         })?;
+                    let ended = (&outcome, finished.lost);
                     self.scheduler
-                        .attempt_finished(&worker, &body.run_id, body.fence, &outcome)
+                        .attempt_finished(&worker, &body.run_id, body.fence, ended)
                         .await
                         .map_err(|e| internal(&e))?
                 }

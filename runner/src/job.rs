@@ -132,6 +132,11 @@ impl Canceller {
     pub fn cancel(&self) {
         let _ = self.0.send(true);
     }
+
+    /// Whether [`Canceller::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
 }
 
 /// A launched job.

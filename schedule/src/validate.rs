@@ -245,8 +245,7 @@ pub(crate) fn check_deadline(path: &str, deadline: Option<u64>, errors: &mut Vec
     }
 }
 
-/// A target: 1 to 32 labels; and what a job on another machine cannot have yet (its
-/// follow-ups and approvals run on studiod's side of a run that never starts there).
+/// A target: 1 to 32 labels.
 fn check_target(spec: &ScheduleSpec, errors: &mut Vec<FieldError>) {
     let Some(target) = &spec.target else {
         return;
@@ -262,19 +261,6 @@ fn check_target(spec: &ScheduleSpec, errors: &mut Vec<FieldError>) {
             errors.push(FieldError::new(
                 format!("target.labels[{i}]"),
                 "a label is 1 to 64 letters, digits, '.', '_' or '-'",
-            ));
-        }
-    }
-    let unsupported = [
-        ("on_success", spec.on_success.is_some()),
-        ("on_fail", spec.on_fail.is_some()),
-        ("policies.approval", spec.policies.approval.is_some()),
-    ];
-    for (path, set) in unsupported {
-        if set {
-            errors.push(FieldError::new(
-                path,
-                "a schedule with a target cannot have it yet: its jobs run on workers",
             ));
         }
     }
@@ -496,7 +482,7 @@ mod tests {
     }
 
     #[test]
-    fn a_target_names_labels_and_nothing_that_runs_on_studiods_side() {
+    fn a_target_names_labels_and_takes_follow_ups_and_approvals() {
         let ok = r#"{"name":"a","trigger":{"every":"5m"},"action":{"kind":"command","executable":"x"},
             "target":{"labels":["gpu","linux"]}}"#;
         assert!(paths(ok).is_empty());
@@ -507,7 +493,7 @@ mod tests {
                 "target":{"labels":["a b"]},"policies":{"approval":{}},
                 "on_fail":{"action":{"kind":"command","executable":"x"}}}"#,
         );
-        assert_eq!(p, ["target.labels[0]", "on_fail", "policies.approval"]);
+        assert_eq!(p, ["target.labels[0]"]);
         let p = paths(
             r#"{"name":"a","trigger":{"every":"5m"},"action":{"kind":"command","executable":"x"},
                 "target":{"labels":[]}}"#,

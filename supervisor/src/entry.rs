@@ -5,7 +5,6 @@
 
 use std::{ffi::OsString, process::ExitCode};
 
-use clap::Parser;
 use studio_contract::lifecycle;
 
 use crate::{
@@ -15,7 +14,7 @@ use crate::{
 
 /// Runs one `studio` command with `args` (the first is the program name).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
-    let cli = Cli::parse_from(args);
+    let cli = Cli::try_from_args(args).unwrap_or_else(|e| e.exit());
     // The supervisor and a running worker narrate at info; the short commands stay quiet
     // unless asked.
     let long_running = matches!(

@@ -93,7 +93,11 @@ impl Error {
 /// and the follow modes; it is polled only by them, so the other commands keep the
 /// default signal behaviour.
 pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Error> {
-    let Cli { home, command } = cli;
+    let Cli {
+        home,
+        home_on_command_line,
+        command,
+    } = cli;
     // Commands on local input come first: they must not even resolve the home.
     let command = match command {
         Command::Schedule {
@@ -105,8 +109,15 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Evidence {
             command: EvidenceCommand::Verify { bundle, key },
         } => return evidence::verify(&bundle, key.as_deref()).map(|()| 0),
-        // Only those of its commands that talk to studiod resolve the Studio home.
-        Command::Worker(args) => return workers::run(home, args, shutdown).await,
+        // Only those of its commands that talk to studiod resolve the Studio home; on the
+        // worker's side, a `--home` on the command line names the worker's home.
+        Command::Worker(args) => {
+            let home = workers::Homes {
+                studio: home,
+                on_command_line: home_on_command_line,
+            };
+            return workers::run(home, args, shutdown).await;
+        }
         other => other,
     };
     let home = Home::resolve(home);

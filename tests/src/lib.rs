@@ -177,15 +177,16 @@ pub fn end_jobs(home: &Path) {
 
 /// A `studio worker` home joined to the worker listener at `server` with `token`, as
 /// `name`, its own allow-list naming `allow`: `studio worker join` and `allow add`, run
-/// as a user would, with nothing of the test's environment that names a home.
+/// as a user would, with `--home` naming the worker's home (a `STUDIO_HOME` in the
+/// environment names the Studio home, never a worker's).
 pub fn join_worker(server: &str, token: &str, name: &str, allow: &[&str]) -> TempDir {
     let home = TempDir::new(&format!("w{name}"));
     let dir = home.path().display().to_string();
     let studio = |args: &[&str]| {
         let out = Command::new(&bins().studio)
             .args(args)
-            .args(["--worker-home", &dir])
-            .env_remove("STUDIO_HOME")
+            .args(["--home", &dir])
+            .env("STUDIO_HOME", home.path().join("not-the-worker-home"))
             .env_remove("STUDIO_WORKER_HOME")
             .stdin(Stdio::null())
             .output()
@@ -200,6 +201,10 @@ pub fn join_worker(server: &str, token: &str, name: &str, allow: &[&str]) -> Tem
         args.extend_from_slice(allow);
         studio(&args);
     }
+    assert!(
+        !home.path().join("not-the-worker-home").exists(),
+        "STUDIO_HOME named the worker's home"
+    );
     home
 }
 

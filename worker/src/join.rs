@@ -55,7 +55,7 @@ pub async fn join(opts: &JoinOptions) -> Result<Joined, WorkerError> {
         .unwrap_or_else(|| "worker".to_owned());
     let (key_pem, csr_pem) = studio_pki::key_and_csr(&name)?;
     let tls = studio_pki::joining_client_config(&token.ca_fingerprint)?;
-    let channel = connect::channel(&opts.server, tls).await?;
+    let channel = connect::channel(&opts.server, tls, connect::CONNECT).await?;
     let reply = WorkerClient::new(channel)
         .join(JoinRequest {
             token: token.to_string(),

@@ -43,12 +43,16 @@ use crate::{
 const TICK: Duration = Duration::from_millis(200);
 /// The largest log chunk sent at once (one per stream a flush; five flushes a second).
 const CHUNK: u64 = 1024 * 1024;
-/// Reconnection waits, doubling from the first to the last.
+/// Reconnection waits, doubling from the first to the last (and to at most a quarter of
+/// a lease, so a worker tries several times before its attempts' leases run out).
 const BACKOFF: (Duration, Duration) = (Duration::from_millis(200), Duration::from_secs(5));
 /// Between TERM and KILL when a job is cancelled or reaches its deadline.
 const GRACE: Duration = Duration::from_secs(5);
 /// The marker of an attempt done with (its end acknowledged, refused, or lost).
 const REPORTED: &str = "reported";
+/// The marker of an attempt this worker killed after a whole lease without studiod: its
+/// end is reported as lost, not cancelled (also by the next worker that adopts it).
+const LOST: &str = "lost";
 const LEASE_FILE: &str = "lease.json";
 
 /// How to run the worker.
@@ -175,8 +179,10 @@ pub async fn run(
     worker.adopt();
     tracing::info!(worker = %worker.identity.worker_id, server = %worker.identity.server, "worker started");
     let served = worker.clone().serve();
+    let watched = worker.clone().watch();
     tokio::select! {
         result = served => result,
+        never = watched => match never {},
         () = shutdown => {
             tracing::info!("worker stopping; its jobs stay with their shims");
             drop(lock);
@@ -197,7 +203,7 @@ impl Worker {
             let began = Instant::now();
             match self.session().await {
                 Err(e) if matches!(e.code(), Code::PermissionDenied | Code::Unauthenticated) => {
-                    self.kill_all("this worker is not admitted any more");
+                    self.kill_all("this worker is not admitted any more", false);
                     self.wait_killed().await;
                     return Err(WorkerError::Remote(format!(
                         "studiod refused this worker: {}",
@@ -207,15 +213,12 @@ impl Worker {
                 Err(e) => tracing::warn!(error = %e.message(), "studiod connection ended"),
                 Ok(()) => {}
             }
-            if began.elapsed() > BACKOFF.1 {
+            let most = BACKOFF.1.min(self.lease_ttl() / 4).max(BACKOFF.0);
+            if began.elapsed() > most {
                 wait = BACKOFF.0;
             }
-            let until = Instant::now() + wait;
-            while Instant::now() < until {
-                self.watchdog();
-                tokio::time::sleep(TICK.min(until - Instant::now())).await;
-            }
-            wait = (wait * 2).min(BACKOFF.1);
+            tokio::time::sleep(wait.min(most)).await;
+            wait = (wait * 2).min(most);
         }
     }
 
@@ -223,7 +226,9 @@ impl Worker {
     /// it fails.
     async fn session(self: &Arc<Self>) -> Result<(), Status> {
         let tls = self.tls().map_err(|e| Status::unavailable(e.to_string()))?;
-        let channel = connect::channel(&self.identity.server, tls)
+        // Connecting and registering take at most a lease: the watchdog may act after one.
+        let within = self.lease_ttl().min(connect::CONNECT);
+        let channel = connect::channel(&self.identity.server, tls, within)
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
         let mut client = WorkerClient::new(channel);
@@ -232,28 +237,6 @@ impl Worker {
             .labels
             .clone()
             .unwrap_or_else(|| self.identity.labels.clone());
-        let reg = client
-            .register(RegisterRequest {
-                labels,
-                capacity: self.opts.capacity,
-                version: studio_contract::VERSION.to_owned(),
-                protocol: WORKER_PROTOCOL_VERSION,
-            })
-            .await?
-            .into_inner();
-        let ttl = Duration::from_millis(reg.lease_ttl_ms.max(1));
-        self.touch(ttl);
-        tracing::info!(labels = ?reg.labels, "registered with studiod");
-        // What ended while away first, then new work.
-        self.heartbeat(&mut client).await?;
-        self.flush(&mut client).await?;
-        let mut assignments = client
-            .assignments(AssignmentsRequest {})
-            .await?
-            .into_inner();
-        let beat_every = Duration::from_millis(reg.heartbeat_every_ms.max(100));
-        let mut beat = tokio::time::interval(beat_every);
-        let mut tick = tokio::time::interval(TICK);
         // A studiod that stops answering (suspended, cut off) ends the session within a
         // lease, so the watchdog can act.
         let bounded = |what: &'static str| {
@@ -265,6 +248,29 @@ impl Worker {
                 })
             }
         };
+        let register = client.register(RegisterRequest {
+            labels,
+            capacity: self.opts.capacity,
+            version: studio_contract::VERSION.to_owned(),
+            protocol: WORKER_PROTOCOL_VERSION,
+        });
+        let reg = tokio::time::timeout(within, register)
+            .await
+            .map_err(|_| Status::deadline_exceeded("studiod did not answer the registration"))??
+            .into_inner();
+        let ttl = Duration::from_millis(reg.lease_ttl_ms.max(1));
+        self.touch(ttl);
+        tracing::info!(labels = ?reg.labels, "registered with studiod");
+        // What ended while away first, then new work.
+        bounded("heartbeat")(tokio::time::timeout(ttl, self.heartbeat(&mut client)).await)?;
+        bounded("report")(tokio::time::timeout(ttl, self.flush(&mut client)).await)?;
+        let assignments = tokio::time::timeout(ttl, client.assignments(AssignmentsRequest {}))
+            .await
+            .map_err(|_| Status::deadline_exceeded("studiod did not open the assignments"))??;
+        let mut assignments = assignments.into_inner();
+        let beat_every = Duration::from_millis(reg.heartbeat_every_ms.max(100));
+        let mut beat = tokio::time::interval(beat_every);
+        let mut tick = tokio::time::interval(TICK);
         loop {
             tokio::select! {
                 next = assignments.message() => match next? {
@@ -294,8 +300,25 @@ impl Worker {
         Ok(studio_pki::worker_client_config(&ca, &cert, &key)?)
     }
 
+    /// A lease's length, as studiod last said it.
+    fn lease_ttl(&self) -> Duration {
+        self.contact
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .1
+    }
+
     fn touch(&self, ttl: Duration) {
         *self.contact.lock().unwrap_or_else(PoisonError::into_inner) = (Instant::now(), ttl);
+    }
+
+    /// Runs [`Worker::watchdog`] every tick, whatever a session is waiting on (a
+    /// connect, a handshake or a call to a studiod that does not answer).
+    async fn watch(self: Arc<Self>) -> std::convert::Infallible {
+        loop {
+            tokio::time::sleep(TICK).await;
+            self.watchdog();
+        }
     }
 
     /// Kills the running jobs once studiod has been away for a whole lease: they are
@@ -303,14 +326,18 @@ impl Worker {
     fn watchdog(&self) {
         let (last, ttl) = *self.contact.lock().unwrap_or_else(PoisonError::into_inner);
         if last.elapsed() > ttl {
-            self.kill_all("studiod has been unreachable for a whole lease");
+            self.kill_all("studiod has been unreachable for a whole lease", true);
         }
     }
 
-    fn kill_all(&self, why: &str) {
-        for (run, job) in self.jobs().iter_mut() {
-            if job.end.is_none() && !job.dropped {
+    /// Cancels every job still running; `lost` marks each as lost first.
+    fn kill_all(&self, why: &str, lost: bool) {
+        for (run, job) in self.jobs().iter() {
+            if job.end.is_none() && !job.dropped && !job.cancel.is_cancelled() {
                 tracing::warn!(run = %run, why, "killing a job");
+                if lost && let Err(e) = fs::write(self.home.run_dir(run).join(LOST), b"") {
+                    tracing::warn!(run = %run, error = %e, "cannot mark a lost job");
+                }
                 job.cancel.cancel();
             }
         }
@@ -653,10 +680,13 @@ impl Worker {
             if let Some(end) = end {
                 let finished = match end {
                     End::Outcome(outcome) => Finished {
+                        lost: outcome.ending == studio_runner::Ending::Cancelled
+                            && self.home.run_dir(&run).join(LOST).exists(),
                         outcome_json: serde_json::to_string(&outcome).unwrap_or_default(),
                         refusal: None,
                     },
                     End::Refused { reason, detail } => Finished {
+                        lost: false,
                         outcome_json: String::new(),
                         refusal: Some(wire::Refusal {
                             reason: reason.to_owned(),
@@ -805,7 +835,7 @@ pub async fn check(home: &std::path::Path) -> Result<(String, String), WorkerErr
     let cert = home.read(&home.cert_file())?;
     let key = home.read(&home.key_file())?;
     let tls = studio_pki::worker_client_config(&ca, &cert, &key)?;
-    let channel = connect::channel(&identity.server, tls).await?;
+    let channel = connect::channel(&identity.server, tls, connect::CONNECT).await?;
     WorkerClient::new(channel)
         .heartbeat(HeartbeatRequest { held: Vec::new() })
         .await

@@ -1,7 +1,8 @@
 //! What an approval request is bound to: the canonical JSON of exactly what will run —
 //! the action (executable and arguments, or the agent's prompt, model and profile), the
-//! working directory, the *names* of the environment variables the spec sets, and the
-//! follow-ups that run after it under the same grant — and its SHA-256. An edit that leaves this unchanged (a description, a trigger, a policy)
+//! working directory, the *names* of the environment variables the spec sets, the
+//! follow-ups that run after it under the same grant, and the worker labels it runs on
+//! when it names them — and its SHA-256. An edit that leaves this unchanged (a description, a trigger, a policy)
 //! leaves a pending request alone; any other voids it (docs/DECISIONS.md).
 
 use serde_json::{Value, json};
@@ -30,6 +31,9 @@ pub(crate) fn bound_action(spec: &ScheduleSpec) -> Value {
     });
     if spec.on_success.is_some() || spec.on_fail.is_some() {
         bound["follow_ups"] = json!({ "on_success": spec.on_success, "on_fail": spec.on_fail });
+    }
+    if let Some(target) = &spec.target {
+        bound["labels"] = json!(target.labels);
     }
     bound
 }
@@ -66,11 +70,14 @@ pub(crate) fn task_request(
     now: i64,
 ) -> Option<NewApproval> {
     let policy = spec.approval.as_ref().filter(|a| a.required)?;
-    let bound = json!({
+    let mut bound = json!({
         "action": spec.action,
         "cwd": spec.cwd,
         "env": spec.env.keys().collect::<Vec<_>>(),
     });
+    if !spec.labels.is_empty() {
+        bound["labels"] = json!(spec.labels);
+    }
     Some(request(policy, sealed(&bound), requested_by, now))
 }
 
@@ -132,6 +139,11 @@ mod tests {
             base.replace(
                 r#""cwd":"/srv","#,
                 r#""cwd":"/srv","on_success":{"action":{"kind":"command","executable":"rm"}},"#,
+            ),
+            // Where it runs: on workers with these labels, or elsewhere.
+            base.replace(
+                r#""cwd":"/srv","#,
+                r#""cwd":"/srv","target":{"labels":["gpu"]},"#,
             ),
         ] {
             assert_ne!(binding(&spec(&changed)).1, sha, "{changed}");

@@ -438,7 +438,7 @@ impl Scheduler {
     }
 
     /// Fires the run's `on_success` / `on_fail` follow-up, if any.
-    async fn follow_up(self: &Arc<Self>, parent: &RunRow, schedule: &ScheduleRow) {
+    pub(super) async fn follow_up(self: &Arc<Self>, parent: &RunRow, schedule: &ScheduleRow) {
         let key = match parent.status() {
             Some(RunStatus::Completed) => "on_success",
             Some(RunStatus::Failed | RunStatus::TimedOut) => "on_fail",

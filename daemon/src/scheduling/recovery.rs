@@ -165,7 +165,7 @@ impl Scheduler {
         });
     }
 
-    async fn schedule_of(
+    pub(super) async fn schedule_of(
         &self,
         run: &RunRow,
     ) -> Result<Option<super::model::ScheduleRow>, StoreError> {

@@ -19,7 +19,7 @@ use std::{
 
 use serde_json::json;
 use studio_contract::time::now_ms;
-use studio_runner::Outcome;
+use studio_runner::{Ending, Outcome};
 use studio_schedule::{Action, ScheduleSpec, TaskSpec};
 
 use super::{
@@ -35,6 +35,9 @@ use crate::{
     error::chain,
     store::StoreError,
 };
+
+/// The reason of an attempt whose worker lost it (or was lost).
+const WORKER_LOST: &str = "worker_lost";
 
 /// The deadline of an attempt whose task sets none (as for schedules).
 const DEFAULT_DEADLINE_S: u64 = 7_200;
@@ -467,20 +470,28 @@ impl Scheduler {
         Ok(i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX))
     }
 
-    /// A worker's attempt ended with `outcome` (as its shim recorded it); `false` when
-    /// its lease is not the worker's any more: nothing is recorded.
+    /// A worker's attempt ended with `outcome` (as its shim recorded it), then its
+    /// schedule's follow-up fires, as after a local run. `lost`: the worker cancelled it
+    /// after a whole lease without studiod, so unless a person cancelled it meanwhile it
+    /// is `worker_lost` (and fires no follow-up, as a lost local job fires none). `false`
+    /// when its lease is not the worker's any more: nothing is recorded.
     pub(crate) async fn attempt_finished(
-        &self,
+        self: &Arc<Self>,
         worker: &WorkerRow,
         run_id: &str,
         fence: i64,
-        outcome: &Outcome,
+        (outcome, lost): (&Outcome, bool),
     ) -> Result<bool, StoreError> {
         let reason = self
             .active()
             .get(run_id)
             .and_then(|a| a.cancel_reason.clone());
-        let (status, reason) = settle(outcome, reason);
+        let lost = lost && reason.is_none() && outcome.ending == Ending::Cancelled;
+        let (status, reason) = if lost {
+            (RunStatus::Failed, WORKER_LOST.to_owned())
+        } else {
+            settle(outcome, reason)
+        };
         let mut finish = finish_of(outcome);
         // A worker's word: tails no longer than a shim's own.
         for text in [&mut finish.stdout_tail, &mut finish.stderr_tail]
@@ -494,7 +505,13 @@ impl Scheduler {
             reason: &reason,
             finish: &finish,
         };
-        self.record_end(worker, run_id, fence, ended).await
+        let Some(row) = self.record_end(worker, run_id, fence, ended).await? else {
+            return Ok(false);
+        };
+        if !lost && let Some(schedule) = self.schedule_of(&row).await? {
+            self.follow_up(&row, &schedule).await;
+        }
+        Ok(true)
     }
 
     /// A worker started nothing for its lease (`reason`: `not_allowed` by its own
@@ -516,28 +533,32 @@ impl Scheduler {
             reason,
             finish: &finish,
         };
-        self.record_end(worker, run_id, fence, ended).await
+        Ok(self
+            .record_end(worker, run_id, fence, ended)
+            .await?
+            .is_some())
     }
 
-    /// Records a worker's attempt's end under its fence; `false` when superseded.
+    /// Records a worker's attempt's end under its fence: the ended run, or `None` when
+    /// superseded.
     async fn record_end(
         &self,
         worker: &WorkerRow,
         run_id: &str,
         fence: i64,
         ended: Ended<'_>,
-    ) -> Result<bool, StoreError> {
-        let Some((_, events)) = self
+    ) -> Result<Option<RunRow>, StoreError> {
+        let Some((row, events)) = self
             .store
             .remote_finished(run_id, (&worker.id, fence), ended, now_ms())
             .await?
         else {
-            return Ok(false);
+            return Ok(None);
         };
         self.publish_all(events);
         self.active().remove(run_id);
         self.tasks_changed();
-        Ok(true)
+        Ok(Some(row))
     }
 
     /// Appends a chunk of a worker's attempt's output to the run's log at `offset` (what
@@ -604,7 +625,7 @@ impl Scheduler {
         self.fail(
             run,
             RunStatus::Running,
-            "worker_lost",
+            WORKER_LOST,
             format!("[studio] {why}\n"),
         )
         .await?;

@@ -117,7 +117,7 @@ async fn a_worker_reaches_only_its_own_attempts_under_their_fence() {
     }))
     .expect("an outcome");
     assert!(
-        !s.attempt_finished(&b, &run, fence, &outcome)
+        !s.attempt_finished(&b, &run, fence, (&outcome, false))
             .await
             .expect("b")
     );
@@ -157,12 +157,12 @@ async fn a_worker_reaches_only_its_own_attempts_under_their_fence() {
     );
     assert!(s.attempt_started(&a, &run, fence, 42).await.expect("a"));
     assert!(
-        s.attempt_finished(&a, &run, fence, &outcome)
+        s.attempt_finished(&a, &run, fence, (&outcome, false))
             .await
             .expect("a")
     );
     assert!(
-        !s.attempt_finished(&a, &run, fence, &outcome)
+        !s.attempt_finished(&a, &run, fence, (&outcome, false))
             .await
             .expect("again"),
         "an end is recorded once"
@@ -173,6 +173,49 @@ async fn a_worker_reaches_only_its_own_attempts_under_their_fence() {
     );
     let ended = s.reads().run(&run).await.expect("run").expect("run");
     assert_eq!(ended.status.as_str(), "completed");
+
+    // A job the worker killed after a whole lease without studiod ends `worker_lost`;
+    // `lost` said of any other ending changes nothing.
+    let cancelled: studio_runner::Outcome = serde_json::from_value(serde_json::json!({
+        "ending": "cancelled", "exit_code": null, "signal": 15,
+        "stdout": {"bytes": 0, "logged": 0, "tail": ""},
+        "stderr": {"bytes": 0, "logged": 0, "tail": ""},
+        "report": null, "report_error": null
+    }))
+    .expect("an outcome");
+    for (id, ended, want) in [
+        ("t2", &cancelled, ("failed", "worker_lost")),
+        ("t3", &outcome, ("completed", "exit_0")),
+    ] {
+        let task = NewTask {
+            id: id.into(),
+            ..task.clone()
+        };
+        s.reads()
+            .submit_task(&task, &note, 2)
+            .await
+            .expect("submit");
+        let leased = s.next_instructions(&a, &mut session).await.expect("lease");
+        let [super::workers::Instruction::Lease(grant)] = leased.as_slice() else {
+            panic!("one lease: {leased:?}");
+        };
+        assert!(
+            s.attempt_finished(&a, &grant.run.id, grant.fence, (ended, true))
+                .await
+                .expect("a")
+        );
+        let run = s
+            .reads()
+            .run(&grant.run.id)
+            .await
+            .expect("run")
+            .expect("run");
+        assert_eq!(
+            (run.status.as_str(), run.reason.as_deref().unwrap_or("")),
+            want,
+            "{id}"
+        );
+    }
 
     // Revoked, it is admitted no more.
     s.revoke_worker("wa", &by).await.expect("revoke");

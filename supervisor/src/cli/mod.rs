@@ -45,8 +45,14 @@ use crate::{
 )]
 pub struct Cli {
     /// The Studio home (default: $XDG_STATE_HOME/studio or ~/.local/state/studio).
+    /// On a worker's machine (`studio worker`, `worker join|allow|check`) it names the
+    /// worker's own home instead.
     #[arg(long, global = true, env = "STUDIO_HOME", value_name = "DIR")]
     pub home: Option<PathBuf>,
+    /// Whether `--home` was on the command line (not from `STUDIO_HOME`): only then does
+    /// it name a worker's home.
+    #[arg(skip)]
+    pub home_on_command_line: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -157,12 +163,14 @@ pub struct WorkerRunArgs {
     pub home: WorkerHome,
 }
 
-/// The worker's own home, on its machine (not the Studio home of `--home`).
+/// The worker's own home, on its machine: `--home DIR` or `--worker-home DIR` on the
+/// command line, else `STUDIO_WORKER_HOME`, else `~/.studio-worker` (never the Studio
+/// home of `STUDIO_HOME`).
 #[derive(Debug, Clone, Args)]
 pub struct WorkerHome {
-    /// The worker's home: its key, certificate and allow-list (default:
+    /// The worker's home: its key, certificate and allow-list, as `--home` (default:
     /// $STUDIO_WORKER_HOME, else ~/.studio-worker).
-    #[arg(long = "worker-home", env = "STUDIO_WORKER_HOME", value_name = "DIR")]
+    #[arg(long = "worker-home", value_name = "DIR")]
     pub worker_home: Option<PathBuf>,
 }
 
@@ -720,6 +728,17 @@ pub struct UpArgs {
 }
 
 impl Cli {
+    /// Parses `args` (the first is the program name), noting where `--home` came from.
+    pub fn try_from_args(
+        args: impl IntoIterator<Item = impl Into<std::ffi::OsString> + Clone>,
+    ) -> Result<Self, clap::Error> {
+        use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+        let matches = Self::command().try_get_matches_from(args)?;
+        let mut cli = Self::from_arg_matches(&matches)?;
+        cli.home_on_command_line = matches.value_source("home") == Some(ValueSource::CommandLine);
+        Ok(cli)
+    }
+
     pub fn home(&self) -> Home {
         Home::resolve(self.home.clone())
     }
@@ -905,10 +924,11 @@ mod tests {
         }
     }
 
-    /// `--home` stays the Studio home everywhere; the worker's is `--worker-home`.
+    /// `--home` is noted when it is on the command line, before or after the subcommand;
+    /// what it names on a worker's side is `workers::Homes`' business.
     #[test]
-    fn worker_join_takes_the_worker_home_not_the_studio_home() {
-        let cli = Cli::try_parse_from([
+    fn worker_join_parses_and_notes_a_home_on_the_command_line() {
+        let cli = Cli::try_from_args([
             "studio",
             "worker",
             "join",
@@ -925,6 +945,19 @@ mod tests {
         ])
         .expect("parses");
         assert_eq!(cli.home.as_deref(), Some(std::path::Path::new("/studio")));
+        assert!(cli.home_on_command_line);
+        for args in [
+            &["studio", "--home", "/w", "worker", "check"][..],
+            &["studio", "worker", "allow", "list", "--home", "/w"],
+        ] {
+            let parsed = Cli::try_from_args(args).expect("parses");
+            assert!(parsed.home_on_command_line, "{args:?}");
+        }
+        let parsed = Cli::try_from_args(["studio", "worker", "check"]).expect("parses");
+        assert!(
+            !parsed.home_on_command_line,
+            "STUDIO_HOME is not the command line"
+        );
         let Command::Worker(WorkerArgs {
             command: Some(WorkerCommand::Join(join)),
             ..

@@ -2,11 +2,15 @@
 //!
 //! On Studio's machine, over studiod's `/api/workers` with the daemon token: `token
 //! create` (a one-time join token: only the token on stdout), `list` and `revoke`. On a
-//! worker's machine, through `studio_worker` and the worker's own home (`--worker-home`
-//! / `STUDIO_WORKER_HOME`, never the Studio home of `--home`): `join`, `allow
-//! list|add|remove`, and `studio worker` alone, which runs the worker until shutdown.
+//! worker's machine, through `studio_worker` and the worker's own home (`--home` or
+//! `--worker-home` on the command line, else `STUDIO_WORKER_HOME`; never `STUDIO_HOME`):
+//! `join`, `allow list|add|remove`, `check`, and `studio worker` alone, which runs the
+//! worker until shutdown.
 
-use std::{net::SocketAddr, path::PathBuf};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
 
 use studio_api::{Code, ErrorBody, JoinTokenCreated, NewJoinToken, Worker, WorkerList};
 use studio_contract::home::Home;
@@ -26,19 +30,43 @@ const PATH: &str = "/api/workers";
 /// The fewest characters of an id `studio worker list` shows.
 const SHORT: usize = 8;
 
-/// Runs `studio worker …`. `home` is the Studio home (`--home`), resolved only by the
-/// commands that talk to studiod; the others never touch it.
+/// What `--home` means to `studio worker …`.
+pub(crate) struct Homes {
+    /// `--home` or `STUDIO_HOME`: the Studio home of the commands that talk to studiod.
+    pub studio: Option<PathBuf>,
+    /// Whether `--home` was on the command line: then, on the worker's side, it names the
+    /// worker's home.
+    pub on_command_line: bool,
+}
+
+impl Homes {
+    /// The worker's home: `--worker-home` or `--home` from the command line (not both),
+    /// else `STUDIO_WORKER_HOME`, else `~/.studio-worker`. `STUDIO_HOME` never names it.
+    fn worker(&self, flag: &WorkerHome) -> Result<PathBuf, Error> {
+        let line = self.studio.as_ref().filter(|_| self.on_command_line);
+        match (&flag.worker_home, line) {
+            (Some(_), Some(_)) => Err(Error::Usage(
+                "name the worker's home once: --home or --worker-home, not both".into(),
+            )),
+            (Some(dir), None) | (None, Some(dir)) => Ok(dir.clone()),
+            (None, None) => Ok(studio_worker::default_home()),
+        }
+    }
+}
+
+/// Runs `studio worker …`. The Studio home is resolved only by the commands that talk to
+/// studiod; the others never touch it.
 pub(crate) async fn run(
-    home: Option<PathBuf>,
+    homes: Homes,
     args: WorkerArgs,
     shutdown: impl Future<Output = ()>,
 ) -> Result<u8, Error> {
-    let studio = || Home::resolve(home.clone());
+    let studio = || Home::resolve(homes.studio.clone());
     match args.command {
-        None => serve(args.run, shutdown).await,
-        Some(WorkerCommand::Join(args)) => join(args).await,
-        Some(WorkerCommand::Allow { command }) => allow(command),
-        Some(WorkerCommand::Check { home }) => check(&home).await,
+        None => serve(homes.worker(&args.run.home)?, args.run, shutdown).await,
+        Some(WorkerCommand::Join(args)) => join(homes.worker(&args.home)?, args).await,
+        Some(WorkerCommand::Allow { command }) => allow(&homes, command),
+        Some(WorkerCommand::Check { home }) => check(&homes.worker(&home)?).await,
         Some(WorkerCommand::Token {
             command:
                 WorkerTokenCommand::Create {
@@ -59,12 +87,6 @@ fn worker_error(e: studio_worker::WorkerError) -> Error {
     } else {
         Error::Failed(e.to_string())
     }
-}
-
-fn worker_home(home: &WorkerHome) -> PathBuf {
-    home.worker_home
-        .clone()
-        .unwrap_or_else(studio_worker::default_home)
 }
 
 async fn create_token(home: &Home, request: NewJoinToken, remote: &Remote) -> Result<u8, Error> {
@@ -273,11 +295,11 @@ fn resolve(workers: &[Worker], given: &str) -> Result<String, Error> {
     }
 }
 
-async fn join(args: WorkerJoinArgs) -> Result<u8, Error> {
+async fn join(home: PathBuf, args: WorkerJoinArgs) -> Result<u8, Error> {
     let options = studio_worker::JoinOptions {
         server: args.server,
         token: args.token,
-        home: worker_home(&args.home),
+        home,
         name: args.name,
     };
     let joined = studio_worker::join(&options).await.map_err(worker_error)?;
@@ -293,31 +315,29 @@ async fn join(args: WorkerJoinArgs) -> Result<u8, Error> {
         joined.home.display()
     );
     errln!(
-        "run it with: studio worker --worker-home {}",
+        "run it with: studio worker --home {}",
         shell_word(&joined.home.display().to_string())
     );
     Ok(0)
 }
 
 /// `studio worker check`: one admitted call, or why not (exit 1).
-async fn check(home: &WorkerHome) -> Result<u8, Error> {
-    let (id, server) = studio_worker::check(&worker_home(home))
-        .await
-        .map_err(worker_error)?;
+async fn check(home: &Path) -> Result<u8, Error> {
+    let (id, server) = studio_worker::check(home).await.map_err(worker_error)?;
     outln!("worker {id} is admitted by studiod at {server}")?;
     Ok(0)
 }
 
 /// `studio worker allow list|add|remove`: prints the list as it is after, one entry a
 /// line.
-fn allow(command: WorkerAllowCommand) -> Result<u8, Error> {
+fn allow(homes: &Homes, command: WorkerAllowCommand) -> Result<u8, Error> {
     let entries = match command {
-        WorkerAllowCommand::List { home } => studio_worker::allow_list(&worker_home(&home)),
+        WorkerAllowCommand::List { home } => studio_worker::allow_list(&homes.worker(&home)?),
         WorkerAllowCommand::Add { entries, home } => {
-            studio_worker::allow_add(&worker_home(&home), &entries)
+            studio_worker::allow_add(&homes.worker(&home)?, &entries)
         }
         WorkerAllowCommand::Remove { entries, home } => {
-            studio_worker::allow_remove(&worker_home(&home), &entries)
+            studio_worker::allow_remove(&homes.worker(&home)?, &entries)
         }
     }
     .map_err(worker_error)?;
@@ -333,9 +353,13 @@ fn allow(command: WorkerAllowCommand) -> Result<u8, Error> {
 }
 
 /// `studio worker`: runs this machine's worker until `shutdown`.
-async fn serve(args: WorkerRunArgs, shutdown: impl Future<Output = ()>) -> Result<u8, Error> {
+async fn serve(
+    home: PathBuf,
+    args: WorkerRunArgs,
+    shutdown: impl Future<Output = ()>,
+) -> Result<u8, Error> {
     let options = studio_worker::RunOptions {
-        home: worker_home(&args.home),
+        home,
         capacity: args.capacity,
         labels: args.labels,
     };
@@ -362,6 +386,46 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn homes(studio: Option<&str>, on_command_line: bool) -> Homes {
+        Homes {
+            studio: studio.map(PathBuf::from),
+            on_command_line,
+        }
+    }
+
+    fn flag(dir: Option<&str>) -> WorkerHome {
+        WorkerHome {
+            worker_home: dir.map(PathBuf::from),
+        }
+    }
+
+    #[test]
+    fn the_worker_home_is_a_command_line_home_never_studio_home() {
+        let w = |h: &Homes, f: &WorkerHome| h.worker(f).expect("resolves");
+        assert_eq!(
+            w(&homes(Some("/w"), true), &flag(None)),
+            PathBuf::from("/w")
+        );
+        assert_eq!(
+            w(&homes(None, false), &flag(Some("/f"))),
+            PathBuf::from("/f")
+        );
+        // STUDIO_HOME (not on the command line) leaves the flag or the default.
+        assert_eq!(
+            w(&homes(Some("/s"), false), &flag(Some("/f"))),
+            PathBuf::from("/f")
+        );
+        assert_eq!(
+            w(&homes(Some("/s"), false), &flag(None)),
+            studio_worker::default_home()
+        );
+        let both = homes(Some("/w"), true).worker(&flag(Some("/f")));
+        assert!(
+            matches!(&both, Err(Error::Usage(m)) if m.contains("--home or --worker-home")),
+            "{both:?}"
+        );
+    }
 
     const NOW: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 

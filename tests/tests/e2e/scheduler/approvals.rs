@@ -14,12 +14,12 @@ use super::*;
 use crate::{from_browser, pair};
 
 /// A paired browser: its admission cookie and its decision token.
-struct Browser {
+pub(super) struct Browser {
     cookie: String,
     decision: String,
 }
 
-async fn browser(studio: &Studio) -> Browser {
+pub(super) async fn browser(studio: &Studio) -> Browser {
     browser_with(studio, &studio.pair_code()).await
 }
 
@@ -34,7 +34,7 @@ async fn browser_with(studio: &Studio, code: &str) -> Browser {
     }
 }
 
-fn gated(spec: ScheduleSpec, expires_after: &str, distinct: bool) -> ScheduleSpec {
+pub(super) fn gated(spec: ScheduleSpec, expires_after: &str, distinct: bool) -> ScheduleSpec {
     with_policies(
         spec,
         Policies {
@@ -49,7 +49,7 @@ fn gated(spec: ScheduleSpec, expires_after: &str, distinct: bool) -> ScheduleSpe
 }
 
 /// A decision from `who`'s page, through the app.
-async fn decide(studio: &Studio, who: &Browser, approval: &str, verdict: &str) -> Reply {
+pub(super) async fn decide(studio: &Studio, who: &Browser, approval: &str, verdict: &str) -> Reply {
     let path = format!("/api/approvals/{approval}/{verdict}");
     let resp = from_browser(
         studio,

@@ -78,7 +78,7 @@ impl WorkerProc {
     fn start(&mut self) {
         let log = std::fs::File::create(self.home.path().join("worker.log")).expect("log");
         let child = Command::new(&studio_tests::bins().studio)
-            .args(["worker", "--capacity", "2", "--worker-home"])
+            .args(["worker", "--capacity", "2", "--home"])
             .arg(self.home.path())
             .env_remove("STUDIO_HOME")
             .env("RUST_LOG", "info")
@@ -352,6 +352,69 @@ async fn studiod_restarted_under_running_workers_loses_and_repeats_nothing() {
     assert!(log.contains("begun") && log.contains("ended"), "{log}");
 }
 
+/// studiod stops answering (suspended, so its supervisor does not restart it) for longer
+/// than a lease: the worker kills the job it can no longer be sure is its own, and keeps
+/// the end of the one that finished meanwhile; when studiod is back (killed and started
+/// again, which gives running attempts one more lease), the worker reports both, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_loses_studiod_for_a_lease_kills_its_jobs_and_reports_on_reconnect() {
+    const LEASE: Duration = Duration::from_secs(6);
+    let (studio, api) = studio_with_workers("6");
+    let mut w = WorkerProc::join(&api, "w", &["gpu"], &["sh"]).await;
+    w.start();
+    connected(&api, 1).await;
+    let no_retry = |script: &str| {
+        let mut body = sh_task(&["gpu"], script);
+        body["retry"] = serde_json::json!({"max_attempts": 1});
+        body
+    };
+    let quick = submit(&api, no_retry("sleep 2; echo quick")).await;
+    let long = submit(&api, no_retry("echo begun; sleep 120; echo never")).await;
+    let quick_run = running_attempt(&api, &quick.id).await;
+    let long_run = running_attempt(&api, &long.id).await;
+    let job = studio_tests::wait_for(Duration::from_secs(5), || w.job_pid(&long_run.id))
+        .expect("the long job's pid on its worker");
+
+    let daemon = studio.child_pid("daemon");
+    let stopped = Instant::now();
+    signal(daemon, Signal::STOP);
+    let killed = studio_tests::wait_for(LEASE * 3, || (!alive(job)).then_some(()));
+    let after = stopped.elapsed();
+    if killed.is_none() {
+        signal(daemon, Signal::CONT);
+        panic!("the job outlived a lost studiod: {}", w.log());
+    }
+    assert!(
+        after >= LEASE - Duration::from_secs(1),
+        "killed after {after:?}, before a whole lease without studiod"
+    );
+    // studiod ends while suspended; its supervisor starts it again.
+    signal(daemon, Signal::KILL);
+    let t = finished(&api, &quick.id).await;
+    assert_eq!(t.task.status, TaskStatus::Completed, "{t:?}");
+    assert_eq!(t.attempts.len(), 1, "{t:?}");
+    assert_eq!(t.attempts[0].core.id, quick_run.id);
+    let log = text(&studio.cli(&["task", "logs", &quick.id]));
+    assert!(log.contains("quick"), "{log}");
+    let t = finished(&api, &long.id).await;
+    assert_eq!(t.task.status, TaskStatus::Failed, "{t:?}");
+    assert_eq!(t.attempts.len(), 1, "{t:?}");
+    let lost = &t.attempts[0].core;
+    assert_eq!(
+        (lost.status, lost.reason.as_deref()),
+        (RunStatus::Failed, Some("worker_lost")),
+        "lost, not cancelled by anyone: {t:?}"
+    );
+    let log = text(&studio.cli(&["task", "logs", &long.id]));
+    assert!(log.contains("begun") && !log.contains("never"), "{log}");
+    assert!(
+        w.log()
+            .contains("studiod has been unreachable for a whole lease"),
+        "{}",
+        w.log()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_studiods_authority_admits_and_a_revoked_worker_is_refused() {
     let (studio, api) = studio_with_workers(LEASE_SECS);
@@ -518,22 +581,66 @@ async fn a_schedule_with_a_target_runs_on_a_matching_worker_and_waits_for_one() 
     let next = api.trigger(&arm_id).await;
     assert_eq!(next.core.status, RunStatus::Queued, "{next:?}");
 
-    // A target with a follow-up is refused: follow-ups would run on studiod's side.
-    let mut spec = command("chained", every("1h"), "sh", &["-c", "true"]);
+    // Gated by an approval bound to its labels, with a follow-up: the grant queues the
+    // occurrence for a worker, and its follow-up runs on a worker too.
+    let mut spec = approvals::gated(
+        command(
+            "chained",
+            every("1h"),
+            "sh",
+            &["-c", "echo gated on a worker"],
+        ),
+        "10m",
+        true,
+    );
     spec.target = Some(studio_api::schedule::Target {
         labels: vec!["gpu".into()],
     });
-    spec.on_fail = Some(Box::new(studio_api::schedule::FollowUp {
+    spec.on_success = Some(Box::new(studio_api::schedule::FollowUp {
         action: Action::Command {
-            executable: "true".into(),
-            args: vec![],
+            executable: "sh".into(),
+            args: vec!["-c".into(), "echo follow-up on a worker".into()],
         },
         on_success: None,
         on_fail: None,
     }));
-    let reply = api.post("/api/schedules", &spec).await;
-    assert_eq!(reply.status, 400, "{reply}");
-    assert!(reply.text.contains("on_fail"), "{reply}");
+    let (schedule, gated) = api.create_and_trigger(&spec).await;
+    let r: RunDetail = api.get(&format!("/api/runs/{gated}")).await.expect(200);
+    assert_eq!(r.run.core.status, RunStatus::AwaitingApproval, "{r:?}");
+    let approval = r.run.core.approval_id.clone().expect("a request");
+    let detail: studio_api::ApprovalDetail = api
+        .get(&format!("/api/approvals/{approval}"))
+        .await
+        .expect(200);
+    assert_eq!(
+        detail.approval.action["labels"],
+        serde_json::json!(["gpu"]),
+        "the person sees where it runs: {:?}",
+        detail.approval.action
+    );
+    let approver = approvals::browser(&studio).await;
+    let granted = approvals::decide(&studio, &approver, &approval, "grant").await;
+    assert_eq!(granted.status, 200, "{granted}");
+    let follow_up = until("the follow-up to end", WAIT, async || {
+        let runs = api.runs(&schedule).await;
+        runs.into_iter()
+            .find(|r| r.core().chain_parent_id.as_deref() == Some(gated.as_str()))
+            .filter(|r| r.core().status.is_terminal())
+    })
+    .await;
+    for (run, says) in [
+        (gated.as_str(), "gated on a worker"),
+        (follow_up.core().id.as_str(), "follow-up on a worker"),
+    ] {
+        let r: RunDetail = api.get(&format!("/api/runs/{run}")).await.expect(200);
+        assert_eq!(
+            (r.run.core.status, r.run.core.worker_id.as_deref()),
+            (RunStatus::Completed, Some(w.id.as_str())),
+            "{r:?}"
+        );
+        let log = studio.cli(&["run", "logs", run]);
+        assert!(text(&log).contains(says), "{}", text(&log));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
