@@ -18,7 +18,7 @@ use tokio::{
     time::{Instant, sleep, sleep_until, timeout},
 };
 
-use crate::tail::Tail;
+use crate::{redact::Redaction, tail::Tail};
 
 /// Bytes of each stream kept in memory for the run row.
 pub const TAIL_BYTES: usize = 64 * 1024;
@@ -27,8 +27,9 @@ const DRAIN_LINGER: Duration = Duration::from_secs(2);
 /// The largest result file read.
 const REPORT_MAX_BYTES: u64 = 64 * 1024;
 
-/// What to run and how.
-#[derive(Debug, Clone)]
+/// What to run and how. Its `Debug` shows the environment's names only: the values
+/// may be secrets.
+#[derive(Clone)]
 pub struct JobSpec {
     /// The absolute path of the executable (see [`crate::program::resolve`]); never a
     /// shell line, never looked up on the job's own `PATH`.
@@ -47,6 +48,25 @@ pub struct JobSpec {
     /// The job's leader gets SIGKILL when the thread that spawned it dies, so a crashed
     /// daemon leaves no unsupervised job (its group is swept at the next start).
     pub die_with_parent: bool,
+    /// The secrets the job received: their values are masked in its output.
+    pub redact: Vec<Redaction>,
+}
+
+impl std::fmt::Debug for JobSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobSpec")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("cwd", &self.cwd)
+            .field("env", &crate::redact::names(&self.env))
+            .field("run_dir", &self.run_dir)
+            .field("log_cap", &self.log_cap)
+            .field("deadline", &self.deadline)
+            .field("grace", &self.grace)
+            .field("die_with_parent", &self.die_with_parent)
+            .field("redact", &self.redact)
+            .finish()
+    }
 }
 
 impl JobSpec {

@@ -6,15 +6,16 @@ use std::{path::PathBuf, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{identity::ProcessIdentity, job::JobSpec};
+use crate::{identity::ProcessIdentity, job::JobSpec, redact::Redaction};
 
 /// The largest write a pipe keeps whole among concurrent writers (POSIX minimum and
 /// Linux value); a report line, newline included, is shorter.
 pub const PIPE_BUF: usize = 4096;
 
 /// A [`JobSpec`] as it crosses the pipe: durations in milliseconds. A shim's job always
-/// dies with its shim, so there is no `die_with_parent` to choose.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// dies with its shim, so there is no `die_with_parent` to choose. Never written to
+/// disk (it may carry secrets); its `Debug` shows the environment's names only.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchSpec {
     pub program: String,
     pub args: Vec<String>,
@@ -24,6 +25,24 @@ pub struct LaunchSpec {
     pub log_cap: u64,
     pub deadline_ms: Option<u64>,
     pub grace_ms: u64,
+    #[serde(default)]
+    pub redact: Vec<Redaction>,
+}
+
+impl std::fmt::Debug for LaunchSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchSpec")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("cwd", &self.cwd)
+            .field("env", &crate::redact::names(&self.env))
+            .field("run_dir", &self.run_dir)
+            .field("log_cap", &self.log_cap)
+            .field("deadline_ms", &self.deadline_ms)
+            .field("grace_ms", &self.grace_ms)
+            .field("redact", &self.redact)
+            .finish()
+    }
 }
 
 impl LaunchSpec {
@@ -38,6 +57,7 @@ impl LaunchSpec {
             log_cap: spec.log_cap,
             deadline_ms: spec.deadline.map(duration_ms),
             grace_ms: duration_ms(spec.grace),
+            redact: spec.redact.clone(),
         }
     }
 
@@ -54,6 +74,7 @@ impl LaunchSpec {
             deadline: self.deadline_ms.map(Duration::from_millis),
             grace: Duration::from_millis(self.grace_ms),
             die_with_parent: true,
+            redact: self.redact,
         }
     }
 }
@@ -175,9 +196,23 @@ mod tests {
             log_cap: 10,
             deadline_ms: Some(1500),
             grace_ms: 200,
+            redact: vec![Redaction {
+                name: "github".into(),
+                value: "s3cret-value".into(),
+            }],
         };
         let job = spec.clone().into_job_spec();
         assert!(job.die_with_parent);
+        for debug in [format!("{spec:?}"), format!("{job:?}")] {
+            assert!(
+                !debug.contains("/bin\"") && !debug.contains("s3cret"),
+                "no value in {debug}"
+            );
+            assert!(
+                debug.contains("PATH") && debug.contains("github"),
+                "{debug}"
+            );
+        }
         assert_eq!(job.deadline, Some(Duration::from_millis(1500)));
         assert_eq!(LaunchSpec::from_job_spec(&job), spec);
     }

@@ -19,6 +19,7 @@ pub mod job;
 pub mod launch;
 pub mod launcher;
 pub mod program;
+pub mod redact;
 pub mod shim;
 pub mod tail;
 
@@ -26,3 +27,4 @@ pub use identity::ProcessIdentity;
 pub use job::{Canceller, Ending, Job, JobSpec, Outcome, Report, SpawnError, StreamSummary, spawn};
 pub use launch::{LaunchReport, LaunchRequest, LaunchSpec};
 pub use program::{ResolveError, resolve};
+pub use redact::Redaction;

@@ -29,6 +29,7 @@ fn sh(tag: &str, script: &str) -> JobSpec {
         deadline: None,
         grace: Duration::from_millis(500),
         die_with_parent: true,
+        redact: Vec::new(),
     }
 }
 

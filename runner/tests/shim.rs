@@ -175,6 +175,7 @@ fn request(c: &Cleanup, program: &str, args: &[&str]) -> LaunchRequest {
             log_cap: 1 << 20,
             deadline_ms: None,
             grace_ms: 300,
+            redact: Vec::new(),
         },
         daemon_pid: None,
         inherited_lock_fd: None,

@@ -547,6 +547,7 @@ impl Worker {
             deadline: Some(Duration::from_millis(job.deadline_ms.max(1))),
             grace: GRACE,
             die_with_parent: true,
+            redact: Vec::new(),
         })
     }
 

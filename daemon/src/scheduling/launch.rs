@@ -411,6 +411,7 @@ impl Scheduler {
             deadline: Some(def.deadline.map_or(DEFAULT_DEADLINE, Duration::from_secs)),
             grace: self.config.job_grace,
             die_with_parent: true,
+            redact: Vec::new(),
         })
     }
 
