@@ -13,6 +13,8 @@ use crate::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
     Health,
+    Metrics,
+    Readiness,
     Identity,
     OpenApi,
     Pair,
@@ -53,6 +55,9 @@ pub enum Op {
     ListWorkers,
     CreateJoinToken,
     RevokeWorker,
+    ListSecrets,
+    SetSecret,
+    DeleteSecret,
     PlanDeclarations,
     ApplyDeclarations,
     ExportDeclarations,
@@ -246,7 +251,7 @@ const fn route(
     Route::new(op, id, (method, path), summary, gives, ViaApp::Proxied)
 }
 
-use crate::route::Method::{Delete, Get, Patch, Post};
+use crate::route::Method::{Delete, Get, Patch, Post, Put};
 
 const fn ok<T: utoipa::ToSchema>() -> Gives {
     Gives::Json(200, typed::<T>())
@@ -264,6 +269,29 @@ pub const ROUTES: &[Route<Op>] = &[
             "/health",
             "Liveness",
             ok::<Health>(),
+        )
+    },
+    Route {
+        access: Access::DaemonToken,
+        via_app: ViaApp::Own,
+        ..route(
+            Op::Metrics,
+            "metrics",
+            Get,
+            "/metrics",
+            "Prometheus text exposition of studiod's metrics (names prefixed `studio_`)",
+            Gives::Text,
+        )
+    },
+    Route {
+        needs: Role::Admin,
+        ..route(
+            Op::Readiness,
+            "readiness",
+            Get,
+            "/api/admin/readiness",
+            "Whether studiod can do its work now: 200 when ready, else 503 with the same body",
+            ok::<Readiness>(),
         )
     },
     route(
@@ -749,6 +777,43 @@ pub const ROUTES: &[Route<Op>] = &[
             "/api/workers/{id}",
             "Revoke a worker: its certificate admits it no more and its running attempts end `worker_lost`",
             ok::<Worker>(),
+        )
+    },
+    Route {
+        ..route(
+            Op::ListSecrets,
+            "list_secrets",
+            Get,
+            "/api/secrets",
+            "Every secret by name, with who set it and what names it (never a value)",
+            ok::<SecretList>(),
+        )
+    },
+    Route {
+        needs: Role::Admin,
+        decides: Decides::Destructive,
+        takes: Takes::Json(typed::<SecretValue>()),
+        errors: &[Code::ValidationFailed],
+        ..route(
+            Op::SetSecret,
+            "set_secret",
+            Put,
+            "/api/secrets/{name}",
+            "Set a secret's value (201 when new): sealed at rest, given only to the jobs that name it, redacted from their output",
+            ok::<Secret>(),
+        )
+    },
+    Route {
+        needs: Role::Admin,
+        decides: Decides::Destructive,
+        errors: &[Code::SecretNotFound, Code::SecretInUse],
+        ..route(
+            Op::DeleteSecret,
+            "delete_secret",
+            Delete,
+            "/api/secrets/{name}",
+            "Delete a secret no schedule or unfinished task names; the secret as it was",
+            ok::<Secret>(),
         )
     },
     Route {

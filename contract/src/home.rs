@@ -76,6 +76,10 @@ impl Home {
     pub fn evidence_key_file(&self) -> PathBuf {
         self.run_dir().join("evidence.key")
     }
+    /// The key that seals secrets' values (docs/OPERATIONS.md, "Secrets").
+    pub fn secrets_key_file(&self) -> PathBuf {
+        self.run_dir().join("secrets.key")
+    }
     pub fn verifier_socket(&self) -> PathBuf {
         self.run_dir().join("verifier.sock")
     }

@@ -55,6 +55,8 @@ pub(crate) enum Kind {
     WorkerTokenCreated,
     WorkerJoined,
     WorkerRevoked,
+    SecretSet,
+    SecretDeleted,
 }
 
 impl Kind {
@@ -83,12 +85,14 @@ impl Kind {
             Kind::WorkerTokenCreated => "worker_token_created",
             Kind::WorkerJoined => "worker_joined",
             Kind::WorkerRevoked => "worker_revoked",
+            Kind::SecretSet => "secret_set",
+            Kind::SecretDeleted => "secret_deleted",
         }
     }
 
     /// Every kind, for the API's filter and its documentation.
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 23] = [
+    pub(crate) const ALL: [Kind; 25] = [
         Kind::EpochStarted,
         Kind::EpochStopped,
         Kind::PairingMinted,
@@ -112,6 +116,8 @@ impl Kind {
         Kind::WorkerTokenCreated,
         Kind::WorkerJoined,
         Kind::WorkerRevoked,
+        Kind::SecretSet,
+        Kind::SecretDeleted,
     ];
 }
 

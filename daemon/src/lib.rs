@@ -12,9 +12,11 @@ pub mod entry;
 mod error;
 mod home_lock;
 mod http;
+mod metrics;
 mod pairing;
 mod principals;
 pub mod scheduling;
+mod secrets;
 mod socket;
 mod store;
 #[cfg(test)]
@@ -99,26 +101,40 @@ fn daemon_token(config: &Config) -> Result<String, DaemonError> {
     }
 }
 
-/// The home's evidence key (`run/evidence.key`): read, or made once (32 random bytes).
+/// The home's evidence key (`run/evidence.key`).
 fn evidence_key(config: &Config) -> Result<Arc<studio_evidence::Key>, DaemonError> {
-    let path = config.home.evidence_key_file();
+    let bytes = home_key(&config.home.evidence_key_file(), "run/evidence.key")?;
+    Ok(Arc::new(studio_evidence::Key::new(&bytes)))
+}
+
+/// The home's secrets key (`run/secrets.key`). Never in the database, so a copied
+/// `state.db` or backup opens no secret alone.
+fn secrets_key(config: &Config) -> Result<Arc<secrets::Sealer>, DaemonError> {
+    let path = config.home.secrets_key_file();
+    let bytes = home_key(&path, "run/secrets.key")?;
+    secrets::Sealer::new(&bytes)
+        .map(Arc::new)
+        .map_err(|e| DaemonError::Config(ConfigError::Invalid(format!("{}: {e}", path.display()))))
+}
+
+/// A 32-byte key of the home at `path` (`name` in messages): read, or made once from
+/// random bytes (0600, as 64 hex digits).
+fn home_key(path: &std::path::Path, name: &'static str) -> Result<Vec<u8>, DaemonError> {
     let bad = |why: String| DaemonError::Config(ConfigError::Invalid(why));
-    let text = match Home::read_secret(&path) {
+    let text = match Home::read_secret(path) {
         Ok(text) => text,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             let text = secret::hex(&secret::random_bytes::<32>());
-            Home::write_secret(&path, &text)
-                .map_err(DaemonError::io("cannot write run/evidence.key"))?;
-            tracing::info!(path = %path.display(), "made an evidence key");
+            Home::write_secret(path, &text).map_err(DaemonError::io(name))?;
+            tracing::info!(path = %path.display(), "made a key");
             text
         }
         Err(e) if e.kind() == ErrorKind::PermissionDenied => return Err(bad(e.to_string())),
-        Err(e) => return Err(DaemonError::io("cannot read run/evidence.key")(e)),
+        Err(e) => return Err(DaemonError::io(name)(e)),
     };
-    let bytes = secret::unhex(&text)
+    secret::unhex(&text)
         .filter(|b| b.len() == 32)
-        .ok_or_else(|| bad(format!("{} is not 64 hex digits", path.display())))?;
-    Ok(Arc::new(studio_evidence::Key::new(&bytes)))
+        .ok_or_else(|| bad(format!("{} is not 64 hex digits", path.display())))
 }
 
 fn allowed_origins(config: &Config, port: u16) -> AllowedOrigins {
@@ -255,7 +271,11 @@ impl Daemon {
         } = self;
         let stop = Shutdown::new();
         let scheduler = scheduling::Scheduler::new(
-            scheduling::store::SchedStore::new(&store, evidence_key(&config)?),
+            scheduling::store::SchedStore::new(
+                &store,
+                evidence_key(&config)?,
+                secrets_key(&config)?,
+            ),
             config.scheduler.clone(),
             default_zone,
             config.home.runs_dir(),
@@ -312,7 +332,8 @@ impl Daemon {
                 stop.trigger();
             }
         });
-        let service = VerifierService::new(authority.clone(), stop.clone());
+        let service = VerifierService::new(authority.clone(), stop.clone())
+            .with_metrics(scheduler.metrics().clone());
         let mut verifier_task = tokio::spawn({
             let (stop, key) = (stop.clone(), config.app_key.clone());
             async move {

@@ -123,6 +123,16 @@ const MIGRATIONS: studio_store::Migrations = &[
         "workers",
         include_str!("../../migrations/daemon/0022_workers.sql"),
     ),
+    (
+        23,
+        "secrets",
+        include_str!("../../migrations/daemon/0023_secrets.sql"),
+    ),
+    (
+        24,
+        "health probe",
+        include_str!("../../migrations/daemon/0024_health.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

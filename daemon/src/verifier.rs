@@ -63,11 +63,29 @@ pub(crate) fn gate(
 pub(crate) struct VerifierService {
     authority: Arc<Authority>,
     stop: Shutdown,
+    /// Where the admission calls' times go (`/metrics`).
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl VerifierService {
     pub(crate) fn new(authority: Arc<Authority>, stop: Shutdown) -> Self {
-        Self { authority, stop }
+        Self {
+            authority,
+            stop,
+            metrics: None,
+        }
+    }
+
+    /// Times `admit` and `resolve_decision` into `metrics`.
+    pub(crate) fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn timed<T>(&self, call: &str, began: std::time::Instant, reply: &Result<T, Status>) {
+        if let Some(m) = &self.metrics {
+            m.verified(call, reply.is_ok(), began.elapsed());
+        }
     }
 
     fn principal(&self, a: Admitted) -> Principal {
@@ -122,6 +140,7 @@ impl Verifier for VerifierService {
 
     #[tracing::instrument(skip_all, fields(method, path))]
     async fn admit(&self, req: Request<AdmitRequest>) -> Result<Response<AdmitReply>, Status> {
+        let began = std::time::Instant::now();
         let req = req.into_inner();
         let span = tracing::Span::current();
         span.record("method", req.method.as_str());
@@ -131,7 +150,9 @@ impl Verifier for VerifierService {
         } else {
             self.authority.admit(&req.bearer, now_ms()).await
         };
-        Ok(Response::new(self.verdict(result)?))
+        let reply = self.verdict(result);
+        self.timed("admit", began, &reply);
+        Ok(Response::new(reply?))
     }
 
     #[tracing::instrument(skip_all)]
@@ -139,12 +160,15 @@ impl Verifier for VerifierService {
         &self,
         req: Request<ResolveDecisionRequest>,
     ) -> Result<Response<AdmitReply>, Status> {
+        let began = std::time::Instant::now();
         let req = req.into_inner();
         let result = self
             .authority
             .resolve_decision(&req.decision_token, &req.origin, now_ms())
             .await;
-        Ok(Response::new(self.verdict(result)?))
+        let reply = self.verdict(result);
+        self.timed("resolve_decision", began, &reply);
+        Ok(Response::new(reply?))
     }
 
     #[tracing::instrument(skip_all)]

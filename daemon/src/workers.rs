@@ -206,6 +206,15 @@ fn lease_of(grant: &Grant, ttl_ms: i64, log_cap: u64) -> wire::Lease {
             env: job.env.clone().into_iter().collect(),
             deadline_ms: job.deadline_s.saturating_mul(1000),
             log_cap,
+            secrets: job
+                .secrets
+                .iter()
+                .map(|(variable, secret)| wire::Secret {
+                    variable: variable.clone(),
+                    name: secret.name.clone(),
+                    value: secret.value.clone(),
+                })
+                .collect(),
         }),
     }
 }

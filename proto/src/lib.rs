@@ -21,5 +21,14 @@ pub const WORKER_PROTOCOL_VERSION: u32 = 1;
 pub mod worker {
     pub mod v1 {
         tonic::include_proto!("studio.worker.v1");
+
+        impl std::fmt::Debug for Secret {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct("Secret")
+                    .field("variable", &self.variable)
+                    .field("name", &self.name)
+                    .finish_non_exhaustive()
+            }
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::{
     os::unix::process::ExitStatusExt,
     path::PathBuf,
     process::{ExitStatus, Stdio},
+    sync::Arc,
     time::Duration,
 };
 
@@ -18,7 +19,10 @@ use tokio::{
     time::{Instant, sleep, sleep_until, timeout},
 };
 
-use crate::{redact::Redaction, tail::Tail};
+use crate::{
+    redact::{Patterns, Redaction, Redactor},
+    tail::Tail,
+};
 
 /// Bytes of each stream kept in memory for the run row.
 pub const TAIL_BYTES: usize = 64 * 1024;
@@ -276,8 +280,19 @@ async fn supervise(
     stderr: Option<tokio::process::ChildStderr>,
     mut cancelled: watch::Receiver<bool>,
 ) -> Outcome {
-    let out = tokio::spawn(drain(stdout, spec.run_dir.join("stdout.log"), spec.log_cap));
-    let err = tokio::spawn(drain(stderr, spec.run_dir.join("stderr.log"), spec.log_cap));
+    let patterns = patterns(&spec.redact);
+    let out = tokio::spawn(drain(
+        stdout,
+        spec.run_dir.join("stdout.log"),
+        spec.log_cap,
+        patterns.clone(),
+    ));
+    let err = tokio::spawn(drain(
+        stderr,
+        spec.run_dir.join("stderr.log"),
+        spec.log_cap,
+        patterns,
+    ));
     let deadline = spec.deadline.map(|d| Instant::now() + d);
     let deadline_passed = async {
         match deadline {
@@ -380,41 +395,109 @@ async fn finish_drain(task: JoinHandle<StreamSummary>) -> StreamSummary {
     }
 }
 
-/// Reads a stream to its end: the first `cap` bytes to `path`, the last 64 KiB kept.
-async fn drain(stream: Option<impl AsyncRead + Unpin>, path: PathBuf, cap: u64) -> StreamSummary {
+/// The job's known values, compiled once for both streams; `None` if they cannot be
+/// (then its output is withheld: nothing unredacted is ever logged).
+fn patterns(redact: &[Redaction]) -> Option<Arc<Patterns>> {
+    match Patterns::new(redact) {
+        Ok(p) => Some(Arc::new(p)),
+        Err(e) => {
+            tracing::error!(error = %e, "the job's output will be withheld");
+            None
+        }
+    }
+}
+
+/// Reads a stream to its end, redacted: the first `cap` bytes to `path`, the last 64 KiB
+/// kept. A partial line is written when the job has been quiet for [`QUIET`].
+async fn drain(
+    stream: Option<impl AsyncRead + Unpin>,
+    path: PathBuf,
+    cap: u64,
+    patterns: Option<Arc<Patterns>>,
+) -> StreamSummary {
     let mut summary = StreamSummary::default();
     let Some(mut stream) = stream else {
         return summary;
     };
-    let mut file = tokio::fs::File::create(&path).await.ok();
-    let mut tail = Tail::new(TAIL_BYTES);
+    let mut log = Log {
+        file: tokio::fs::File::create(&path).await.ok(),
+        tail: Tail::new(TAIL_BYTES),
+        cap,
+        logged: 0,
+    };
+    let mut redactor = patterns.map(Redactor::new);
+    if redactor.is_none() {
+        log.write(WITHHELD).await;
+    }
     let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(buf.len());
     loop {
-        let n = match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+        // Only armed while a partial line is held, so a quiet job costs no wake-ups.
+        // `read` is cancel safe: a timed-out read lost no bytes.
+        let read = if redactor.as_ref().is_some_and(Redactor::pending) {
+            timeout(QUIET, stream.read(&mut buf)).await.ok()
+        } else {
+            Some(stream.read(&mut buf).await)
         };
-        let chunk = &buf[..n];
-        summary.bytes += n as u64;
-        tail.push(chunk);
-        let room = cap.saturating_sub(summary.logged);
+        out.clear();
+        match (read, redactor.as_mut()) {
+            (Some(Ok(0) | Err(_)), _) => break,
+            (Some(Ok(n)), r) => {
+                summary.bytes += n as u64;
+                if let Some(r) = r {
+                    r.feed_into(&buf[..n], &mut out);
+                }
+            }
+            (None, Some(r)) => r.idle_into(&mut out),
+            (None, None) => {}
+        }
+        log.write(&out).await;
+    }
+    if let Some(r) = redactor.as_mut() {
+        out.clear();
+        r.finish_into(&mut out);
+        log.write(&out).await;
+    }
+    if let Some(mut f) = log.file {
+        let _ = f.flush().await;
+    }
+    summary.logged = log.logged;
+    summary.tail = log.tail.text();
+    summary
+}
+
+/// How long a stream is quiet before its held partial line is written.
+const QUIET: Duration = Duration::from_millis(200);
+/// Logged instead of a stream whose redaction could not be prepared.
+const WITHHELD: &[u8] = b"[studio: output withheld: its redaction could not be prepared]\n";
+
+/// Where a stream's redacted bytes go: the log file up to its cap, and the tail.
+struct Log {
+    file: Option<tokio::fs::File>,
+    tail: Tail,
+    cap: u64,
+    logged: u64,
+}
+
+impl Log {
+    async fn write(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.tail.push(bytes);
+        let room = self.cap.saturating_sub(self.logged);
         if room > 0
-            && let Some(f) = file.as_mut()
+            && let Some(f) = self.file.as_mut()
         {
-            let take = usize::try_from(room).map_or(n, |r| r.min(n));
-            if f.write_all(&chunk[..take]).await.is_ok() {
-                summary.logged += take as u64;
+            let take = usize::try_from(room).map_or(bytes.len(), |r| r.min(bytes.len()));
+            if f.write_all(&bytes[..take]).await.is_ok() {
+                self.logged += take as u64;
             } else {
                 // A full disk must not stall the job: keep draining, stop logging.
-                file = None;
+                self.file = None;
             }
         }
     }
-    if let Some(mut f) = file {
-        let _ = f.flush().await;
-    }
-    summary.tail = tail.text();
-    summary
 }
 
 async fn read_report(path: &std::path::Path) -> (Option<Report>, Option<String>) {

@@ -22,5 +22,8 @@ pub use spec::{
 };
 pub use task::{Backoff, Concurrency, RetryOn, RetryPolicy, TaskSpec, validate_task};
 pub use trigger::Armed;
-pub use validate::{Context, FieldError, Validated, parse_json, parse_json_as, validate};
+pub use validate::{
+    Context, FieldError, MAX_SECRETS, Validated, is_secret_name, parse_json, parse_json_as,
+    validate,
+};
 pub use zone::{Zone, ZoneSource};

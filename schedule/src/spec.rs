@@ -38,6 +38,11 @@ pub struct ScheduleSpec {
     /// Extra environment variables for the job.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Secrets for the job's environment (and its follow-ups'): variable → the name of a
+    /// secret studiod keeps (`studio secret set`). Only names are stored and shown; the
+    /// value enters the job's environment at spawn, and is redacted from its output.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Policies::is_default")]
     pub policies: Policies,
     /// Where its jobs run: on a worker that has every one of these labels

@@ -64,6 +64,11 @@ pub struct TaskSpec {
     /// Extra environment variables for the job.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Secrets for the job's environment: variable → the name of a secret studiod keeps
+    /// (`studio secret set`). Only names are stored and shown; the value enters the
+    /// job's environment at spawn, and is redacted from its output.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, String>,
     /// Attempts after a failure: how many in all, how long between them, after what.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryPolicy>,
@@ -235,7 +240,7 @@ pub fn validate_task(mut spec: TaskSpec, ctx: &Context<'_>) -> Result<TaskSpec, 
     check_job(
         &spec.action,
         spec.cwd.as_deref(),
-        &spec.env,
+        (&spec.env, &spec.secrets),
         ctx,
         &mut errors,
     );
@@ -294,6 +299,7 @@ mod tests {
         let ctx = Context {
             default_zone: &zone,
             allowlist: Some(&allow),
+            secrets: None,
             now_ms: None,
             require_name: false,
         };

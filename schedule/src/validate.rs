@@ -3,6 +3,8 @@
 //! Structure (types, unknown fields) is checked while parsing; meaning (cron that can
 //! fire, zone names, intervals, instants, limits, the allow-list, chain depth) here.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 pub use studio_contract::error::FieldError;
 use studio_contract::jobenv;
@@ -26,6 +28,8 @@ pub struct Context<'a> {
     pub default_zone: &'a Zone,
     /// The command allow-list; `None` skips the check (local validation warns instead).
     pub allowlist: Option<&'a [String]>,
+    /// The names of the secrets studiod keeps; `None` skips the check (local validation).
+    pub secrets: Option<&'a [String]>,
     /// When set, an `at` instant must lie after it.
     pub now_ms: Option<i64>,
     /// The API requires a name; declaration files give it by the member key.
@@ -76,7 +80,7 @@ pub fn validate(spec: ScheduleSpec, ctx: &Context<'_>) -> Result<Validated, Vec<
     check_job(
         &spec.action,
         spec.cwd.as_deref(),
-        &spec.env,
+        (&spec.env, &spec.secrets),
         ctx,
         &mut errors,
     );
@@ -194,12 +198,12 @@ fn arm(trigger: &Trigger, ctx: &Context<'_>, errors: &mut Vec<FieldError>) -> Op
     }
 }
 
-/// What a job is (a schedule's or a task's): its action, working directory and
-/// environment.
+/// What a job is (a schedule's or a task's): its action, working directory,
+/// environment, and the secrets its environment receives (`secrets`: variable → secret).
 pub(crate) fn check_job(
     action: &Action,
     cwd: Option<&str>,
-    env: &std::collections::BTreeMap<String, String>,
+    (env, secrets): (&BTreeMap<String, String>, &BTreeMap<String, String>),
     ctx: &Context<'_>,
     errors: &mut Vec<FieldError>,
 ) {
@@ -214,23 +218,81 @@ pub(crate) fn check_job(
     }
     for (key, value) in env {
         let path = format!("env.{key}");
-        let valid_key = key
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid_key {
-            errors.push(FieldError::new(
-                &path,
-                "a variable name is letters, digits and _, not starting with a digit",
-            ));
-        } else if let Some(why) = jobenv::refusal(key) {
-            errors.push(FieldError::new(&path, why));
-        }
+        check_variable(&path, key, errors);
         if value.contains('\0') {
             errors.push(FieldError::new(&path, "must not contain a NUL byte"));
         }
     }
+    if secrets.len() > MAX_SECRETS {
+        errors.push(FieldError::new(
+            "secrets",
+            format!("at most {MAX_SECRETS} secrets"),
+        ));
+    }
+    // One reason a variable: the first that applies.
+    for (key, secret) in secrets {
+        let path = format!("secrets.{key}");
+        if !check_variable(&path, key, errors) {
+            continue;
+        }
+        if env.contains_key(key) {
+            errors.push(FieldError::new(
+                &path,
+                "is also set in env: give the variable once",
+            ));
+        } else if !is_secret_name(secret) {
+            errors.push(FieldError::new(
+                &path,
+                "a secret's name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit",
+            ));
+        } else if let Some(known) = ctx.secrets
+            && !known.iter().any(|k| k == secret)
+        {
+            errors.push(FieldError::new(
+                &path,
+                format!(
+                    "no secret is named {secret:?} (set one with `studio secret set {secret}`)"
+                ),
+            ));
+        }
+    }
+}
+
+/// The most secrets one job may receive.
+pub const MAX_SECRETS: usize = 64;
+
+/// Whether `name` may name a secret: 1 to 64 of `A-Z a-z 0-9 _ . -`, the first a letter or
+/// a digit.
+pub fn is_secret_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// An environment variable's name at `path`: letters, digits and `_`, and one a job may
+/// be given; `false` when it is not.
+fn check_variable(path: &str, key: &str, errors: &mut Vec<FieldError>) -> bool {
+    let valid_key = key
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid_key {
+        errors.push(FieldError::new(
+            path,
+            "a variable name is letters, digits and _, not starting with a digit",
+        ));
+    } else if let Some(why) = jobenv::refusal(key) {
+        errors.push(FieldError::new(path, why));
+    } else {
+        return true;
+    }
+    false
 }
 
 /// A job's deadline in seconds: at least one, at most [`MAX_DEADLINE_SECS`].
@@ -405,6 +467,7 @@ mod tests {
         Context {
             default_zone: zone,
             allowlist: None,
+            secrets: None,
             now_ms: Some(1_795_000_000_000),
             require_name: true,
         }
@@ -559,6 +622,7 @@ mod tests {
         let list = vec!["true".to_owned()];
         let c = Context {
             allowlist: Some(&list),
+            secrets: None,
             ..ctx(&zone)
         };
         let spec = parse_json(r#"{"name":"n","trigger":{"every":"1m"},"action":{"kind":"command","executable":"rm"}}"#).expect("parse");
@@ -618,6 +682,7 @@ mod tests {
         let list = ["echo".to_owned(), "/opt/tools/run".to_owned()];
         let ctx = Context {
             allowlist: Some(&list),
+            secrets: None,
             ..ctx(&zone)
         };
         let with = |exe: &str| {

@@ -191,6 +191,13 @@ fn spec() -> impl Strategy<Value = ScheduleSpec> {
                 (description, enabled, trigger, action),
                 (cwd, env, policies, on_success, on_fail),
             )| {
+                // Secrets named after some of the variables (any names round-trip).
+                let env: BTreeMap<String, String> = env;
+                let secrets = env
+                    .keys()
+                    .take(2)
+                    .map(|k| (format!("S_{k}"), format!("secret.{}", k.len())))
+                    .collect();
                 ScheduleSpec {
                     target: None,
                     name: None,
@@ -200,6 +207,7 @@ fn spec() -> impl Strategy<Value = ScheduleSpec> {
                     action,
                     cwd,
                     env,
+                    secrets,
                     policies,
                     on_success,
                     on_fail,

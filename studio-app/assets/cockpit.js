@@ -284,7 +284,8 @@ function wireLog() {
 
 // The schedule form: JSON out, field errors next to their fields, a live preview.
 // Each entry maps an API `errors[].path` to the `data-field` of the box that shows it; a
-// third `true` names the path in the message (an env key, a step deeper in a chain).
+// third `true` names the path in the message (an env key or a secret's variable, a step
+// deeper in a chain).
 const FIELD_OF = [
   [/^name/, "name"], [/^description/, "description"],
   [/^trigger\.cron\.timezone/, "timezone"], [/^trigger\.cron/, "cron"],
@@ -292,6 +293,7 @@ const FIELD_OF = [
   [/^action\.executable/, "executable"], [/^action\.args/, "args"],
   [/^action\.prompt/, "prompt"], [/^action\.model/, "model"], [/^action\.profile/, "profile"], [/^action/, "action"], [/^cwd/, "cwd"], [/^target/, "target"], [/^enabled/, "enabled"],
   [/^env\./, "env", true], [/^env/, "env"],
+  [/^secrets\./, "secrets", true], [/^secrets/, "secrets"],
   [/^policies\.approval\.expires_after/, "approval-expires-after"], [/^policies\.approval/, "approval-required"],
   [/^policies\.missed_fire/, "missed-fire"], [/^policies\.overlap/, "overlap"], [/^policies\.on_daemon_loss/, "on-daemon-loss"],
   [/^policies\.max_runs/, "max-runs"], [/^policies\.deadline/, "deadline"], [/^policies\.budget_usd/, "budget-usd"],
@@ -335,21 +337,25 @@ function numberOr(text) {
   return /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(text) ? Number(text) : text;
 }
 
-// `KEY=VALUE` lines: the variables, and the lines that are not one.
-function envLines(text) {
-  const env = new Map();
+// `KEY=VALUE` lines (`shape` names them in a problem): the pairs, and the lines that are
+// not one. A value is kept as typed unless `trim` (a secret's name has no spaces).
+function pairLines(text, shape, trim) {
+  const pairs = new Map();
   const problems = [];
   text.split("\n").forEach((line, i) => {
     const l = line.replace(/\r$/, "");
     if (l.trim() === "") return;
     const eq = l.indexOf("=");
     const key = eq < 0 ? "" : l.slice(0, eq).trim();
-    if (key === "") problems.push("line " + (i + 1) + " is not KEY=VALUE");
-    else if (env.has(key)) problems.push(key + " is given twice");
-    else env.set(key, l.slice(eq + 1));
+    if (key === "") problems.push("line " + (i + 1) + " is not " + shape);
+    else if (pairs.has(key)) problems.push(key + " is given twice");
+    else pairs.set(key, trim ? l.slice(eq + 1).trim() : l.slice(eq + 1));
   });
-  return { env: Object.fromEntries(env), problems };
+  return { pairs: Object.fromEntries(pairs), problems };
 }
+const envLines = (text) => pairLines(text, "KEY=VALUE", false);
+// The secrets a job receives: its variable, and the name of the secret.
+const secretLines = (text) => pairLines(text, "VARIABLE=secret-name", true);
 
 // A control's value now, or as the server rendered it (the stored spec).
 const NOW = (el) => el.value;
@@ -474,8 +480,10 @@ function wireForm() {
     if (val("cwd")) spec.cwd = val("cwd");
     const labels = (val("target") || "").split(",").map((l) => l.trim()).filter((l) => l);
     if (labels.length > 0) spec.target = { labels };
-    const env = envLines(form.elements.env ? read(form.elements.env) : "").env;
+    const env = envLines(form.elements.env ? read(form.elements.env) : "").pairs;
     if (Object.keys(env).length > 0) spec.env = env;
+    const secrets = secretLines(form.elements.secrets ? read(form.elements.secrets) : "").pairs;
+    if (Object.keys(secrets).length > 0) spec.secrets = secrets;
     const p = policies(val, read);
     if (Object.keys(p).length > 0) spec.policies = p;
     for (const key of ["on_success", "on_fail"]) {
@@ -485,9 +493,13 @@ function wireForm() {
     return spec;
   }
 
-  // What the API cannot say for us: it never sees the env text or a half rate limit.
+  // What the API cannot say for us: it never sees the env or secrets text or a half rate
+  // limit.
   function localErrors() {
-    const errors = envLines(form.elements.env.value).problems.map((reason) => ({ path: "env", reason }));
+    const errors = [
+      ...envLines(form.elements.env.value).problems.map((reason) => ({ path: "env", reason })),
+      ...secretLines(form.elements.secrets.value).problems.map((reason) => ({ path: "secrets", reason })),
+    ];
     const fires = v("max_fires");
     const secs = v("window_seconds");
     if (!fires !== !secs) {

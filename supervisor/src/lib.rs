@@ -26,7 +26,7 @@ use studio_contract::{error::ErrorBody, home::Home};
 
 use crate::cli::{
     Cli, Command, EvidenceCommand, ScheduleCommand, allow, approvals, audit, commands, declare,
-    evidence, runs, schedules, sessions, tasks, workers,
+    evidence, runs, schedules, secrets, sessions, tasks, workers,
 };
 pub use crate::{
     cli::preview,
@@ -89,9 +89,9 @@ impl Error {
     }
 }
 
-/// Runs one command and returns its exit status. `shutdown` (Ctrl-C, SIGTERM) ends `up`
-/// and the follow modes; it is polled only by them, so the other commands keep the
-/// default signal behaviour.
+/// Runs one command and returns its exit status. `shutdown` (Ctrl-C, SIGTERM) ends `up`,
+/// the follow modes and `secret set`'s wait for its value; it is polled only by them, so
+/// the other commands keep the default signal behaviour.
 pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Error> {
     let Cli {
         home,
@@ -148,6 +148,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Audit(args) => audit::run(&home, args).await,
         Command::Approvals { command, list } => approvals::run(&home, command, list).await,
         Command::Task { command } => tasks::run(&home, command, shutdown).await,
+        Command::Secret { command } => secrets::run(&home, command, shutdown).await,
         Command::Evidence { command } => evidence::run(&home, command).await,
         // Run above, before the home is resolved.
         Command::Worker(_) => Ok(0),

@@ -70,6 +70,7 @@ pub fn command_spec(name: &str, trigger: Trigger, executable: &str, args: &[&str
         action: command(executable, args),
         cwd: None,
         env: Default::default(),
+        secrets: Default::default(),
         policies: Default::default(),
         on_success: None,
         on_fail: None,

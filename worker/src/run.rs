@@ -523,7 +523,18 @@ impl Worker {
         }
         let program = studio_runner::resolve(&name, &self.env.search_path)
             .map_err(|e| ("spawn_failed", format!("{e}; nothing was started")))?;
-        let env: BTreeMap<String, String> = job.env.clone().into_iter().collect();
+        let mut env: BTreeMap<String, String> = job.env.clone().into_iter().collect();
+        // Its secrets, for this job only: in its environment, and masked in its output.
+        let mut redact: Vec<studio_runner::Redaction> = Vec::new();
+        for secret in &job.secrets {
+            env.insert(secret.variable.clone(), secret.value.clone());
+            if !redact.iter().any(|r| r.name == secret.name) {
+                redact.push(studio_runner::Redaction {
+                    name: secret.name.clone(),
+                    value: secret.value.clone(),
+                });
+            }
+        }
         let mut studio = vec![
             ("STUDIO_RUN_ID", lease.run_id.clone()),
             ("STUDIO_ATTEMPT", lease.attempt.to_string()),
@@ -547,7 +558,7 @@ impl Worker {
             deadline: Some(Duration::from_millis(job.deadline_ms.max(1))),
             grace: GRACE,
             die_with_parent: true,
-            redact: Vec::new(),
+            redact,
         })
     }
 

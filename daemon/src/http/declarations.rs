@@ -74,9 +74,11 @@ async fn planned(state: &ApiState, req: &Request) -> Result<(Vec<ScheduleRow>, P
     let s = &state.scheduler;
     let rows = s.reads().all_schedules().await.map_err(store_error)?;
     let allowlist = s.allowlist_snapshot();
+    let secrets = s.secret_names().await.map_err(store_error)?;
     let env = Env {
         default_zone: s.default_zone(),
         allowlist: &allowlist,
+        secrets: Some(&secrets),
         now_ms: now_ms(),
     };
     let plan = declare::plan(&rows, req, env);

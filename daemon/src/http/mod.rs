@@ -8,9 +8,11 @@ mod cursor;
 mod declarations;
 mod events;
 mod front;
+mod health;
 mod routes;
 mod runs;
 mod schedules;
+mod secrets;
 mod summary;
 mod tasks;
 mod workers;
@@ -50,9 +52,11 @@ pub(crate) struct ApiState {
 /// studiod's router: one route per line of the shared inventory
 /// ([`studio_api::routes::ROUTES`]), each served by the handler of its operation.
 pub(crate) fn router(state: ApiState) -> Router {
+    let metrics = state.scheduler.metrics().clone();
     let router = studio_frontdoor::router_of(ROUTES.iter().map(|route| {
         let filter = studio_frontdoor::method_filter(route.method.http());
-        (route.path, handler(route.op, filter))
+        let timed = axum::middleware::from_fn_with_state((metrics.clone(), route.id), timed);
+        (route.path, handler(route.op, filter).layer(timed))
     }))
     .fallback(studio_frontdoor::door::not_found)
     .method_not_allowed_fallback(studio_frontdoor::door::method_not_allowed)
@@ -61,10 +65,33 @@ pub(crate) fn router(state: ApiState) -> Router {
     door.guard(router.with_state(state))
 }
 
+/// Times each answer of one operation (its id) into the metrics.
+async fn timed(
+    axum::extract::State((metrics, id)): axum::extract::State<(
+        Arc<crate::metrics::Metrics>,
+        &'static str,
+    )>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let began = std::time::Instant::now();
+    let method = req.method().clone();
+    let answer = next.run(req).await;
+    metrics.answered(
+        id,
+        method.as_str(),
+        answer.status().as_u16(),
+        began.elapsed(),
+    );
+    answer
+}
+
 /// The handler of each operation (a `GET` handler answers `HEAD` too).
 fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
     match op {
         Op::Health => on(m, routes::health),
+        Op::Metrics => on(m, health::metrics),
+        Op::Readiness => on(m, health::readiness),
         Op::Identity => on(m, routes::identity),
         Op::OpenApi => on(m, routes::openapi),
         Op::Pair => on(m, routes::pair),
@@ -105,6 +132,9 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::ListWorkers => on(m, workers::list),
         Op::CreateJoinToken => on(m, workers::create_token),
         Op::RevokeWorker => on(m, workers::revoke),
+        Op::ListSecrets => on(m, secrets::list),
+        Op::SetSecret => on(m, secrets::set),
+        Op::DeleteSecret => on(m, secrets::delete),
         Op::PlanDeclarations => on(m, declarations::plan),
         Op::ApplyDeclarations => on(m, declarations::apply),
         Op::ExportDeclarations => on(m, declarations::export),

@@ -97,6 +97,18 @@ pub(crate) fn engine_error(e: EngineError) -> ApiError {
              waiting to retry) is retried",
         ),
         EngineError::WorkerNotFound => ApiError::new(Code::WorkerNotFound, "no such worker"),
+        EngineError::SecretNotFound => ApiError::new(Code::SecretNotFound, "no such secret"),
+        EngineError::SecretInUse(users) => ApiError::new(
+            Code::SecretInUse,
+            format!(
+                "the secret is named by {}: change or delete them first",
+                users.join(", ")
+            ),
+        ),
+        EngineError::Seal(e) => {
+            tracing::error!(error = %e, "cannot seal a secret");
+            ApiError::new(Code::Internal, "the secret cannot be sealed")
+        }
         EngineError::BadSpec(why) => ApiError::new(
             Code::Internal,
             format!("the stored spec cannot be read: {why}"),
@@ -113,12 +125,19 @@ fn scheduler(state: &ApiState) -> &Arc<Scheduler> {
     &state.scheduler
 }
 
-fn check(state: &ApiState, spec: ScheduleSpec, now: i64) -> Result<Validated, ApiError> {
+async fn check(state: &ApiState, spec: ScheduleSpec, now: i64) -> Result<Validated, ApiError> {
     let s = scheduler(state);
     let allowlist = s.allowlist_snapshot();
+    // Read only when the spec names any.
+    let secrets = if spec.secrets.is_empty() {
+        Vec::new()
+    } else {
+        s.secret_names().await.map_err(store_error)?
+    };
     let ctx = Context {
         default_zone: s.default_zone(),
         allowlist: Some(&allowlist),
+        secrets: Some(&secrets),
         now_ms: Some(now),
         require_name: true,
     };
@@ -187,7 +206,7 @@ pub(crate) async fn create(
     TextBody(body): TextBody,
 ) -> Result<Response, ApiError> {
     let now = now_ms();
-    let validated = check(&state, parse(&body)?, now)?;
+    let validated = check(&state, parse(&body)?, now).await?;
     let row = new_row(&validated, uuid::Uuid::now_v7().to_string(), now);
     scheduler(&state)
         .create_schedule(&row, &by)
@@ -304,7 +323,7 @@ pub(crate) async fn patch(
         serde_json::from_str(&current.spec).unwrap_or_else(|_| Value::Object(Map::new()));
     merge(&mut merged, &patch, true);
     let now = now_ms();
-    let validated = check(&state, parse(&merged.to_string())?, now)?;
+    let validated = check(&state, parse(&merged.to_string())?, now).await?;
     let row = revised_row(&current, &validated, now);
     if row.spec == current.spec {
         // Nothing to change: no write, no revision, no event (as declarations behave).
@@ -413,6 +432,7 @@ pub(crate) async fn preview(
         },
         cwd: None,
         env: Default::default(),
+        secrets: Default::default(),
         policies: Default::default(),
         on_success: None,
         on_fail: None,
@@ -421,6 +441,7 @@ pub(crate) async fn preview(
     let ctx = Context {
         default_zone: s.default_zone(),
         allowlist: None,
+        secrets: None,
         now_ms: None,
         require_name: false,
     };

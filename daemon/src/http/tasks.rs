@@ -67,9 +67,16 @@ pub(crate) async fn submit(
         studio_schedule::parse_json_as(&body).map_err(|e| ApiError::invalid(vec![e]))?;
     let s = &state.scheduler;
     let allowlist = s.allowlist_snapshot();
+    // Read only when the spec names any.
+    let secrets = if spec.secrets.is_empty() {
+        Vec::new()
+    } else {
+        s.secret_names().await.map_err(store_error)?
+    };
     let ctx = Context {
         default_zone: s.default_zone(),
         allowlist: Some(&allowlist),
+        secrets: Some(&secrets),
         now_ms: None,
         require_name: false,
     };

@@ -673,6 +673,9 @@ mod tasks;
 #[path = "workers_tests.rs"]
 mod workers;
 
+#[path = "secrets_tests.rs"]
+mod secrets;
+
 /// The live router against the document: every (method, path) the document names is
 /// served (never the fallback's `not_found` nor `method_not_allowed`), and every method
 /// the document does not name on a path is answered `405` — so nothing is served that the

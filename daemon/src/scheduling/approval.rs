@@ -1,8 +1,8 @@
 //! What an approval request is bound to: the canonical JSON of exactly what will run —
 //! the action (executable and arguments, or the agent's prompt, model and profile), the
 //! working directory, the *names* of the environment variables the spec sets, the
-//! follow-ups that run after it under the same grant, and the worker labels it runs on
-//! when it names them — and its SHA-256. An edit that leaves this unchanged (a description, a trigger, a policy)
+//! follow-ups that run after it under the same grant, the worker labels it runs on and
+//! the secrets it receives (by name) when it names them — and its SHA-256. An edit that leaves this unchanged (a description, a trigger, a policy)
 //! leaves a pending request alone; any other voids it (docs/DECISIONS.md).
 
 use serde_json::{Value, json};
@@ -34,6 +34,9 @@ pub(crate) fn bound_action(spec: &ScheduleSpec) -> Value {
     }
     if let Some(target) = &spec.target {
         bound["labels"] = json!(target.labels);
+    }
+    if !spec.secrets.is_empty() {
+        bound["secrets"] = json!(spec.secrets);
     }
     bound
 }
@@ -77,6 +80,9 @@ pub(crate) fn task_request(
     });
     if !spec.labels.is_empty() {
         bound["labels"] = json!(spec.labels);
+    }
+    if !spec.secrets.is_empty() {
+        bound["secrets"] = json!(spec.secrets);
     }
     Some(request(policy, sealed(&bound), requested_by, now))
 }

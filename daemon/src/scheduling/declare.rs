@@ -40,11 +40,13 @@ struct Envelope {
     schedules: BTreeMap<String, Value>,
 }
 
-/// What validation needs from the daemon: its zone, its allow-list and "now".
+/// What validation needs from the daemon: its zone, its allow-list, the names of its
+/// secrets (`None` skips that check) and "now".
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Env<'a> {
     pub default_zone: &'a Zone,
     pub allowlist: &'a [String],
+    pub secrets: Option<&'a [String]>,
     pub now_ms: i64,
 }
 
@@ -402,6 +404,7 @@ impl Planner<'_> {
         let mut ctx = Context {
             default_zone: self.env.default_zone,
             allowlist: Some(self.env.allowlist),
+            secrets: self.env.secrets,
             now_ms: Some(self.env.now_ms),
             require_name: true,
         };

@@ -51,6 +51,7 @@ fn planned(rows: &[ScheduleRow], req: &Request, now: i64) -> Plan {
         Env {
             default_zone: &zone,
             allowlist: &allowlist,
+            secrets: None,
             now_ms: now,
         },
     )
@@ -83,6 +84,7 @@ fn hand_made(name: &str) -> ScheduleRow {
     let ctx = Context {
         default_zone: &zone,
         allowlist: Some(&allowlist),
+        secrets: None,
         now_ms: Some(NOW),
         require_name: true,
     };

@@ -94,6 +94,13 @@ pub(crate) enum EngineError {
     TaskNotFinished,
     #[error("no such worker")]
     WorkerNotFound,
+    #[error("no such secret")]
+    SecretNotFound,
+    /// Named by these schedules and unfinished tasks.
+    #[error("the secret is in use by {}", .0.join(", "))]
+    SecretInUse(Vec<String>),
+    #[error("the secret cannot be sealed: {0}")]
+    Seal(#[from] crate::secrets::SealError),
     #[error("the stored spec cannot be read: {0}")]
     BadSpec(String),
     #[error(transparent)]
@@ -176,6 +183,8 @@ pub(crate) struct Scheduler {
     pub(super) stop: Shutdown,
     /// What `command` actions may run (see `allowlist`).
     pub(super) allowlist: AllowList,
+    /// studiod's metrics (`/metrics`).
+    pub(super) metrics: Arc<crate::metrics::Metrics>,
     pub(super) allowlist_writes: tokio::sync::Mutex<()>,
     /// This boot's id: recorded with every job leader, checked before signalling one.
     pub(super) boot_id: String,
@@ -252,6 +261,7 @@ impl Scheduler {
         lock_fd: Option<std::os::fd::RawFd>,
     ) -> Result<Arc<Self>, DaemonError> {
         let (events, _) = broadcast::channel(4096);
+        let metrics = Arc::new(crate::metrics::Metrics::new(store.write_time().clone()));
         let launcher = config
             .launcher
             .as_ref()
@@ -276,6 +286,7 @@ impl Scheduler {
             events,
             stop,
             allowlist: AllowList::default(),
+            metrics,
             allowlist_writes: tokio::sync::Mutex::default(),
             boot_id,
             detached_until_ms: AtomicI64::new(0),
@@ -316,6 +327,11 @@ impl Scheduler {
         self.allowlist.snapshot()
     }
 
+    /// The folder of the home the runs' folders are in (its filesystem is the home's).
+    pub(crate) fn home_dir(&self) -> &std::path::Path {
+        self.runs_dir.parent().unwrap_or(&self.runs_dir)
+    }
+
     /// The log file of one stream of a run (`runs/<id>/<stream>.log`).
     pub(crate) fn run_log(&self, run_id: &str, stream: &str) -> PathBuf {
         self.runs_dir.join(run_id).join(format!("{stream}.log"))
@@ -327,7 +343,31 @@ impl Scheduler {
     }
 
     pub(super) fn publish(&self, event: EventRow) {
+        if event.kind == "run" {
+            self.count_end(&event.data);
+        }
         let _ = self.events.send(event);
+    }
+
+    /// Counts a run's end in the metrics when its event says it ended.
+    fn count_end(&self, data: &str) {
+        #[derive(serde::Deserialize)]
+        struct Status {
+            status: studio_api::RunStatus,
+        }
+        if let Ok(Status { status }) = serde_json::from_str(data)
+            && status.is_terminal()
+        {
+            let ended = crate::metrics::Ended {
+                status: status.as_str().to_owned(),
+            };
+            self.metrics.runs.get_or_create(&ended).inc();
+        }
+    }
+
+    /// studiod's metrics.
+    pub(crate) fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
     }
 
     /// Publishes `events` in their order.
@@ -468,6 +508,11 @@ impl Scheduler {
             }
             // The claim returned the cursor it left: no need to read it back.
             Claim::Claimed(_, _, after) => {
+                self.metrics.fires.inc();
+                let late_ms = u32::try_from((now - at).max(0)).unwrap_or(u32::MAX);
+                self.metrics
+                    .fire_lateness
+                    .observe(f64::from(late_ms) / 1000.0);
                 self.queue().set(id, after);
                 self.wake.notify_one();
             }

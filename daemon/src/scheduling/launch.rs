@@ -21,6 +21,7 @@ use super::{
     CrashPoint,
     engine::Scheduler,
     model::{RunKind, RunRow, RunStatus, ScheduleRow},
+    secrets::{Opened, SecretsUnavailable},
     store::{Claim, Cursor, Finish, NewRun, TaskRow},
 };
 use crate::error::chain;
@@ -43,6 +44,8 @@ pub(crate) enum Owner {
 struct JobDef {
     cwd: Option<String>,
     env: BTreeMap<String, String>,
+    /// Variable → the secret it receives.
+    secrets: BTreeMap<String, String>,
     deadline: Option<u64>,
     kill_on_loss: bool,
 }
@@ -58,6 +61,7 @@ impl Owner {
                     deadline: spec.policies.deadline,
                     cwd: spec.cwd,
                     env: spec.env,
+                    secrets: spec.secrets,
                 })
             }
             Self::Task(row) => {
@@ -67,6 +71,7 @@ impl Owner {
                     deadline: spec.deadline,
                     cwd: spec.cwd,
                     env: spec.env,
+                    secrets: spec.secrets,
                 })
             }
         }
@@ -94,6 +99,8 @@ enum Refusal {
     NotAllowed(String),
     Spawn(String),
     ScheduleGone,
+    /// A secret it names is gone or cannot be opened.
+    Secret(String),
 }
 
 impl Scheduler {
@@ -149,7 +156,15 @@ impl Scheduler {
             }
         };
         let def = owner.job();
-        let job = match self.job_for(&run, def.as_ref()) {
+        let secrets = match def.as_ref().map(|d| &d.secrets) {
+            Some(refs) => match self.open_secrets(refs).await {
+                Ok(opened) => opened,
+                Err(SecretsUnavailable::Store(e)) => return Err(e),
+                Err(why) => return self.refuse(&run, Refusal::Secret(why.to_string())).await,
+            },
+            None => Opened::default(),
+        };
+        let job = match self.job_for(&run, def.as_ref(), secrets) {
             Ok(job) => job,
             Err(refusal) => return self.refuse(&run, refusal).await,
         };
@@ -351,7 +366,12 @@ impl Scheduler {
     }
 
     /// The job of a run: its program, the cleared environment, its deadline.
-    fn job_for(&self, run: &RunRow, def: Option<&JobDef>) -> Result<JobSpec, Refusal> {
+    fn job_for(
+        &self,
+        run: &RunRow,
+        def: Option<&JobDef>,
+        secrets: Opened,
+    ) -> Result<JobSpec, Refusal> {
         let def = def.ok_or(Refusal::ScheduleGone)?;
         let action: Action = serde_json::from_str(&run.action)
             .map_err(|e| Refusal::Spawn(format!("unreadable action: {e}")))?;
@@ -401,17 +421,19 @@ impl Scheduler {
             ),
             ("STUDIO_ATTEMPT", run.attempt.to_string()),
         ];
+        let mut extra = def.env.clone();
+        extra.extend(secrets.env);
         Ok(JobSpec {
             program,
             args,
             cwd: def.cwd.as_ref().map(Into::into),
-            env: job_env(self.config.host_env.iter().cloned(), &def.env, &studio),
+            env: job_env(self.config.host_env.iter().cloned(), &extra, &studio),
             run_dir,
             log_cap: self.config.log_cap,
             deadline: Some(def.deadline.map_or(DEFAULT_DEADLINE, Duration::from_secs)),
             grace: self.config.job_grace,
             die_with_parent: true,
-            redact: Vec::new(),
+            redact: secrets.redact,
         })
     }
 
@@ -433,6 +455,7 @@ impl Scheduler {
                 "schedule_deleted",
                 "the schedule was deleted before the run started".into(),
             ),
+            Refusal::Secret(why) => ("secret_missing", format!("nothing was started: {why}")),
         };
         tracing::warn!(run = %run.id, reason, detail = %detail, "run not launched");
         self.fail(run, RunStatus::Running, reason, detail).await

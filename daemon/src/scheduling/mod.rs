@@ -22,6 +22,7 @@ mod launch;
 pub(crate) mod model;
 mod recovery;
 mod retries;
+pub(crate) mod secrets;
 pub(crate) mod store;
 pub(crate) mod tasks;
 #[cfg(test)]

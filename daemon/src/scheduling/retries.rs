@@ -15,7 +15,7 @@ use super::{
     Scheduler, approval,
     engine::arm,
     model::{RunKind, RunRow},
-    store::Cursor,
+    store::{Claim, Cursor},
 };
 use crate::{error::chain, store::StoreError};
 
@@ -74,9 +74,13 @@ impl Scheduler {
         run.attempt = failed.attempt + 1;
         run.replaces_run_id = Some(failed.id.clone());
         run.counted = false;
-        if let Err(error) = self.claim_and_launch(run, &row, Cursor::Keep, None).await {
-            tracing::error!(run = %failed.id, error = %error, "retry not claimed");
-        }
+        match self.claim_and_launch(run, &row, Cursor::Keep, None).await {
+            Ok(Claim::Claimed(..)) => {
+                self.metrics.retries.inc();
+            }
+            Ok(_) => {}
+            Err(error) => tracing::error!(run = %failed.id, error = %error, "retry not claimed"),
+        };
         Ok(())
     }
 }

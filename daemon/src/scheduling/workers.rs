@@ -19,7 +19,7 @@ use std::{
 
 use serde_json::json;
 use studio_contract::time::now_ms;
-use studio_runner::{Ending, Outcome};
+use studio_runner::{Ending, Outcome, Redaction};
 use studio_schedule::{Action, ScheduleSpec, TaskSpec};
 
 use super::{
@@ -27,6 +27,7 @@ use super::{
     engine::{Active, EngineError},
     launch::{finish_of, settle},
     model::{RunRow, RunStatus},
+    secrets::SecretsUnavailable,
     store::{Ended, Finish, NewWorker, Note, WorkerRow, serves, split},
     tasks::Fairness,
 };
@@ -61,6 +62,8 @@ pub(crate) struct RemoteJob {
     pub action: Action,
     pub cwd: Option<String>,
     pub env: BTreeMap<String, String>,
+    /// Variable → the secret it receives (its `Debug` shows no value).
+    pub secrets: BTreeMap<String, Redaction>,
     pub deadline_s: u64,
 }
 
@@ -215,6 +218,16 @@ impl Scheduler {
     }
 
     /// Whether one of `worker`'s assignment streams is open.
+    /// How many workers have an open assignment stream.
+    pub(crate) fn connected_workers(&self) -> i64 {
+        let n = self
+            .connected
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        i64::try_from(n).unwrap_or(i64::MAX)
+    }
+
     pub(crate) fn is_connected(&self, worker: &str) -> bool {
         self.connected
             .lock()
@@ -314,12 +327,16 @@ impl Scheduler {
                 entry.worker = Some(worker.id.clone());
             }
             self.lease_wake.notify_one();
+            let Some(secrets) = self.remote_secrets(&run, &spec.secrets).await? else {
+                continue;
+            };
             // The action as the occurrence was claimed; the rest as the schedule says now.
             let action = serde_json::from_str(&run.action).unwrap_or(spec.action);
             let job = RemoteJob {
                 action,
                 cwd: spec.cwd,
                 env: spec.env,
+                secrets,
                 deadline_s: spec.policies.deadline.unwrap_or(DEFAULT_DEADLINE_S),
             };
             return Ok(Some(Grant {
@@ -330,6 +347,40 @@ impl Scheduler {
             }));
         }
         Ok(None)
+    }
+
+    /// The secrets a just-claimed remote attempt names (`refs`: variable → secret), for its
+    /// lease; `None` when one is gone or cannot be opened: the attempt then ends `failed`
+    /// / `secret_missing`, before anything is sent.
+    async fn remote_secrets(
+        &self,
+        run: &RunRow,
+        refs: &BTreeMap<String, String>,
+    ) -> Result<Option<BTreeMap<String, Redaction>>, StoreError> {
+        let opened = match self.open_secrets(refs).await {
+            Ok(opened) => opened,
+            Err(SecretsUnavailable::Store(e)) => return Err(e),
+            Err(why) => {
+                let detail = format!("[studio] nothing was started: {why}\n");
+                self.fail(run, RunStatus::Running, "secret_missing", detail)
+                    .await?;
+                self.active().remove(&run.id);
+                self.tasks_changed();
+                return Ok(None);
+            }
+        };
+        Ok(Some(
+            refs.iter()
+                .filter_map(|(variable, name)| {
+                    let value = opened.env.get(variable)?.clone();
+                    let secret = Redaction {
+                        name: name.clone(),
+                        value,
+                    };
+                    Some((variable.clone(), secret))
+                })
+                .collect(),
+        ))
     }
 
     /// Claims the task the worker's fair order picks among those its labels serve.
@@ -376,12 +427,16 @@ impl Scheduler {
                     continue;
                 }
             };
+            let Some(secrets) = self.remote_secrets(&run, &spec.secrets).await? else {
+                continue;
+            };
             let fence = self.store.fence_of(&run.id).await?.unwrap_or_default();
             let job = RemoteJob {
                 deadline_s: spec.deadline.unwrap_or(DEFAULT_DEADLINE_S),
                 action: spec.action,
                 cwd: spec.cwd,
                 env: spec.env,
+                secrets,
             };
             return Ok(Some(Grant {
                 run,

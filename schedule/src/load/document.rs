@@ -326,6 +326,7 @@ fn schedule(
     let ctx = Context {
         default_zone: opts.default_zone,
         allowlist: None,
+        secrets: None,
         now_ms: None,
         require_name: false,
     };

@@ -2,8 +2,9 @@
 //! server renders the fields prefilled from the spec; `cockpit.js` sends the JSON
 //! (`POST /api/schedules`, or a `PATCH` of only what changed), previews the next five
 //! fires and puts each `errors[].path` of a `400 validation_failed` next to its field.
-//! Every field of the spec is here: the approval policy in its own section, environment,
-//! the other policies and follow-ups in a collapsed "Advanced" one.
+//! Every field of the spec is here: the approval policy in its own section, environment
+//! (its variables, and the secrets it receives by name), the other policies and
+//! follow-ups in a collapsed "Advanced" one.
 
 use askama::Template;
 use axum::{
@@ -77,6 +78,8 @@ pub(crate) struct Fields {
     pub(crate) enabled: bool,
     /// `KEY=VALUE`, one per line, in key order.
     pub(crate) env: String,
+    /// `VAR=secret-name`, one per line, in variable order: names only, never a value.
+    pub(crate) secrets: String,
     pub(crate) approval: ApprovalFields,
     pub(crate) policies: PolicyFields,
     pub(crate) on_success: FollowUpFields,
@@ -277,12 +280,12 @@ impl Fields {
             Trigger::At(a) => ("at", String::new(), String::new(), String::new(), a.clone()),
         };
         let [action_kind, executable, args, prompt, model, profile] = action_fields(&spec.action);
-        let env = spec
-            .env
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let lines = |map: &std::collections::BTreeMap<String, String>| {
+            map.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
         Self {
             name: s.name.clone(),
             description: spec.description.clone(),
@@ -304,7 +307,8 @@ impl Fields {
                 .map(|t| t.labels.join(", "))
                 .unwrap_or_default(),
             enabled: s.enabled,
-            env,
+            env: lines(&spec.env),
+            secrets: lines(&spec.secrets),
             approval: ApprovalFields::from_spec(spec.policies.approval.as_ref()),
             policies: PolicyFields::from_spec(&spec.policies),
             on_success: FollowUpFields::from_spec("on_success", spec.on_success.as_deref()),
@@ -315,6 +319,7 @@ impl Fields {
     /// Whether anything in the "Advanced" section is set (then it opens by itself).
     pub(crate) fn has_advanced(&self) -> bool {
         !self.env.is_empty()
+            || !self.secrets.is_empty()
             || self.policies != PolicyFields::default()
             || !self.on_success.kind.is_empty()
             || !self.on_fail.kind.is_empty()
@@ -465,6 +470,7 @@ mod tests {
             "spec": {"trigger": {"every": "1h"},
                      "action": {"kind": "command", "executable": "true"},
                      "env": {"MODE": "full", "QUERY": "a=b c"},
+                     "secrets": {"NPM_TOKEN": "npm", "GITHUB_TOKEN": "github.ci"},
                      "policies": {"missed_fire": "run_once", "overlap": "skip", "max_runs": 5,
                                   "deadline": 600, "budget_usd": 2.5, "on_daemon_loss": "kill",
                                   "rate_limit": {"max_fires": 3, "window_seconds": 60}},
@@ -476,6 +482,7 @@ mod tests {
         .expect("schedule");
         let f = Fields::from_schedule(&s);
         assert_eq!(f.env, "MODE=full\nQUERY=a=b c");
+        assert_eq!(f.secrets, "GITHUB_TOKEN=github.ci\nNPM_TOKEN=npm");
         assert_eq!(
             f.policies,
             PolicyFields {
@@ -520,6 +527,13 @@ mod tests {
             "opens when set"
         );
         assert!(html.contains("MODE=full\nQUERY=a=b c</textarea>"));
+        assert!(
+            html.contains(
+                r#"data-testid="field-secrets">GITHUB_TOKEN=github.ci
+NPM_TOKEN=npm</textarea>"#
+            ),
+            "{html}"
+        );
         assert!(html.contains(r#"<option value="run_once" selected>"#));
         for (id, value) in [
             ("field-deadline", "600"),
@@ -545,6 +559,33 @@ mod tests {
         );
         assert!(html.contains(r#"data-testid="on-success-chain""#));
         assert!(html.contains(r#"data-done="/schedules/s""#));
+    }
+
+    /// An edit shows the secrets a schedule names (never a value: the spec has none), so
+    /// saving it sends them back unchanged.
+    #[test]
+    fn secrets_alone_open_the_advanced_section_by_name() {
+        let s: Schedule = serde_json::from_value(serde_json::json!({
+            "id": "s", "name": "n", "enabled": true, "trigger_kind": "every", "health": "healthy",
+            "runs_counted": 0, "spend_usd": 0.0, "revision": 1,
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+            "spec": {"trigger": {"every": "1h"}, "action": {"kind": "command", "executable": "true"},
+                     "secrets": {"GITHUB_TOKEN": "github"}}
+        }))
+        .expect("schedule");
+        let f = Fields::from_schedule(&s);
+        assert_eq!(
+            (f.env.as_str(), f.secrets.as_str()),
+            ("", "GITHUB_TOKEN=github")
+        );
+        assert!(f.has_advanced());
+        let html = page(f);
+        assert!(html.contains(r#"data-testid="advanced" open"#), "{html}");
+        assert!(
+            html.contains(r#"data-testid="field-secrets">GITHUB_TOKEN=github</textarea>"#),
+            "{html}"
+        );
+        assert!(html.contains(r#"<label for="f-secrets">"#));
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod forms;
 mod overview;
 mod runs;
 mod schedules;
+mod secrets;
 mod tasks;
 mod words;
 
@@ -52,6 +53,7 @@ pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/devices", get(overview::devices)),
         ("/audit", get(audit::page)),
         ("/commands", get(commands::page)),
+        ("/secrets", get(secrets::page)),
         ("/schedules", get(schedules::list)),
         ("/schedules/new", get(forms::new)),
         ("/schedules/{id}", get(schedules::detail)),
@@ -74,6 +76,7 @@ pub(crate) enum Nav {
     Attention,
     Approvals,
     Commands,
+    Secrets,
     Devices,
     Audit,
 }

@@ -107,14 +107,24 @@ impl Client {
         self.with_body(Method::PATCH, path, body).await
     }
 
+    /// A PUT of `body`, with the answer's status (`201` made the resource, `200`
+    /// replaced it).
+    pub(crate) async fn put<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<(StatusCode, T), Error> {
+        let body = encoded(path, body)?;
+        self.exchange(Method::PUT, path, Some(body)).await
+    }
+
     async fn with_body<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
         body: &B,
     ) -> Result<T, Error> {
-        let body = serde_json::to_string(body)
-            .map_err(|e| Error::Failed(format!("{path}: cannot encode the request: {e}")))?;
+        let body = encoded(path, body)?;
         self.send(method, path, Some(body)).await
     }
 
@@ -136,6 +146,16 @@ impl Client {
         path: &str,
         body: Option<String>,
     ) -> Result<T, Error> {
+        Ok(self.exchange(method, path, body).await?.1)
+    }
+
+    /// [`Self::send`], keeping the answer's status.
+    async fn exchange<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<(StatusCode, T), Error> {
         let mut req = self.request(&self.http, method.clone(), path);
         if method != Method::GET {
             // studiod wants a JSON media type on every unsafe request, bodyless or not.
@@ -144,11 +164,13 @@ impl Client {
                 .body(body.unwrap_or_else(|| "{}".to_owned()));
         }
         let resp = self.checked(req.send().await, TIMEOUT).await?;
+        let status = resp.status();
         let text = resp
             .text()
             .await
             .map_err(|e| self.transport(e, Some(TIMEOUT)))?;
         serde_json::from_str(&text)
+            .map(|answer| (status, answer))
             .map_err(|e| Error::Failed(format!("{path}: studiod answered with bad JSON: {e}")))
     }
 
@@ -262,6 +284,13 @@ impl Client {
         }
         Error::Failed(format!("request to {origin} failed: {}", root_cause(&e)))
     }
+}
+
+/// `body` as the JSON a request carries. The error names the path only: a body may hold
+/// a secret's value.
+fn encoded<B: Serialize>(path: &str, body: &B) -> Result<String, Error> {
+    serde_json::to_string(body)
+        .map_err(|e| Error::Failed(format!("{path}: cannot encode the request: {e}")))
 }
 
 /// The innermost cause: reqwest's outer layers only say "error sending request".

@@ -1,5 +1,5 @@
 //! The user commands. This module is the command line: `studio up | status | restart |
-//! stop | pair | logs | schedule | runs | run | sessions | audit | task | worker |
+//! stop | pair | logs | schedule | runs | run | sessions | audit | task | worker | secret |
 //! evidence`, with the environment
 //! equivalents, turned into typed configuration. Clap's own usage errors exit with status
 //! 2; so do the checks made here. Its submodules carry the commands out.
@@ -17,6 +17,7 @@ pub(crate) mod evidence;
 pub mod preview;
 pub(crate) mod runs;
 pub(crate) mod schedules;
+pub(crate) mod secrets;
 pub(crate) mod sessions;
 pub(crate) mod table;
 pub(crate) mod tasks;
@@ -132,6 +133,13 @@ pub enum Command {
     /// on a worker's machine, join, keep its allow-list and run it (`studio worker` with
     /// no subcommand runs this machine's worker until Ctrl-C or SIGTERM).
     Worker(WorkerArgs),
+    /// Secrets: named values studiod keeps sealed and gives only to the jobs that name
+    /// them (`"secrets": {"VAR": "NAME"}` in a schedule or a task, `studio task submit
+    /// --secret VAR=NAME`). Nothing ever prints a value.
+    Secret {
+        #[command(subcommand)]
+        command: SecretCommand,
+    },
     /// The evidence log of human decisions.
     Evidence {
         #[command(subcommand)]
@@ -337,6 +345,10 @@ pub struct TaskSubmitArgs {
     /// An environment variable for the job (repeat for more).
     #[arg(long, value_name = "NAME=VALUE")]
     pub env: Vec<String>,
+    /// A secret for the job's environment: the variable and the name of a secret studiod
+    /// keeps (`studio secret set SECRET`); repeat for more.
+    #[arg(long, value_name = "NAME=SECRET")]
+    pub secret: Vec<String>,
     /// Run the agent with this prompt instead of a command.
     #[arg(long, value_name = "PROMPT")]
     pub agent: Option<String>,
@@ -413,6 +425,31 @@ impl From<RoleArg> for Role {
             RoleArg::Admin => Role::Admin,
         }
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecretCommand {
+    /// Set a secret's value (admin), read from stdin, never from the command line: typed
+    /// at a prompt that does not show it, or piped in (`studio secret set NAME < FILE`,
+    /// for a long or multi-line value). One trailing newline is dropped.
+    Set {
+        /// 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit.
+        name: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Every secret: when it was set, by whom, and the schedules and unfinished tasks
+    /// that name it.
+    List {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Delete a secret (admin); refused while a schedule or an unfinished task names it.
+    Delete {
+        name: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -583,8 +620,8 @@ pub struct AuditArgs {
     /// Only rows of these kinds, comma-separated (schedule_created, schedule_updated,
     /// schedule_enabled, schedule_disabled, schedule_deleted, run_triggered,
     /// run_cancelled, approval_granted, approval_denied, task_submitted, task_cancelled,
-    /// task_retried, worker_token_created, worker_joined, worker_revoked,
-    /// pairing_minted, pairing_redeemed, pairing_failed, session_revoked, role_changed,
+    /// task_retried, worker_token_created, worker_joined, worker_revoked, secret_set,
+    /// secret_deleted, pairing_minted, pairing_redeemed, pairing_failed, session_revoked, role_changed,
     /// allowlist_changed, epoch_started, epoch_stopped).
     #[arg(long, value_name = "KINDS")]
     pub kind: Option<String>,
@@ -1047,6 +1084,81 @@ mod tests {
         ] {
             assert_eq!(worker(bad).expect_err("refused").exit_code(), 2, "{bad:?}");
         }
+    }
+
+    fn secret(args: &[&str]) -> Result<SecretCommand, clap::Error> {
+        let cli = Cli::try_parse_from(["studio", "secret"].iter().chain(args))?;
+        let Command::Secret { command } = cli.command else {
+            panic!("not secret")
+        };
+        Ok(command)
+    }
+
+    /// A value is never an argument: `set` takes the name alone, and reads stdin.
+    #[test]
+    fn secret_set_list_and_delete_parse() {
+        assert!(matches!(
+            secret(&["set", "github", "--json", "--daemon", "http://127.0.0.1:9"])
+                .expect("parses"),
+            SecretCommand::Set { name, remote }
+                if name == "github"
+                    && remote.json
+                    && remote.daemon.as_deref() == Some("http://127.0.0.1:9")
+        ));
+        assert!(matches!(
+            secret(&["list"]).expect("parses"),
+            SecretCommand::List { remote } if !remote.json
+        ));
+        assert!(matches!(
+            secret(&["list", "--json"]).expect("parses"),
+            SecretCommand::List { remote } if remote.json
+        ));
+        assert!(matches!(
+            secret(&["delete", "slack.hook"]).expect("parses"),
+            SecretCommand::Delete { name, remote } if name == "slack.hook" && !remote.json
+        ));
+        for bad in [
+            &[][..],
+            &["set"],
+            &["set", "github", "hunter22"],
+            &["set", "github", "--value", "hunter22"],
+            &["delete"],
+            &["list", "github"],
+        ] {
+            let err = secret(bad).expect_err("refused");
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn task_submit_takes_secrets_by_name() {
+        let cli = Cli::try_parse_from([
+            "studio",
+            "task",
+            "submit",
+            "--secret",
+            "GITHUB_TOKEN=github",
+            "--env",
+            "MODE=full",
+            "--secret",
+            "NPM_TOKEN=npm",
+            "--",
+            "make",
+            "release",
+        ])
+        .expect("parses");
+        let Command::Task {
+            command: TaskCommand::Submit(args),
+        } = cli.command
+        else {
+            panic!("not task submit")
+        };
+        assert_eq!(args.secret, ["GITHUB_TOKEN=github", "NPM_TOKEN=npm"]);
+        assert_eq!(args.env, ["MODE=full"]);
+        assert_eq!(args.command, ["make", "release"]);
+        let err = Cli::try_parse_from(["studio", "task", "submit", "--secret"])
+            .expect_err("a flag without its value");
+        assert_eq!(err.exit_code(), 2);
     }
 
     #[test]

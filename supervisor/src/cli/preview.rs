@@ -85,6 +85,7 @@ pub fn fires(
         },
         cwd: None,
         env: Default::default(),
+        secrets: Default::default(),
         policies: Default::default(),
         on_success: None,
         on_fail: None,
@@ -92,6 +93,7 @@ pub fn fires(
     let ctx = Context {
         default_zone: &zone,
         allowlist: None,
+        secrets: None,
         now_ms: Some(from_ms),
         require_name: false,
     };

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use studio_api::{
-    Task, TaskDetail, TaskPage,
+    Code, Task, TaskDetail, TaskPage,
     schedule::{Action, ApprovalPolicy, Backoff, Concurrency, RetryOn, RetryPolicy, TaskSpec},
 };
 use studio_contract::home::Home;
@@ -155,13 +155,18 @@ async fn submit(home: &Home, args: TaskSubmitArgs) -> Result<u8, Error> {
                 })
         })
         .transpose()?;
-    let mut env = BTreeMap::new();
-    for pair in args.env {
-        let (k, v) = pair
-            .split_once('=')
-            .ok_or_else(|| Error::Usage(format!("--env {pair:?} is not NAME=VALUE")))?;
-        env.insert(k.to_owned(), v.to_owned());
-    }
+    let pairs = |flag: &str, list: Vec<String>, shape: &str| {
+        let mut map = BTreeMap::new();
+        for pair in list {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| Error::Usage(format!("--{flag} {pair:?} is not {shape}")))?;
+            map.insert(k.to_owned(), v.to_owned());
+        }
+        Ok::<_, Error>(map)
+    };
+    let env = pairs("env", args.env, "NAME=VALUE")?;
+    let secrets = pairs("secret", args.secret, "NAME=SECRET")?;
     let spec = TaskSpec {
         action,
         labels: args.label,
@@ -171,6 +176,7 @@ async fn submit(home: &Home, args: TaskSubmitArgs) -> Result<u8, Error> {
         deadline: args.deadline,
         cwd: args.cwd,
         env,
+        secrets,
         retry: args.attempts.map(|max_attempts| RetryPolicy {
             max_attempts,
             backoff: Backoff::default(),
@@ -185,7 +191,25 @@ async fn submit(home: &Home, args: TaskSubmitArgs) -> Result<u8, Error> {
     };
     let client = connect(home, &args.remote).await?;
     let before = now_ms();
-    let task: Task = client.post("/api/tasks", &spec).await?;
+    let task: Task = match client.post("/api/tasks", &spec).await {
+        Ok(task) => task,
+        // What studiod refuses in the spec is the user's input: one line, exit 2.
+        Err(Error::Api(f)) if f.body.code == Code::ValidationFailed => {
+            let parts: Vec<String> = f
+                .body
+                .errors
+                .iter()
+                .map(|e| format!("{}: {}", e.path, e.reason))
+                .collect();
+            let line = if parts.is_empty() {
+                f.body.message.clone()
+            } else {
+                parts.join("; ")
+            };
+            return Err(Error::Usage(format!("the task is refused: {line}")));
+        }
+        Err(e) => return Err(e),
+    };
     if args.remote.json {
         print_json(&task)?;
         return Ok(0);

@@ -333,6 +333,7 @@ async fn saving_an_untouched_edit_keeps_the_spec_and_its_revision() {
             action: command("sh", &["-c", " echo  padded "]),
             cwd: Some("/tmp".into()),
             env: env(&[("MODE", "full"), ("PADDED", " kept "), ("QUERY", "a=b")]),
+            secrets: Default::default(),
             policies: Policies {
                 missed_fire: MissedFire::RunOnce,
                 overlap: Overlap::Allow,

@@ -17,9 +17,11 @@ mod allowlist;
 mod approvals;
 mod audit;
 mod events;
+mod health;
 mod plans;
 mod runs;
 mod schedules;
+mod secrets;
 mod tasks;
 mod workers;
 
@@ -31,6 +33,7 @@ pub(crate) use runs::{Claim, Cursor, Finish, NewRun, RunFilter};
 pub(crate) use schedules::{ScheduleFilter, WriteError};
 #[cfg(test)]
 pub(in crate::scheduling) use schedules::{UP_NEXT, health_counts_sql, list_sql};
+pub(crate) use secrets::{SecretDeleted, SecretRow};
 pub(crate) use tasks::{Candidate, NewTask, Submitted, TaskFilter, TaskRow, serves};
 pub(crate) use workers::{BUILTIN, Ended, NewWorker, WorkerRow, split};
 
@@ -44,6 +47,23 @@ pub(crate) struct SchedStore {
     writer: SqlitePool,
     /// Seals evidence rows (`run/evidence.key`; never in the database).
     evidence_key: std::sync::Arc<studio_evidence::Key>,
+    /// Seals secrets' values (`run/secrets.key`; never in the database).
+    sealer: std::sync::Arc<crate::secrets::Sealer>,
+    /// How long the hot write transactions take (a fire's claim, a transition, a task's
+    /// submission), for `/metrics`.
+    write_time: prometheus_client::metrics::histogram::Histogram,
+}
+
+/// Observes the time from its making to its drop into a histogram.
+pub(super) struct Timed<'a> {
+    into: &'a prometheus_client::metrics::histogram::Histogram,
+    since: std::time::Instant,
+}
+
+impl Drop for Timed<'_> {
+    fn drop(&mut self) {
+        self.into.observe(self.since.elapsed().as_secs_f64());
+    }
 }
 
 /// The evidence key of unit tests' stores.
@@ -58,20 +78,42 @@ impl SchedStore {
     pub(crate) fn new(
         store: &crate::store::Store,
         evidence_key: std::sync::Arc<studio_evidence::Key>,
+        sealer: std::sync::Arc<crate::secrets::Sealer>,
     ) -> Self {
         Self {
             pool: store.pool().clone(),
             writer: store.writer().clone(),
             evidence_key,
+            sealer,
+            write_time: crate::metrics::store_write_histogram(),
         }
     }
 
-    /// The store with [`TEST_EVIDENCE_KEY`].
+    /// The histogram of the hot write transactions' times.
+    pub(crate) fn write_time(&self) -> &prometheus_client::metrics::histogram::Histogram {
+        &self.write_time
+    }
+
+    /// Times one write transaction until the guard drops.
+    pub(super) fn timed(&self) -> Timed<'_> {
+        Timed {
+            into: &self.write_time,
+            since: std::time::Instant::now(),
+        }
+    }
+
+    /// What seals and opens secrets' values.
+    pub(crate) fn sealer(&self) -> &crate::secrets::Sealer {
+        &self.sealer
+    }
+
+    /// The store with [`TEST_EVIDENCE_KEY`] and a fixed secrets key.
     #[cfg(test)]
     pub(crate) fn with_test_key(store: &crate::store::Store) -> Self {
         Self::new(
             store,
             std::sync::Arc::new(studio_evidence::Key::new(TEST_EVIDENCE_KEY)),
+            std::sync::Arc::new(crate::secrets::Sealer::new(&[7u8; 32]).expect("a 32-byte key")),
         )
     }
 }

@@ -392,6 +392,7 @@ impl SchedStore {
         now_ms: i64,
         note: Option<&Note<'_>>,
     ) -> Result<Claim, StoreError> {
+        let _timed = self.timed();
         let mut tx = self.writer.begin().await?;
         let mut cursor_after = None;
         if let Some(schedule_id) = &run.schedule_id {
@@ -488,6 +489,7 @@ impl SchedStore {
         finish: Option<&Finish>,
         now_ms: i64,
     ) -> Result<Option<(RunRow, Vec<EventRow>)>, StoreError> {
+        let _timed = self.timed();
         let step = Step {
             from,
             to,

@@ -409,6 +409,7 @@ impl SchedStore {
         note: &Note<'_>,
         now_ms: i64,
     ) -> Result<Submitted, StoreError> {
+        let _timed = self.timed();
         let mut tx = self.writer.begin().await?;
         if let Some(key) = &new.idempotency_key
             && let Some(found) = by_key(&mut tx, key).await?
