@@ -151,7 +151,16 @@ async fn a_secret_reaches_only_its_job_and_never_its_output() {
     let env = std::fs::read_to_string(&other).expect("env");
     assert!(!env.contains(VALUE) && !env.contains("GH_TOKEN"), "{env}");
     // A task naming a secret nobody set: one line saying so, exit 2, nothing queued.
-    let refused = studio.cli(&["task", "submit", "--secret", "T=nope", "--", "true"]);
+    let home = studio.home_path().display().to_string();
+    let refused = studio_tests::studio_cmd(
+        &[
+            "--home", &home, "task", "submit", "--secret", "T=nope", "--", "true",
+        ],
+        &[],
+        None,
+    )
+    .output()
+    .expect("studio task submit");
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     assert!(text(&refused).contains("secrets.T"), "{}", text(&refused));
     // The export names the secret, as the spec does.
