@@ -58,6 +58,11 @@ pub enum Op {
     ListSecrets,
     SetSecret,
     DeleteSecret,
+    ListEndpoints,
+    CreateEndpoint,
+    DeleteEndpoint,
+    TestEndpoint,
+    ListDeliveries,
     PlanDeclarations,
     ApplyDeclarations,
     ExportDeclarations,
@@ -274,6 +279,7 @@ pub const ROUTES: &[Route<Op>] = &[
     Route {
         access: Access::DaemonToken,
         via_app: ViaApp::Own,
+        errors: &[Code::DaemonTokenRequired],
         ..route(
             Op::Metrics,
             "metrics",
@@ -814,6 +820,83 @@ pub const ROUTES: &[Route<Op>] = &[
             "/api/secrets/{name}",
             "Delete a secret no schedule or unfinished task names; the secret as it was",
             ok::<Secret>(),
+        )
+    },
+    Route {
+        ..route(
+            Op::ListEndpoints,
+            "list_endpoints",
+            Get,
+            "/api/notify/endpoints",
+            "Every notification endpoint by name, with what sends to it (never its secret)",
+            ok::<EndpointList>(),
+        )
+    },
+    Route {
+        needs: Role::Admin,
+        decides: Decides::Destructive,
+        takes: Takes::Json(typed::<NewEndpoint>()),
+        errors: &[Code::ValidationFailed, Code::NameTaken],
+        ..route(
+            Op::CreateEndpoint,
+            "create_endpoint",
+            Post,
+            "/api/notify/endpoints",
+            "Make an endpoint (201): its signing secret is in this answer only",
+            Gives::Json(201, typed::<EndpointCreated>()),
+        )
+    },
+    Route {
+        needs: Role::Admin,
+        decides: Decides::Destructive,
+        errors: &[Code::EndpointNotFound, Code::EndpointInUse],
+        ..route(
+            Op::DeleteEndpoint,
+            "delete_endpoint",
+            Delete,
+            "/api/notify/endpoints/{name}",
+            "Delete an endpoint no rule sends to; the endpoint as it was",
+            ok::<Endpoint>(),
+        )
+    },
+    Route {
+        errors: &[Code::EndpointNotFound],
+        ..route(
+            Op::TestEndpoint,
+            "test_endpoint",
+            Post,
+            "/api/notify/endpoints/{name}/test",
+            "Queue a test delivery to an endpoint (202); its attempts show in the deliveries",
+            Gives::Json(202, typed::<Delivery>()),
+        )
+    },
+    Route {
+        query: &[
+            Param {
+                name: "run",
+                kind: Kind::String,
+                about: "only this run's",
+            },
+            Param {
+                name: "endpoint",
+                kind: Kind::String,
+                about: "only to this endpoint",
+            },
+            Param {
+                name: "status",
+                kind: Kind::OneOf(&["pending", "delivered", "dead"]),
+                about: "only in this status",
+            },
+            LIMIT,
+        ],
+        errors: &[Code::BadRequest, Code::ValidationFailed],
+        ..route(
+            Op::ListDeliveries,
+            "list_deliveries",
+            Get,
+            "/api/notify/deliveries",
+            "Notifications, newest first, each with its attempts and the receiver's last answer",
+            ok::<DeliveryList>(),
         )
     },
     Route {

@@ -57,6 +57,8 @@ pub(crate) enum Kind {
     WorkerRevoked,
     SecretSet,
     SecretDeleted,
+    EndpointCreated,
+    EndpointDeleted,
 }
 
 impl Kind {
@@ -87,12 +89,14 @@ impl Kind {
             Kind::WorkerRevoked => "worker_revoked",
             Kind::SecretSet => "secret_set",
             Kind::SecretDeleted => "secret_deleted",
+            Kind::EndpointCreated => "endpoint_created",
+            Kind::EndpointDeleted => "endpoint_deleted",
         }
     }
 
     /// Every kind, for the API's filter and its documentation.
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 25] = [
+    pub(crate) const ALL: [Kind; 27] = [
         Kind::EpochStarted,
         Kind::EpochStopped,
         Kind::PairingMinted,
@@ -118,6 +122,8 @@ impl Kind {
         Kind::WorkerRevoked,
         Kind::SecretSet,
         Kind::SecretDeleted,
+        Kind::EndpointCreated,
+        Kind::EndpointDeleted,
     ];
 }
 

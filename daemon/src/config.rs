@@ -275,12 +275,32 @@ fn scheduler_config(env: &impl Fn(&str) -> Option<String>) -> Result<SchedulerCo
             .ok_or_else(|| bad("STUDIO_LEASE_TTL_SECS", "must be 1 to 3600 seconds"))?;
         c.lease_ttl = Duration::from_secs(secs);
     }
+    if let Some(list) = env("STUDIO_NOTIFY_BACKOFF_MS").filter(|s| !s.trim().is_empty()) {
+        let waits: Option<Vec<Duration>> = list
+            .split(',')
+            .map(|w| {
+                w.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|ms| (1..=86_400_000).contains(ms))
+                    .map(Duration::from_millis)
+            })
+            .collect();
+        c.notify_backoff = crate::scheduling::notify::Backoff(
+            waits.filter(|w| w.len() <= 20).ok_or_else(|| {
+                bad(
+                    "STUDIO_NOTIFY_BACKOFF_MS",
+                    "must be up to 20 comma-separated waits of 1 to 86400000 ms",
+                )
+            })?,
+        );
+    }
     c.default_timezone = env("STUDIO_SCHEDULER_TZ").filter(|s| !s.trim().is_empty());
     if let Some(point) = env("STUDIO_TEST_CRASH_AT").filter(|s| !s.is_empty()) {
         c.crash_at = Some(CrashPoint::parse(&point).ok_or_else(|| {
             bad(
                 "STUDIO_TEST_CRASH_AT",
-                "must be after_claim, after_grant, after_spawn, after_dispatch or before_finish",
+                "must be after_claim, after_grant, after_spawn, after_dispatch, before_finish or before_delivery",
             )
         })?);
     }

@@ -34,6 +34,8 @@ pub fn main_with(args: impl IntoIterator<Item = OsString>, leading: Vec<OsString
         Ok(args) => args,
         Err(code) => return code,
     };
+    // One TLS provider for the worker listener and the notification sender.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     if let Some(pid) = args.supervisor_pid
         && let Err(e) = die_with_parent(pid)
     {

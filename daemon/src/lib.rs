@@ -137,6 +137,24 @@ fn home_key(path: &std::path::Path, name: &'static str) -> Result<Vec<u8>, Daemo
         .ok_or_else(|| bad(format!("{} is not 64 hex digits", path.display())))
 }
 
+/// The ports of this studiod's own listeners and of its studio-app (its origins): a
+/// notification endpoint on this machine at one of them is refused.
+fn own_ports(config: &Config, api: SocketAddr, worker: Option<SocketAddr>) -> Vec<u16> {
+    let mut ports = vec![api.port()];
+    ports.extend(worker.map(|w| w.port()));
+    ports.extend(config.public_port);
+    for o in &config.extra_origins {
+        let port = o
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<u16>().ok())
+            .unwrap_or(if o.starts_with("https:") { 443 } else { 80 });
+        ports.push(port);
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
 fn allowed_origins(config: &Config, port: u16) -> AllowedOrigins {
     let mut list = origin::loopback_origins("http", port);
     if let Some(public) = config.public_port {
@@ -270,13 +288,18 @@ impl Daemon {
             lock,
         } = self;
         let stop = Shutdown::new();
+        let mut scheduler_config = config.scheduler.clone();
+        let worker_at = worker_listener
+            .as_ref()
+            .and_then(|(listener, _)| listener.local_addr().ok());
+        scheduler_config.own_ports = own_ports(&config, addr, worker_at);
         let scheduler = scheduling::Scheduler::new(
             scheduling::store::SchedStore::new(
                 &store,
                 evidence_key(&config)?,
                 secrets_key(&config)?,
             ),
-            config.scheduler.clone(),
+            scheduler_config,
             default_zone,
             config.home.runs_dir(),
             config.home.run_dir(),

@@ -38,6 +38,12 @@ pub(crate) struct Verified {
     pub outcome: String,
 }
 
+/// A notification attempt's outcome (`delivered`, `retried`, `dead`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Notified {
+    pub outcome: String,
+}
+
 /// What is queued, by kind (`runs`, `tasks`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct Queued {
@@ -56,6 +62,7 @@ pub(crate) struct Metrics {
     pub verifier: Family<Verified, Histogram>,
     pub queue_depth: Family<Queued, Gauge>,
     pub workers_connected: Gauge,
+    pub notifications: Family<Notified, Counter>,
 }
 
 /// Seconds from 100 µs to about 100 s, each bucket twice the last.
@@ -115,8 +122,15 @@ impl Metrics {
             "Remote workers with an open assignment stream",
             workers_connected.clone(),
         );
+        let notifications = Family::<Notified, Counter>::default();
+        registry.register(
+            "notification_attempts",
+            "Notification delivery attempts, by outcome",
+            notifications.clone(),
+        );
         Self {
             registry,
+            notifications,
             fires,
             fire_lateness,
             runs,
@@ -144,6 +158,14 @@ impl Metrics {
             class: format!("{}xx", status / 100),
         };
         self.http.get_or_create(&labels).observe(took.as_secs_f64());
+    }
+
+    /// Counts a notification attempt.
+    pub(crate) fn notified(&self, outcome: &str) {
+        let labels = Notified {
+            outcome: outcome.to_owned(),
+        };
+        self.notifications.get_or_create(&labels).inc();
     }
 
     /// Records a verifier call.

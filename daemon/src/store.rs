@@ -133,6 +133,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "health probe",
         include_str!("../../migrations/daemon/0024_health.sql"),
     ),
+    (
+        25,
+        "notifications",
+        include_str!("../../migrations/daemon/0025_notifications.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]

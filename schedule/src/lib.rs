@@ -6,6 +6,7 @@
 pub mod declaration;
 pub mod duration;
 pub mod load;
+pub mod notify;
 pub mod spec;
 pub mod task;
 pub mod trigger;
@@ -16,6 +17,7 @@ pub mod zone;
 pub use load::{
     Diagnostic, Format, LoadOptions, Loaded, Severity, load_all, load_file, parse_str, render_yaml,
 };
+pub use notify::{NotifyOn, NotifyRule};
 pub use spec::{
     Action, ApprovalPolicy, CronTrigger, FollowUp, MissedFire, OnDaemonLoss, Overlap, Policies,
     RateLimit, ScheduleSpec, Target, Trigger,

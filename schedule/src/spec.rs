@@ -43,6 +43,9 @@ pub struct ScheduleSpec {
     /// value enters the job's environment at spawn, and is redacted from its output.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secrets: BTreeMap<String, String>,
+    /// Who is told of which outcomes (docs/OPERATIONS.md, "Notifications").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<crate::notify::NotifyRule>,
     #[serde(default, skip_serializing_if = "Policies::is_default")]
     pub policies: Policies,
     /// Where its jobs run: on a worker that has every one of these labels

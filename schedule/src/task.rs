@@ -69,6 +69,9 @@ pub struct TaskSpec {
     /// job's environment at spawn, and is redacted from its output.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secrets: BTreeMap<String, String>,
+    /// Who is told of which outcomes (docs/OPERATIONS.md, "Notifications").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<crate::notify::NotifyRule>,
     /// Attempts after a failure: how many in all, how long between them, after what.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryPolicy>,
@@ -271,6 +274,7 @@ pub fn validate_task(mut spec: TaskSpec, ctx: &Context<'_>) -> Result<TaskSpec, 
         }
     }
     check_deadline("deadline", spec.deadline, &mut errors);
+    crate::notify::check_notify(&spec.notify, ctx, &mut errors);
     if let Some(r) = &spec.retry {
         check_retry("retry", r, &mut errors);
     }
@@ -300,6 +304,7 @@ mod tests {
             default_zone: &zone,
             allowlist: Some(&allow),
             secrets: None,
+            endpoints: None,
             now_ms: None,
             require_name: false,
         };

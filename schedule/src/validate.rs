@@ -30,6 +30,8 @@ pub struct Context<'a> {
     pub allowlist: Option<&'a [String]>,
     /// The names of the secrets studiod keeps; `None` skips the check (local validation).
     pub secrets: Option<&'a [String]>,
+    /// The names of the notification endpoints; `None` skips the check.
+    pub endpoints: Option<&'a [String]>,
     /// When set, an `at` instant must lie after it.
     pub now_ms: Option<i64>,
     /// The API requires a name; declaration files give it by the member key.
@@ -86,6 +88,7 @@ pub fn validate(spec: ScheduleSpec, ctx: &Context<'_>) -> Result<Validated, Vec<
     );
     check_policies(&spec, &mut errors);
     check_target(&spec, &mut errors);
+    crate::notify::check_notify(&spec.notify, ctx, &mut errors);
     check_chain(
         "on_success",
         spec.on_success.as_deref(),
@@ -468,6 +471,7 @@ mod tests {
             default_zone: zone,
             allowlist: None,
             secrets: None,
+            endpoints: None,
             now_ms: Some(1_795_000_000_000),
             require_name: true,
         }
@@ -623,6 +627,7 @@ mod tests {
         let c = Context {
             allowlist: Some(&list),
             secrets: None,
+            endpoints: None,
             ..ctx(&zone)
         };
         let spec = parse_json(r#"{"name":"n","trigger":{"every":"1m"},"action":{"kind":"command","executable":"rm"}}"#).expect("parse");
@@ -683,6 +688,7 @@ mod tests {
         let ctx = Context {
             allowlist: Some(&list),
             secrets: None,
+            endpoints: None,
             ..ctx(&zone)
         };
         let with = |exe: &str| {

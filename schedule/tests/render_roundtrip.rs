@@ -208,6 +208,7 @@ fn spec() -> impl Strategy<Value = ScheduleSpec> {
                     cwd,
                     env,
                     secrets,
+                    notify: Vec::new(),
                     policies,
                     on_success,
                     on_fail,

@@ -26,7 +26,7 @@ use studio_contract::{error::ErrorBody, home::Home};
 
 use crate::cli::{
     Cli, Command, EvidenceCommand, ScheduleCommand, allow, approvals, audit, commands, declare,
-    evidence, runs, schedules, secrets, sessions, tasks, workers,
+    evidence, notify, runs, schedules, secrets, sessions, tasks, workers,
 };
 pub use crate::{
     cli::preview,
@@ -149,6 +149,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Approvals { command, list } => approvals::run(&home, command, list).await,
         Command::Task { command } => tasks::run(&home, command, shutdown).await,
         Command::Secret { command } => secrets::run(&home, command, shutdown).await,
+        Command::Notify { command } => notify::run(&home, command).await,
         Command::Evidence { command } => evidence::run(&home, command).await,
         // Run above, before the home is resolved.
         Command::Worker(_) => Ok(0),

@@ -71,6 +71,7 @@ pub fn command_spec(name: &str, trigger: Trigger, executable: &str, args: &[&str
         cwd: None,
         env: Default::default(),
         secrets: Default::default(),
+        notify: Vec::new(),
         policies: Default::default(),
         on_success: None,
         on_fail: None,

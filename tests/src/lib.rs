@@ -692,6 +692,8 @@ pub fn raw_request(addr: SocketAddr, request: &str) -> (u16, String) {
 
 /// A plain HTTP client (no proxy, no cookie jar: tests carry cookies by hand).
 pub fn http() -> reqwest::Client {
+    // reqwest may be built with TLS for studiod's notifications: it needs a provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(15))

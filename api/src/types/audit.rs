@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 /// Every kind of audit row: the epoch's start and stop, pairing, sessions, the
 /// allow-list, and each change to a schedule or run made through the API.
-pub const AUDIT_KINDS: [&str; 25] = [
+pub const AUDIT_KINDS: [&str; 27] = [
     "epoch_started",
     "epoch_stopped",
     "pairing_minted",
@@ -32,6 +32,8 @@ pub const AUDIT_KINDS: [&str; 25] = [
     "worker_revoked",
     "secret_set",
     "secret_deleted",
+    "endpoint_created",
+    "endpoint_deleted",
 ];
 
 /// One row of the trail. Rows are never changed nor removed.

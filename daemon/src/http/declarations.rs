@@ -75,10 +75,12 @@ async fn planned(state: &ApiState, req: &Request) -> Result<(Vec<ScheduleRow>, P
     let rows = s.reads().all_schedules().await.map_err(store_error)?;
     let allowlist = s.allowlist_snapshot();
     let secrets = s.secret_names().await.map_err(store_error)?;
+    let endpoints = s.reads().endpoint_names().await.map_err(store_error)?;
     let env = Env {
         default_zone: s.default_zone(),
         allowlist: &allowlist,
         secrets: Some(&secrets),
+        endpoints: Some(&endpoints),
         now_ms: now_ms(),
     };
     let plan = declare::plan(&rows, req, env);

@@ -75,6 +75,40 @@ impl axum::extract::FromRequestParts<super::ApiState> for By {
     }
 }
 
+/// The machine's owner at a terminal: the daemon token sent directly to studiod (no
+/// browser Origin, not forwarded by the app). Routes marked `Access::DaemonToken` take
+/// one; anyone else is refused `403 daemon_token_required`.
+pub(crate) struct MachineOwner;
+
+impl axum::extract::FromRequestParts<super::ApiState> for MachineOwner {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        _state: &super::ApiState,
+    ) -> Result<Self, ApiError> {
+        let Caller(who) = parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| ApiError::new(Code::Unauthorized, "missing bearer token"))?;
+        let from_browser = parts
+            .extensions
+            .get::<door::RequestOrigin>()
+            .is_some_and(|o| o.0.is_some())
+            || parts
+                .headers
+                .contains_key(studio_contract::forward::SIGNATURE_HEADER);
+        if who.kind != crate::admission::PrincipalKind::Daemon || from_browser {
+            return Err(ApiError::new(
+                Code::DaemonTokenRequired,
+                "only the machine's owner may: use the daemon token from a terminal on this machine",
+            ));
+        }
+        Ok(Self)
+    }
+}
+
 pub(crate) struct Daemon {
     authority: Arc<Authority>,
     app_key: AppKey,

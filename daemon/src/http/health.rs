@@ -12,7 +12,7 @@ use http::{StatusCode, header};
 use studio_api::Readiness;
 use studio_contract::time::{now_ms, rfc3339};
 
-use super::{ApiState, schedules::store_error};
+use super::{ApiState, front::MachineOwner, schedules::store_error};
 use crate::metrics::Queued;
 use studio_contract::error::ApiError;
 
@@ -26,7 +26,10 @@ const WRITE_CEILING_MS: f64 = 5_000.0;
 /// The media type of the OpenMetrics text format prometheus-client writes.
 const PROMETHEUS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-pub(crate) async fn metrics(State(state): State<ApiState>) -> Result<Response, ApiError> {
+pub(crate) async fn metrics(
+    State(state): State<ApiState>,
+    _owner: MachineOwner,
+) -> Result<Response, ApiError> {
     let s = &state.scheduler;
     let m = s.metrics();
     let (runs, tasks) = s.reads().queue_depth().await.map_err(store_error)?;

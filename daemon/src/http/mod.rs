@@ -9,6 +9,7 @@ mod declarations;
 mod events;
 mod front;
 mod health;
+mod notify;
 mod routes;
 mod runs;
 mod schedules;
@@ -32,6 +33,7 @@ use studio_api::routes::{Op, ROUTES};
 use tokio::net::{TcpListener, UnixListener};
 
 pub(crate) use front::FrontDoor;
+pub(crate) use notify::shown_url;
 
 use crate::{admission::Authority, scheduling::Scheduler};
 
@@ -135,6 +137,11 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::ListSecrets => on(m, secrets::list),
         Op::SetSecret => on(m, secrets::set),
         Op::DeleteSecret => on(m, secrets::delete),
+        Op::ListEndpoints => on(m, notify::list),
+        Op::CreateEndpoint => on(m, notify::create),
+        Op::DeleteEndpoint => on(m, notify::delete),
+        Op::TestEndpoint => on(m, notify::test),
+        Op::ListDeliveries => on(m, notify::deliveries),
         Op::PlanDeclarations => on(m, declarations::plan),
         Op::ApplyDeclarations => on(m, declarations::apply),
         Op::ExportDeclarations => on(m, declarations::export),

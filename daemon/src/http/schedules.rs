@@ -98,6 +98,14 @@ pub(crate) fn engine_error(e: EngineError) -> ApiError {
         ),
         EngineError::WorkerNotFound => ApiError::new(Code::WorkerNotFound, "no such worker"),
         EngineError::SecretNotFound => ApiError::new(Code::SecretNotFound, "no such secret"),
+        EngineError::EndpointNotFound => ApiError::new(Code::EndpointNotFound, "no such endpoint"),
+        EngineError::EndpointInUse(users) => ApiError::new(
+            Code::EndpointInUse,
+            format!(
+                "rules of {} send to the endpoint: change or delete them first",
+                users.join(", ")
+            ),
+        ),
         EngineError::SecretInUse(users) => ApiError::new(
             Code::SecretInUse,
             format!(
@@ -134,10 +142,16 @@ async fn check(state: &ApiState, spec: ScheduleSpec, now: i64) -> Result<Validat
     } else {
         s.secret_names().await.map_err(store_error)?
     };
+    let endpoints = if spec.notify.is_empty() {
+        Vec::new()
+    } else {
+        s.reads().endpoint_names().await.map_err(store_error)?
+    };
     let ctx = Context {
         default_zone: s.default_zone(),
         allowlist: Some(&allowlist),
         secrets: Some(&secrets),
+        endpoints: Some(&endpoints),
         now_ms: Some(now),
         require_name: true,
     };
@@ -433,6 +447,7 @@ pub(crate) async fn preview(
         cwd: None,
         env: Default::default(),
         secrets: Default::default(),
+        notify: Vec::new(),
         policies: Default::default(),
         on_success: None,
         on_fail: None,
@@ -442,6 +457,7 @@ pub(crate) async fn preview(
         default_zone: s.default_zone(),
         allowlist: None,
         secrets: None,
+        endpoints: None,
         now_ms: None,
         require_name: false,
     };

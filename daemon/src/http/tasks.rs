@@ -73,10 +73,16 @@ pub(crate) async fn submit(
     } else {
         s.secret_names().await.map_err(store_error)?
     };
+    let endpoints = if spec.notify.is_empty() {
+        Vec::new()
+    } else {
+        s.reads().endpoint_names().await.map_err(store_error)?
+    };
     let ctx = Context {
         default_zone: s.default_zone(),
         allowlist: Some(&allowlist),
         secrets: Some(&secrets),
+        endpoints: Some(&endpoints),
         now_ms: None,
         require_name: false,
     };

@@ -676,6 +676,12 @@ mod workers;
 #[path = "secrets_tests.rs"]
 mod secrets;
 
+#[path = "notify_tests.rs"]
+mod notify;
+
+#[path = "health_tests.rs"]
+mod health;
+
 /// The live router against the document: every (method, path) the document names is
 /// served (never the fallback's `not_found` nor `method_not_allowed`), and every method
 /// the document does not name on a path is answered `405` — so nothing is served that the

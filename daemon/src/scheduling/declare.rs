@@ -41,12 +41,13 @@ struct Envelope {
 }
 
 /// What validation needs from the daemon: its zone, its allow-list, the names of its
-/// secrets (`None` skips that check) and "now".
+/// secrets and endpoints (`None` skips those checks) and "now".
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Env<'a> {
     pub default_zone: &'a Zone,
     pub allowlist: &'a [String],
     pub secrets: Option<&'a [String]>,
+    pub endpoints: Option<&'a [String]>,
     pub now_ms: i64,
 }
 
@@ -405,6 +406,7 @@ impl Planner<'_> {
             default_zone: self.env.default_zone,
             allowlist: Some(self.env.allowlist),
             secrets: self.env.secrets,
+            endpoints: self.env.endpoints,
             now_ms: Some(self.env.now_ms),
             require_name: true,
         };

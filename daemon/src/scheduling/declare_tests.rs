@@ -52,6 +52,7 @@ fn planned(rows: &[ScheduleRow], req: &Request, now: i64) -> Plan {
             default_zone: &zone,
             allowlist: &allowlist,
             secrets: None,
+            endpoints: None,
             now_ms: now,
         },
     )
@@ -85,6 +86,7 @@ fn hand_made(name: &str) -> ScheduleRow {
         default_zone: &zone,
         allowlist: Some(&allowlist),
         secrets: None,
+        endpoints: None,
         now_ms: Some(NOW),
         require_name: true,
     };

@@ -96,6 +96,11 @@ pub(crate) enum EngineError {
     WorkerNotFound,
     #[error("no such secret")]
     SecretNotFound,
+    #[error("no such endpoint")]
+    EndpointNotFound,
+    /// Rules of these schedules and unfinished tasks send to it.
+    #[error("the endpoint is in use by {}", .0.join(", "))]
+    EndpointInUse(Vec<String>),
     /// Named by these schedules and unfinished tasks.
     #[error("the secret is in use by {}", .0.join(", "))]
     SecretInUse(Vec<String>),
@@ -185,6 +190,8 @@ pub(crate) struct Scheduler {
     pub(super) allowlist: AllowList,
     /// studiod's metrics (`/metrics`).
     pub(super) metrics: Arc<crate::metrics::Metrics>,
+    /// Wakes the notification sender (a run changed: it may have left deliveries).
+    pub(super) notify_wake: Notify,
     pub(super) allowlist_writes: tokio::sync::Mutex<()>,
     /// This boot's id: recorded with every job leader, checked before signalling one.
     pub(super) boot_id: String,
@@ -287,6 +294,7 @@ impl Scheduler {
             stop,
             allowlist: AllowList::default(),
             metrics,
+            notify_wake: Notify::new(),
             allowlist_writes: tokio::sync::Mutex::default(),
             boot_id,
             detached_until_ms: AtomicI64::new(0),
@@ -345,6 +353,7 @@ impl Scheduler {
     pub(super) fn publish(&self, event: EventRow) {
         if event.kind == "run" {
             self.count_end(&event.data);
+            self.notify_wake.notify_one();
         }
         let _ = self.events.send(event);
     }
@@ -363,6 +372,11 @@ impl Scheduler {
             };
             self.metrics.runs.get_or_create(&ended).inc();
         }
+    }
+
+    /// The ports of this machine's own Studio listeners.
+    pub(crate) fn own_ports(&self) -> &[u16] {
+        &self.config.own_ports
     }
 
     /// studiod's metrics.
@@ -423,6 +437,7 @@ impl Scheduler {
         tokio::spawn(self.clone().work_forever());
         tokio::spawn(self.clone().retry_forever());
         tokio::spawn(self.clone().leases_forever());
+        tokio::spawn(self.clone().notify_forever());
         let stop = self.stop.clone();
         loop {
             let due = self.queue().pop_due(now_ms());

@@ -20,6 +20,7 @@ pub(crate) mod export;
 pub(crate) mod health;
 mod launch;
 pub(crate) mod model;
+pub(crate) mod notify;
 mod recovery;
 mod retries;
 pub(crate) mod secrets;
@@ -73,6 +74,12 @@ pub struct SchedulerConfig {
     /// `STUDIO_LEASE_TTL_SECS` (default 30): how long a remote worker's lease lasts
     /// unless its heartbeat renews it.
     pub lease_ttl: Duration,
+    /// `STUDIO_NOTIFY_BACKOFF_MS`: the waits between a notification's attempts (default
+    /// 10 s, 1 m, 5 m, 30 m, 2 h; then it is dead).
+    pub notify_backoff: notify::Backoff,
+    /// The ports of this studiod's, its studio-app's and its worker listener's own
+    /// listeners: a notification endpoint on this machine at one of them is refused.
+    pub own_ports: Vec<u16>,
 }
 
 impl Default for SchedulerConfig {
@@ -91,6 +98,8 @@ impl Default for SchedulerConfig {
             host_env: Vec::new(),
             launcher: None,
             lease_ttl: Duration::from_secs(30),
+            notify_backoff: notify::Backoff::default(),
+            own_ports: Vec::new(),
         }
     }
 }
@@ -108,6 +117,8 @@ pub enum CrashPoint {
     AfterDispatch,
     /// The job ended; its terminal write is not done.
     BeforeFinish,
+    /// A notification's outbox row is committed; it has not been sent.
+    BeforeDelivery,
 }
 
 impl CrashPoint {
@@ -118,6 +129,7 @@ impl CrashPoint {
             "after_spawn" => Some(Self::AfterSpawn),
             "after_dispatch" => Some(Self::AfterDispatch),
             "before_finish" => Some(Self::BeforeFinish),
+            "before_delivery" => Some(Self::BeforeDelivery),
             _ => None,
         }
     }
@@ -129,6 +141,7 @@ impl CrashPoint {
             Self::AfterSpawn => "after_spawn",
             Self::AfterDispatch => "after_dispatch",
             Self::BeforeFinish => "before_finish",
+            Self::BeforeDelivery => "before_delivery",
         }
     }
 

@@ -327,6 +327,7 @@ fn schedule(
         default_zone: opts.default_zone,
         allowlist: None,
         secrets: None,
+        endpoints: None,
         now_ms: None,
         require_name: false,
     };

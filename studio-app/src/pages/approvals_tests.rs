@@ -212,6 +212,7 @@ fn run_page(detail: &RunDetail, role: Role) -> String {
             .iter()
             .map(|e| EvidenceView::new(e, &ctx))
             .collect(),
+        notifications: Vec::new(),
         ctx,
     }
     .render()

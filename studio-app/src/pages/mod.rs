@@ -10,6 +10,7 @@ mod assets;
 mod audit;
 mod commands;
 mod forms;
+mod notifications;
 mod overview;
 mod runs;
 mod schedules;

@@ -1,6 +1,7 @@
 //! Runs: the list filtered by schedule, status and time (the API's cursor pages it) and
-//! the detail page — transitions, outcome, and a log view that `cockpit.js` fills from
-//! the ranged log endpoint (live tail while running, "load earlier" for big logs).
+//! the detail page — transitions, outcome, the notifications sent, and a log view that
+//! `cockpit.js` fills from the ranged log endpoint (live tail while running, "load
+//! earlier" for big logs).
 
 use askama::Template;
 use axum::{
@@ -9,11 +10,14 @@ use axum::{
 };
 use http::HeaderMap;
 
-use studio_api::{QueuePlace, RunCore, RunDetail, RunListItem, RunStatus, Transition};
+use studio_api::{
+    DeliveryList, QueuePlace, RunCore, RunDetail, RunListItem, RunStatus, Transition,
+};
 
 use super::{
     Ctx, Nav,
     approvals::{ApprovalView, EvidenceView},
+    notifications::{self, NotificationRow},
     render, resolve,
     words::{self, short_id},
 };
@@ -484,6 +488,8 @@ pub(crate) struct DetailPage {
     pub(crate) approvals: Vec<ApprovalView>,
     /// The evidence rows sealed for it, oldest first.
     pub(crate) evidence: Vec<EvidenceView>,
+    /// What its `notify` rules sent, newest first (none: the section is left out).
+    pub(crate) notifications: Vec<NotificationRow>,
 }
 
 impl DetailPage {
@@ -510,12 +516,18 @@ pub(crate) async fn detail(
         history: Vec::new(),
         approvals: Vec::new(),
         evidence: Vec::new(),
+        notifications: Vec::new(),
     };
     if let Some(p) = paired {
         let daemon = p.daemon(&state);
         let object = format!("run:{id}");
         let audit_query = [("object", object.as_str()), ("limit", "10")];
-        let (run, history) = tokio::join!(daemon.run(&id), daemon.audit(&audit_query));
+        let sent_query = [("run", id.as_str())];
+        let (run, history, sent) = tokio::join!(
+            daemon.run(&id),
+            daemon.audit(&audit_query),
+            daemon.get::<DeliveryList>("/api/notify/deliveries", &sent_query),
+        );
         match run {
             Ok(r) => {
                 page.run = Some(RunRow::detail(&r, &ctx));
@@ -544,6 +556,7 @@ pub(crate) async fn detail(
             }
             Err(e) => ctx.fail(&e),
         }
+        page.notifications = notifications::rows(sent, &ctx);
         page.ctx = ctx;
     }
     render(&page)

@@ -461,6 +461,7 @@ fn an_attempt_on_the_runs_pages_links_to_its_task() {
         history: Vec::new(),
         approvals: Vec::new(),
         evidence: Vec::new(),
+        notifications: Vec::new(),
         ctx,
     }
     .render()

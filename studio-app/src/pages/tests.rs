@@ -231,6 +231,7 @@ fn run_detail_has_transitions_outcome_and_log_view() {
         run: Some(row("running", &ctx)),
         approvals: Vec::new(),
         evidence: Vec::new(),
+        notifications: Vec::new(),
         history: vec![super::audit::AuditRow::new(&triggered, &ctx)],
         ctx,
     };
@@ -255,6 +256,7 @@ fn run_detail_has_transitions_outcome_and_log_view() {
         run: Some(row("completed", &paired(Nav::Runs))),
         approvals: Vec::new(),
         evidence: Vec::new(),
+        notifications: Vec::new(),
         history: Vec::new(),
         ctx: paired(Nav::Runs),
     };
@@ -273,6 +275,7 @@ fn a_failed_run_leads_with_its_name_and_why_it_failed() {
         run: Some(row("failed", &ctx)),
         approvals: Vec::new(),
         evidence: Vec::new(),
+        notifications: Vec::new(),
         history: Vec::new(),
         ctx,
     };
@@ -304,6 +307,123 @@ fn a_failed_run_leads_with_its_name_and_why_it_failed() {
         "the log opens on the failing stream"
     );
     assert!(html.contains(r#"data-stream="stderr" aria-pressed="true""#));
+}
+
+/// What a run's `notify` rules sent, newest first: a retry waiting, a dead letter with
+/// the receiver's markup, a delivery.
+fn deliveries() -> studio_api::DeliveryList {
+    serde_json::from_value(serde_json::json!({"deliveries": [
+        {"id": "dlv_3", "endpoint": "pager", "event": "timed_out",
+         "run_id": "0190a8d2-7c1e-7000-8000-00000000run1", "schedule_id": "sch_1",
+         "task_id": null, "status": "pending", "next_attempt_at": "2026-01-01T12:05:00Z",
+         "created_at": "2026-01-01T11:59:00Z", "delivered_at": null, "attempts": [
+            {"n": 1, "at": "2026-01-01T11:59:01Z", "took_ms": 10000, "status": null,
+             "detail": "timed out after 10 s"}]},
+        {"id": "dlv_2", "endpoint": "ops", "event": "failed",
+         "run_id": "0190a8d2-7c1e-7000-8000-00000000run1", "schedule_id": "sch_1",
+         "task_id": null, "status": "dead", "next_attempt_at": null,
+         "created_at": "2026-01-01T09:00:00Z", "delivered_at": null, "attempts": [
+            {"n": 1, "at": "2026-01-01T09:00:01Z", "took_ms": 12, "status": 500,
+             "detail": "answered 500: no"},
+            {"n": 2, "at": "2026-01-01T11:00:00Z", "took_ms": 30, "status": 502,
+             "detail": "answered 502: <script>alert(1)</script>\nbad gateway"}]},
+        {"id": "dlv_1", "endpoint": "chat", "event": "succeeded_after_failure",
+         "run_id": "0190a8d2-7c1e-7000-8000-00000000run1", "schedule_id": "sch_1",
+         "task_id": null, "status": "delivered", "next_attempt_at": null,
+         "created_at": "2026-01-01T11:00:00Z", "delivered_at": "2026-01-01T11:00:01Z",
+         "attempts": [{"n": 1, "at": "2026-01-01T11:00:01Z", "took_ms": 40, "status": 200,
+                       "detail": null}]}
+    ]}))
+    .expect("deliveries")
+}
+
+#[test]
+fn a_runs_notifications_show_each_delivery_and_the_last_answer() {
+    let ctx = paired(Nav::Runs);
+    let page = runs::DetailPage {
+        run: Some(row("failed", &ctx)),
+        approvals: Vec::new(),
+        evidence: Vec::new(),
+        history: Vec::new(),
+        notifications: super::notifications::rows(Ok(deliveries()), &ctx),
+        ctx,
+    };
+    let html = page.render().expect("renders");
+    assert_eq!(html.matches(r#"data-testid="notification-row""#).count(), 3);
+    let statuses: Vec<&str> = html
+        .match_indices(r#"data-testid="notification-row" data-status=""#)
+        .map(|(i, m)| html[i + m.len()..].split('"').next().unwrap_or(""))
+        .collect();
+    assert_eq!(statuses, ["pending", "dead", "delivered"], "newest first");
+    assert!(html.contains(">timed out<") && html.contains(">succeeded after failure<"));
+    assert!(
+        html.contains(r#"data-testid="notification-answer">timed out after 10 s<"#),
+        "{html}"
+    );
+    // The receiver's text is escaped and on one line.
+    assert!(!html.contains("<script>alert"), "{html}");
+    assert!(
+        html.contains("<code>502</code> &#60;script&#62;alert(1)&#60;/script&#62; bad gateway")
+            || html.contains("<code>502</code> &lt;script&gt;alert(1)&lt;/script&gt; bad gateway"),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"next attempt <time datetime="2026-01-01T12:05:00Z""#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"delivered <time datetime="2026-01-01T11:00:01Z""#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"last tried <time datetime="2026-01-01T11:00:00Z""#),
+        "a dead one says when it was given up on: {html}"
+    );
+    assert!(html.contains(r#"data-testid="notification-answer"><code>200</code></td>"#));
+    assert!(html.contains("studio notify deliveries --run 0190a8d2-7c1e-7000-8000-00000000run1"));
+    // Below the history, above the log.
+    let section = html
+        .find(r#"data-testid="run-notifications""#)
+        .expect("a section");
+    assert!(
+        section
+            > html
+                .find(r#"data-testid="run-transitions""#)
+                .expect("history")
+    );
+    assert!(section < html.find(r#"data-testid="log-view""#).expect("log"));
+}
+
+#[test]
+fn a_run_without_notifications_or_whose_list_failed_has_no_section() {
+    let ctx = paired(Nav::Runs);
+    let refused = DaemonError::Refused {
+        code: "forbidden".into(),
+        message: "no".into(),
+    };
+    for answer in [
+        Ok(studio_api::DeliveryList {
+            deliveries: Vec::new(),
+        }),
+        Err(DaemonError::NotFound),
+        Err(refused),
+    ] {
+        let page = runs::DetailPage {
+            run: Some(row("completed", &ctx)),
+            approvals: Vec::new(),
+            evidence: Vec::new(),
+            history: Vec::new(),
+            notifications: super::notifications::rows(answer, &ctx),
+            ctx: ctx.clone(),
+        };
+        let html = page.render().expect("renders");
+        assert!(!html.contains("Notifications"), "{html}");
+        assert!(
+            html.contains(r#"data-state="paired""#),
+            "the page state stands"
+        );
+        assert!(html.contains(r#"data-testid="run-transitions""#));
+    }
 }
 
 #[test]

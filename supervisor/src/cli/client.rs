@@ -63,6 +63,10 @@ impl Client {
     }
 
     fn new(origin: String, token: String, source: TokenSource) -> Result<Self, Error> {
+        // reqwest's TLS (built into this executable for studiod's notifications) needs a
+        // provider before any client is built; the first install wins, later ones are
+        // no-ops.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let build = |total: Option<Duration>| {
             let mut b = reqwest::Client::builder()
                 .redirect(Policy::none())

@@ -1,6 +1,6 @@
 //! The user commands. This module is the command line: `studio up | status | restart |
 //! stop | pair | logs | schedule | runs | run | sessions | audit | task | worker | secret |
-//! evidence`, with the environment
+//! notify | evidence`, with the environment
 //! equivalents, turned into typed configuration. Clap's own usage errors exit with status
 //! 2; so do the checks made here. Its submodules carry the commands out.
 //!
@@ -14,6 +14,7 @@ pub(crate) mod client;
 pub(crate) mod commands;
 pub(crate) mod declare;
 pub(crate) mod evidence;
+pub(crate) mod notify;
 pub mod preview;
 pub(crate) mod runs;
 pub(crate) mod schedules;
@@ -139,6 +140,12 @@ pub enum Command {
     Secret {
         #[command(subcommand)]
         command: SecretCommand,
+    },
+    /// Notifications: endpoints (URLs that receive signed JSON or Slack messages) and the
+    /// deliveries the `notify` rules of schedules and tasks make to them.
+    Notify {
+        #[command(subcommand)]
+        command: NotifyCommand,
     },
     /// The evidence log of human decisions.
     Evidence {
@@ -453,6 +460,109 @@ pub enum SecretCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum NotifyCommand {
+    /// Notification endpoints: where rules send (`"notify": [{"on": […], "to": NAME}]`).
+    Endpoint {
+        #[command(subcommand)]
+        command: EndpointCommand,
+    },
+    /// The newest deliveries (the oldest of them first), each with its attempts and the
+    /// receiver's last answer.
+    Deliveries(DeliveriesArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EndpointCommand {
+    /// Make an endpoint (admin). Prints its signing secret alone on stdout: it is shown
+    /// this once, and the receiver checks `Studio-Signature` with it.
+    Add {
+        /// 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit.
+        name: String,
+        /// Where deliveries go: an http or https URL (never one of this machine's own
+        /// Studio listeners).
+        url: String,
+        /// What it receives: the event as JSON, or Slack's `{"text": …}`.
+        #[arg(long, value_enum, default_value_t = FormatArg::Json)]
+        format: FormatArg,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Every endpoint, with the schedules and unfinished tasks whose rules send to it.
+    List {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Delete an endpoint (admin); refused while a rule sends to it.
+    Delete {
+        name: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Queue a test delivery to an endpoint.
+    Test {
+        name: String,
+        /// Wait (up to 30 s) until it is delivered or dead, and say how the receiver
+        /// answered; exit status 1 unless it was delivered.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+/// `--format` of `studio notify endpoint add`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Json,
+    Slack,
+}
+
+impl From<FormatArg> for studio_api::EndpointFormat {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Json => Self::Json,
+            FormatArg::Slack => Self::Slack,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct DeliveriesArgs {
+    /// Only this run's.
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+    /// Only to this endpoint.
+    #[arg(long, value_name = "NAME")]
+    pub endpoint: Option<String>,
+    /// Only in this status.
+    #[arg(long, value_enum, value_name = "S")]
+    pub status: Option<DeliveryStatusArg>,
+    /// How many recent deliveries (1 to 500).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=500))]
+    pub limit: u16,
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
+/// `--status` of `studio notify deliveries`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DeliveryStatusArg {
+    Pending,
+    Delivered,
+    Dead,
+}
+
+impl DeliveryStatusArg {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Delivered => "delivered",
+            Self::Dead => "dead",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
 pub enum EvidenceCommand {
     /// Write the evidence log as a bundle (JSON lines) to standard output: a header
     /// signed with the home's key, then one sealed row per line.
@@ -621,7 +731,7 @@ pub struct AuditArgs {
     /// schedule_enabled, schedule_disabled, schedule_deleted, run_triggered,
     /// run_cancelled, approval_granted, approval_denied, task_submitted, task_cancelled,
     /// task_retried, worker_token_created, worker_joined, worker_revoked, secret_set,
-    /// secret_deleted, pairing_minted, pairing_redeemed, pairing_failed, session_revoked, role_changed,
+    /// secret_deleted, endpoint_created, endpoint_deleted, pairing_minted, pairing_redeemed, pairing_failed, session_revoked, role_changed,
     /// allowlist_changed, epoch_started, epoch_stopped).
     #[arg(long, value_name = "KINDS")]
     pub kind: Option<String>,
@@ -1126,6 +1236,113 @@ mod tests {
             &["list", "github"],
         ] {
             let err = secret(bad).expect_err("refused");
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+        }
+    }
+
+    fn notify(args: &[&str]) -> Result<NotifyCommand, clap::Error> {
+        let cli = Cli::try_parse_from(["studio", "notify"].iter().chain(args))?;
+        let Command::Notify { command } = cli.command else {
+            panic!("not notify")
+        };
+        Ok(command)
+    }
+
+    fn endpoint(args: &[&str]) -> Result<EndpointCommand, clap::Error> {
+        match notify(&[&["endpoint"][..], args].concat())? {
+            NotifyCommand::Endpoint { command } => Ok(command),
+            other => panic!("not notify endpoint: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn notify_endpoint_add_list_delete_and_test_parse() {
+        assert!(matches!(
+            endpoint(&["add", "ops", "https://hooks.example/studio"]).expect("parses"),
+            EndpointCommand::Add { name, url, format: FormatArg::Json, remote }
+                if name == "ops" && url == "https://hooks.example/studio" && !remote.json
+        ));
+        assert!(matches!(
+            endpoint(&["add", "chat", "https://hooks.slack.com/x", "--format", "slack", "--json"])
+                .expect("parses"),
+            EndpointCommand::Add { format: FormatArg::Slack, remote, .. } if remote.json
+        ));
+        assert_eq!(
+            studio_api::EndpointFormat::from(FormatArg::Slack),
+            studio_api::EndpointFormat::Slack
+        );
+        assert!(matches!(
+            endpoint(&["list", "--json"]).expect("parses"),
+            EndpointCommand::List { remote } if remote.json
+        ));
+        assert!(matches!(
+            endpoint(&["delete", "ops", "--daemon", "http://127.0.0.1:9"]).expect("parses"),
+            EndpointCommand::Delete { name, remote }
+                if name == "ops" && remote.daemon.as_deref() == Some("http://127.0.0.1:9")
+        ));
+        assert!(matches!(
+            endpoint(&["test", "ops"]).expect("parses"),
+            EndpointCommand::Test { name, wait: false, .. } if name == "ops"
+        ));
+        assert!(matches!(
+            endpoint(&["test", "ops", "--wait"]).expect("parses"),
+            EndpointCommand::Test { wait: true, .. }
+        ));
+        for bad in [
+            &[][..],
+            &["add", "ops"],
+            &["add", "ops", "https://h", "--format", "xml"],
+            &["add", "ops", "https://h", "extra"],
+            &["delete"],
+            &["test"],
+            &["list", "ops"],
+        ] {
+            let err = endpoint(bad).expect_err("refused");
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn notify_deliveries_takes_its_filters() {
+        let NotifyCommand::Deliveries(args) = notify(&["deliveries"]).expect("parses") else {
+            panic!("not deliveries")
+        };
+        assert_eq!(
+            (
+                args.run,
+                args.endpoint,
+                args.status,
+                args.limit,
+                args.remote.json
+            ),
+            (None, None, None, 50, false)
+        );
+        let NotifyCommand::Deliveries(args) = notify(&[
+            "deliveries",
+            "--run",
+            "0190aa",
+            "--endpoint",
+            "ops",
+            "--status",
+            "dead",
+            "--limit",
+            "5",
+            "--json",
+        ])
+        .expect("parses") else {
+            panic!("not deliveries")
+        };
+        assert_eq!(args.run.as_deref(), Some("0190aa"));
+        assert_eq!(args.endpoint.as_deref(), Some("ops"));
+        assert_eq!(args.status.map(DeliveryStatusArg::as_str), Some("dead"));
+        assert_eq!((args.limit, args.remote.json), (5, true));
+        for bad in [
+            &["deliveries", "--status", "failed"][..],
+            &["deliveries", "--limit", "0"],
+            &["deliveries", "--limit", "501"],
+            &["deliveries", "ops"],
+        ] {
+            let err = notify(bad).expect_err("refused");
             assert_eq!(err.exit_code(), 2, "{bad:?}");
         }
     }

@@ -86,6 +86,7 @@ pub fn fires(
         cwd: None,
         env: Default::default(),
         secrets: Default::default(),
+        notify: Vec::new(),
         policies: Default::default(),
         on_success: None,
         on_fail: None,
@@ -94,6 +95,7 @@ pub fn fires(
         default_zone: &zone,
         allowlist: None,
         secrets: None,
+        endpoints: None,
         now_ms: Some(from_ms),
         require_name: false,
     };

@@ -177,6 +177,7 @@ async fn submit(home: &Home, args: TaskSubmitArgs) -> Result<u8, Error> {
         cwd: args.cwd,
         env,
         secrets,
+        notify: Vec::new(),
         retry: args.attempts.map(|max_attempts| RetryPolicy {
             max_attempts,
             backoff: Backoff::default(),

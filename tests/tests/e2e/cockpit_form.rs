@@ -334,6 +334,7 @@ async fn saving_an_untouched_edit_keeps_the_spec_and_its_revision() {
             cwd: Some("/tmp".into()),
             env: env(&[("MODE", "full"), ("PADDED", " kept "), ("QUERY", "a=b")]),
             secrets: Default::default(),
+            notify: Vec::new(),
             policies: Policies {
                 missed_fire: MissedFire::RunOnce,
                 overlap: Overlap::Allow,

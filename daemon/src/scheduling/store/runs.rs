@@ -11,7 +11,7 @@ use super::{
     approvals::{self, Consumed},
     audit::{self, Note},
     events::{append_event, run_event},
-    is_unique_violation, tasks,
+    is_unique_violation, notify, tasks,
 };
 use crate::{
     scheduling::{
@@ -375,6 +375,7 @@ pub(super) async fn step_in(
     let mut row = run_from(&row)?;
     record_transition(tx, id, Some(from), to, reason, now_ms).await?;
     tasks::follow(tx, &row, now_ms, events).await?;
+    notify::enqueue_in(tx, &row, now_ms).await?;
     if to.is_terminal() {
         row.retry_at_ms = tasks::schedule_retry(tx, &row, now_ms).await?;
     }
@@ -473,6 +474,8 @@ impl SchedStore {
                 approvals::raise(&mut tx, &self.evidence_key, &row, request, now_ms).await?;
             row.approval_id = Some(approval.id);
             events.push(event);
+            // Waiting for a person is news to whoever the rules name.
+            notify::enqueue_in(&mut tx, &row, now_ms).await?;
         }
         events.push(append_event(&mut tx, "run", &run_event(&row), now_ms).await?);
         tx.commit().await?;

@@ -533,6 +533,7 @@ impl SchedStore {
         .fetch_one(&mut **tx)
         .await?;
         let task = task_from(&updated)?;
+        super::notify::enqueue_in(tx, &row, now_ms).await?;
         let events = vec![
             raised,
             append_event(tx, "run", &run_event(&row), now_ms).await?,

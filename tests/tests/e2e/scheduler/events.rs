@@ -35,6 +35,7 @@ async fn events(
     last: Option<u64>,
 ) -> (JoinHandle<()>, mpsc::UnboundedReceiver<Event>) {
     // No overall timeout: the body never ends.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .no_proxy()
         .build()

@@ -27,6 +27,7 @@ mod approvals;
 mod events;
 mod gates;
 mod health;
+mod notify;
 mod recovery;
 mod runner;
 mod secrets;
