@@ -205,6 +205,7 @@ pub enum AppOp {
     SetDisposition,
     ClearDisposition,
     History,
+    Backup,
 }
 
 const fn route(
@@ -313,6 +314,24 @@ pub const APP_ROUTES: &[Route<AppOp>] = &[
             "/api/app/attention/{id}/history",
             "Every change to an item's disposition",
             Gives::Json(200, typed::<History>()),
+        )
+    },
+    Route {
+        access: Access::DaemonToken,
+        takes: Takes::Json(typed::<crate::BackupRequest>()),
+        errors: &[
+            Code::DaemonTokenRequired,
+            Code::ValidationFailed,
+            Code::Conflict,
+            Code::DaemonUnavailable,
+        ],
+        ..route(
+            AppOp::Backup,
+            "app_backup",
+            Method::Post,
+            "/api/app/backup",
+            "Copy app.db into a directory as one consistent snapshot while the app runs",
+            Gives::Json(200, typed::<crate::BackupFile>()),
         )
     },
 ];

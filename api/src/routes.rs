@@ -15,6 +15,7 @@ pub enum Op {
     Health,
     Metrics,
     Readiness,
+    Backup,
     Identity,
     OpenApi,
     Pair,
@@ -287,6 +288,24 @@ pub const ROUTES: &[Route<Op>] = &[
             "/metrics",
             "Prometheus text exposition of studiod's metrics (names prefixed `studio_`)",
             Gives::Text,
+        )
+    },
+    Route {
+        access: Access::DaemonToken,
+        via_app: ViaApp::Own,
+        takes: Takes::Json(typed::<BackupRequest>()),
+        errors: &[
+            Code::DaemonTokenRequired,
+            Code::ValidationFailed,
+            Code::Conflict,
+        ],
+        ..route(
+            Op::Backup,
+            "backup",
+            Post,
+            "/api/admin/backup",
+            "Copy state.db into a directory as one consistent snapshot while studiod runs",
+            ok::<BackupFile>(),
         )
     },
     Route {

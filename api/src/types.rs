@@ -3,6 +3,7 @@
 mod allowlist;
 mod approvals;
 mod audit;
+mod backup;
 mod declarations;
 mod events;
 mod health;
@@ -18,6 +19,7 @@ mod workers;
 pub use allowlist::*;
 pub use approvals::*;
 pub use audit::*;
+pub use backup::*;
 pub use declarations::*;
 pub use events::*;
 pub use health::*;

@@ -129,6 +129,22 @@ impl fmt::Debug for AppKey {
     }
 }
 
+/// The SHA-256 of the file at `path` (hex), read in 64 KiB pieces.
+pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        ctx.update(&buf[..n]);
+    }
+    Ok(hex(ctx.finish().as_ref()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,5 +56,6 @@ fn handler(op: AppOp, m: MethodFilter) -> MethodRouter<AppState> {
         AppOp::SetDisposition => on(m, attention::set),
         AppOp::ClearDisposition => on(m, attention::clear),
         AppOp::History => on(m, attention::history),
+        AppOp::Backup => on(m, crate::backup::backup),
     }
 }

@@ -6,6 +6,7 @@
 
 mod approval;
 mod attention;
+mod backup;
 mod config;
 mod cookie;
 mod daemon;

@@ -25,8 +25,8 @@ use std::{future::Future, io, path::PathBuf};
 use studio_contract::{error::ErrorBody, home::Home};
 
 use crate::cli::{
-    Cli, Command, EvidenceCommand, ScheduleCommand, allow, approvals, audit, commands, declare,
-    evidence, notify, runs, schedules, secrets, sessions, tasks, workers,
+    Cli, Command, EvidenceCommand, ScheduleCommand, allow, approvals, audit, backup, commands,
+    declare, evidence, notify, runs, schedules, secrets, sessions, tasks, workers,
 };
 pub use crate::{
     cli::preview,
@@ -151,6 +151,8 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Secret { command } => secrets::run(&home, command, shutdown).await,
         Command::Notify { command } => notify::run(&home, command).await,
         Command::Evidence { command } => evidence::run(&home, command).await,
+        Command::Backup { dest, remote } => backup::backup(&home, &dest, &remote).await,
+        Command::Restore { src } => backup::restore(&home, &src).await,
         // Run above, before the home is resolved.
         Command::Worker(_) => Ok(0),
     }

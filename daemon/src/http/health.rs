@@ -9,12 +9,12 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http::{StatusCode, header};
-use studio_api::Readiness;
+use studio_api::{BackupFile, BackupRequest, Readiness};
+use studio_contract::error::{ApiError, Code, FieldError};
 use studio_contract::time::{now_ms, rfc3339};
 
-use super::{ApiState, front::MachineOwner, schedules::store_error};
+use super::{ApiState, front::MachineOwner, routes::TextBody, schedules::store_error};
 use crate::metrics::Queued;
-use studio_contract::error::ApiError;
 
 /// Below this many free bytes on the home's filesystem, studiod is not ready.
 const DISK_FLOOR: u64 = 100 * 1024 * 1024;
@@ -108,4 +108,48 @@ pub(crate) async fn readiness(State(state): State<ApiState>) -> Result<Response,
 fn free_bytes(dir: &std::path::Path) -> Option<u64> {
     let st = rustix::fs::statvfs(dir).ok()?;
     Some(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// `POST /api/admin/backup`: `state.db` copied into `dir` (made if missing, 0700) as one
+/// consistent snapshot while studiod runs; never over an existing file.
+pub(crate) async fn backup(
+    State(state): State<ApiState>,
+    _owner: MachineOwner,
+    TextBody(body): TextBody,
+) -> Result<Json<BackupFile>, ApiError> {
+    let req: BackupRequest =
+        studio_schedule::parse_json_as(&body).map_err(|e| ApiError::invalid(vec![e]))?;
+    let dir = studio_store::backup_dir(&req.dir)
+        .map_err(|why| ApiError::invalid(vec![FieldError::new("dir", why)]))?;
+    let dest = dir.join("state.db");
+    let began = Instant::now();
+    let bytes = match state.scheduler.reads().backup_into(&dest).await {
+        Ok(bytes) => bytes,
+        Err(studio_store::BackupError::Exists(what)) => {
+            return Err(ApiError::new(
+                Code::Conflict,
+                format!("{what} exists already: a backup never overwrites"),
+            ));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, dir = %dir.display(), "backup failed");
+            return Err(ApiError::new(
+                Code::Internal,
+                format!("the backup failed: {e}"),
+            ));
+        }
+    };
+    let took_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let path = dest.clone();
+    let sha256 = tokio::task::spawn_blocking(move || studio_contract::secret::sha256_file(&path))
+        .await
+        .map_err(|e| ApiError::new(Code::Internal, e.to_string()))?
+        .map_err(|e| ApiError::new(Code::Internal, format!("cannot read the copy: {e}")))?;
+    tracing::info!(file = %dest.display(), bytes, took_ms, "state.db backed up");
+    Ok(Json(BackupFile {
+        file: "state.db".into(),
+        bytes,
+        sha256,
+        took_ms,
+    }))
 }

@@ -62,3 +62,48 @@ async fn metrics_answer_the_daemon_token_only_and_readiness_an_admin() {
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn a_backup_is_the_machine_owners_and_never_overwrites() {
+    let api = api().await;
+    let post = |token: &str, body: serde_json::Value| {
+        authed(Method::POST, "/api/admin/backup", token)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(axum::body::Body::from(body.to_string()))
+            .expect("request")
+    };
+    let out = crate::testing::TempDir::new("backup-out");
+    let dir = out.path().join("b").display().to_string();
+    let admin = api.token_as(Role::Admin).await;
+    let (status, _, body) = api
+        .send(post(&admin, serde_json::json!({ "dir": dir })))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("daemon_token_required"))
+    );
+    assert!(!out.path().join("b").exists(), "nothing was written");
+    let (status, _, body) = api
+        .send(post(
+            DAEMON_TOKEN,
+            serde_json::json!({ "dir": "relative/dir" }),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, _, made) = api
+        .send(post(DAEMON_TOKEN, serde_json::json!({ "dir": dir })))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{made}");
+    assert_eq!(made["file"], "state.db");
+    assert_eq!(made["sha256"].as_str().map(str::len), Some(64));
+    let on_disk =
+        studio_contract::secret::sha256_file(&out.path().join("b/state.db")).expect("the copy");
+    assert_eq!(made["sha256"], on_disk.as_str());
+    let (status, _, again) = api
+        .send(post(DAEMON_TOKEN, serde_json::json!({ "dir": dir })))
+        .await;
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (StatusCode::CONFLICT, Some("conflict"))
+    );
+}

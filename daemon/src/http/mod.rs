@@ -94,6 +94,7 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::Health => on(m, routes::health),
         Op::Metrics => on(m, health::metrics),
         Op::Readiness => on(m, health::readiness),
+        Op::Backup => on(m, health::backup),
         Op::Identity => on(m, routes::identity),
         Op::OpenApi => on(m, routes::openapi),
         Op::Pair => on(m, routes::pair),

@@ -167,6 +167,11 @@ impl Store {
         self.pools.close().await;
     }
 
+    /// Copies `app.db` into the new file `dest` as one snapshot, on a reader; its size.
+    pub(crate) async fn backup_into(&self, dest: &Path) -> Result<u64, studio_store::BackupError> {
+        studio_store::backup_into(&self.pools.readers, dest).await
+    }
+
     /// Every row, tombstones included (derivation uses the active ones; tombstones give
     /// callers the revision a re-PUT must carry).
     #[tracing::instrument(skip_all)]

@@ -62,6 +62,12 @@ impl Client {
         Self::new(origin, token, source)
     }
 
+    /// The same token for another of this machine's Studio processes at `url` (the app's,
+    /// as its supervisor reports it).
+    pub(crate) fn at(&self, url: &str) -> Result<Self, Error> {
+        Self::new(origin_of(url)?, self.token.clone(), self.source.clone())
+    }
+
     fn new(origin: String, token: String, source: TokenSource) -> Result<Self, Error> {
         // reqwest's TLS (built into this executable for studiod's notifications) needs a
         // provider before any client is built; the first install wins, later ones are

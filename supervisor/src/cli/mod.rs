@@ -10,6 +10,7 @@
 pub(crate) mod allow;
 pub(crate) mod approvals;
 pub(crate) mod audit;
+pub(crate) mod backup;
 pub(crate) mod client;
 pub(crate) mod commands;
 pub(crate) mod declare;
@@ -151,6 +152,21 @@ pub enum Command {
     Evidence {
         #[command(subcommand)]
         command: EvidenceCommand,
+    },
+    /// Copy both stores of the running Studio into a new directory: each as one
+    /// consistent snapshot, with `backup.json` (sizes, SHA-256). The keys in `run/` are not
+    /// copied: keep them apart.
+    Backup {
+        /// A new or empty directory.
+        dest: PathBuf,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Put a backup's stores back into this home, which must be stopped; what they
+    /// replace is kept beside them (`*.before-restore-<ms>`).
+    Restore {
+        /// A directory `studio backup` made.
+        src: PathBuf,
     },
 }
 

@@ -5,6 +5,15 @@ use super::SchedStore;
 use crate::store::StoreError;
 
 impl SchedStore {
+    /// Copies `state.db` into the new file `dest` as one snapshot, on a reader (the
+    /// writer goes on); its size.
+    pub(crate) async fn backup_into(
+        &self,
+        dest: &std::path::Path,
+    ) -> Result<u64, studio_store::BackupError> {
+        studio_store::backup_into(&self.pool, dest).await
+    }
+
     /// Writes and commits the readiness probe's row.
     pub(crate) async fn probe_write(&self, now_ms: i64) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;

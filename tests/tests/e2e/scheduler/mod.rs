@@ -24,6 +24,7 @@ use studio_tests::{
 mod allowlist;
 mod api;
 mod approvals;
+mod backup;
 mod events;
 mod gates;
 mod health;
