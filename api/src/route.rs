@@ -253,6 +253,10 @@ impl<O> Route<O> {
                 Code::UnsupportedMediaType,
             ]);
         }
+        // Any write may find the home's disk full.
+        if self.method != Method::Get && self.access != Access::Open {
+            codes.push(Code::InsufficientStorage);
+        }
         codes.extend(self.errors.iter().copied());
         codes.sort_by_key(|c| (c.status().as_u16(), c.as_str()));
         codes.dedup();

@@ -104,6 +104,7 @@ codes! {
     UnsupportedMediaType = "unsupported_media_type" => UNSUPPORTED_MEDIA_TYPE,
     RateLimited = "rate_limited" => TOO_MANY_REQUESTS,
     QueueFull = "queue_full" => TOO_MANY_REQUESTS,
+    InsufficientStorage = "insufficient_storage" => INSUFFICIENT_STORAGE,
     Internal = "internal" => INTERNAL_SERVER_ERROR,
     DaemonUnavailable = "daemon_unavailable" => SERVICE_UNAVAILABLE,
 }

@@ -30,6 +30,21 @@ pub enum OpenError {
     Migrate(#[from] MigrateError),
 }
 
+/// Whether `e` says the disk (or the filesystem's quota) is full: SQLite's
+/// `SQLITE_FULL`, or `ENOSPC` from the file system. Such a write changed nothing, and
+/// the same write succeeds once space returns.
+pub fn is_disk_full(e: &sqlx::Error) -> bool {
+    const SQLITE_FULL: &str = "13";
+    const ENOSPC: i32 = 28;
+    match e {
+        sqlx::Error::Database(d) => {
+            d.code().as_deref() == Some(SQLITE_FULL) || d.message().contains("disk is full")
+        }
+        sqlx::Error::Io(io) => io.raw_os_error() == Some(ENOSPC),
+        _ => false,
+    }
+}
+
 /// Why a backup was not made.
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -106,6 +121,13 @@ pub async fn open(
         .foreign_keys(foreign_keys);
     let writer = SqlitePoolOptions::new()
         .max_connections(1)
+        // A COMMIT that fails (a full disk: SQLITE_FULL) can leave the connection inside
+        // a transaction; the next "transaction" would then be a savepoint within it, and
+        // its "commit" would reach no reader and no disk. Such a connection is closed, not
+        // reused: the next write gets a fresh one.
+        .after_release(|conn, _| {
+            Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) })
+        })
         .connect_with(options.clone())
         .await?;
     migrator(migrations).run(&writer).await?;

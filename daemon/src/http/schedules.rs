@@ -37,8 +37,23 @@ use crate::scheduling::{
 };
 
 pub(crate) fn store_error(e: crate::store::StoreError) -> ApiError {
+    if let crate::store::StoreError::Sqlx(inner) = &e
+        && studio_store::is_disk_full(inner)
+    {
+        tracing::warn!("a write was refused: the home's disk is full");
+        return disk_full();
+    }
     tracing::error!(error = %crate::error::chain(&e), "store failure");
     ApiError::new(Code::Internal, "internal error")
+}
+
+/// `507 insufficient_storage`: nothing was written, nothing stored was lost, and the same
+/// request succeeds once space returns.
+pub(crate) fn disk_full() -> ApiError {
+    ApiError::new(
+        Code::InsufficientStorage,
+        "the disk of Studio's home is full: nothing was written (reads still work); free some space and try again",
+    )
 }
 
 pub(crate) fn engine_error(e: EngineError) -> ApiError {

@@ -46,6 +46,15 @@ fn invalid(errors: Vec<(&'static str, String)>) -> ApiError {
 }
 
 fn store_error(e: &StoreError) -> ApiError {
+    if let StoreError::Sqlx(inner) = e
+        && studio_store::is_disk_full(inner)
+    {
+        tracing::warn!("a write to app.db was refused: the disk is full");
+        return ApiError::new(
+            Code::InsufficientStorage,
+            "the disk of Studio's home is full: nothing was written; free some space and try again",
+        );
+    }
     tracing::error!(error = %e.chain(), "app.db failure");
     ApiError::new(Code::Internal, "internal error")
 }

@@ -25,6 +25,7 @@ mod allowlist;
 mod api;
 mod approvals;
 mod backup;
+mod disk;
 mod events;
 mod gates;
 mod health;
