@@ -54,14 +54,6 @@ async fn rows(path: &Path) -> Vec<(String, i64)> {
     out
 }
 
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_under_load_restores_to_the_same_rows() {
     let studio = start(&[]);

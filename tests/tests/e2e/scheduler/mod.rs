@@ -374,6 +374,15 @@ fn start(extra: &[(&str, &str)]) -> Studio {
     Studio::start_with(&env)
 }
 
+/// A command's stdout and stderr, as text.
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// A marker file inside the test's home.
 fn marker(studio: &Studio, name: &str) -> PathBuf {
     studio.home_path().join(name)

@@ -110,14 +110,6 @@ async fn assert_nowhere(studio: &Studio, api: &Api) {
     assert!(!format!("{secrets:?}").contains(VALUE));
 }
 
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_reaches_only_its_job_and_never_its_output() {
     let studio = start(&[]);

@@ -38,14 +38,6 @@ fn studio_cmd(args: &[&str]) -> Output {
         .expect("run studio")
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 async fn token(api: &Api, labels: &[&str], ttl: &str) -> JoinTokenCreated {
     let body = serde_json::json!({ "labels": labels, "ttl": ttl });
     api.post("/api/workers/tokens", &body).await.expect(201)
