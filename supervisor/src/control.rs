@@ -77,6 +77,10 @@ impl Reply {
 pub struct Status {
     pub supervisor: SupervisorInfo,
     pub app_url: String,
+    /// Where studio-app listens on this machine (the same as `app_url` unless a public
+    /// origin fronts it): what this machine's own commands call, never through a proxy.
+    #[serde(default)]
+    pub app_origin: String,
     pub children: Children,
 }
 
@@ -369,6 +373,7 @@ mod tests {
                 started_at: "t".into(),
             },
             app_url: "http://127.0.0.1:8765".into(),
+            app_origin: "http://127.0.0.1:8765".into(),
             children: Children {
                 daemon: ChildStatus {
                     pid: Some(2),

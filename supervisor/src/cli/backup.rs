@@ -53,7 +53,13 @@ pub(crate) async fn backup(home: &Home, dest: &Path, remote: &Remote) -> Result<
         return Err(Error::Failed("unexpected reply from the supervisor".into()));
     };
     let daemon = Client::connect(home, remote.daemon.as_deref()).await?;
-    let app = daemon.at(&status.app_url)?;
+    // The app where it listens on this machine, never through a proxy in front of it.
+    let app_origin = if status.app_origin.is_empty() {
+        &status.app_url
+    } else {
+        &status.app_origin
+    };
+    let app = daemon.at(app_origin)?;
     let request = BackupRequest {
         dir: dest.display().to_string(),
     };

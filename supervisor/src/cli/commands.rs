@@ -188,6 +188,7 @@ mod tests {
                 started_at: "t0".into(),
             },
             app_url: "http://127.0.0.1:8765".into(),
+            app_origin: "http://127.0.0.1:8765".into(),
             children: Children {
                 daemon: ChildStatus {
                     pid: Some(11),

@@ -96,6 +96,7 @@ struct Shared {
     pid: u32,
     started_at: String,
     app_url: String,
+    app_origin: String,
     daemon: Slot,
     app: Slot,
     stop: watch::Sender<bool>,
@@ -111,6 +112,7 @@ impl control::Handler for Shared {
                     started_at: self.started_at.clone(),
                 },
                 app_url: self.app_url.clone(),
+                app_origin: self.app_origin.clone(),
                 children: Children {
                     daemon: self.daemon.status.borrow().clone(),
                     app: self.app.status.borrow().clone(),
@@ -195,6 +197,7 @@ pub async fn up(config: UpConfig, shutdown: impl Future<Output = ()>) -> Result<
         pid: std::process::id(),
         started_at: time::rfc3339(time::now_ms()),
         app_url: config.app_url(),
+        app_origin: config.app_origin(),
         daemon: Slot {
             status: daemon_status_rx,
             cmds: daemon_cmds,
