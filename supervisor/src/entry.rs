@@ -12,6 +12,13 @@ use crate::{
     cli::{Cli, Command, WorkerArgs},
 };
 
+/// The stop future as `run` takes it (boxed, so both kinds of watch are one type).
+fn boxed(
+    stop: impl std::future::Future<Output = ()> + 'static,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+    Box::pin(stop)
+}
+
 /// Runs one `studio` command with `args` (the first is the program name).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let cli = Cli::try_from_args(args).unwrap_or_else(|e| e.exit());
@@ -36,9 +43,25 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     let ran = runtime.block_on(async {
-        let stop =
-            lifecycle::stop_signal().map_err(|e| Error::io("cannot watch for signals", e))?;
-        crate::run(cli, stop).await
+        if long_running {
+            // Watched from the start: a stop during start-up is an ordered stop too.
+            let stop =
+                lifecycle::stop_signal().map_err(|e| Error::io("cannot watch for signals", e))?;
+            crate::run(cli, boxed(stop)).await
+        } else {
+            // Watched only once a command waits on it (a follow mode, a prompt): until
+            // then Ctrl-C and SIGTERM end a short command as they end any program.
+            let stop = async {
+                match lifecycle::stop_signal() {
+                    Ok(stop) => stop.await,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot watch for signals");
+                        std::future::pending::<()>().await;
+                    }
+                }
+            };
+            crate::run(cli, boxed(stop)).await
+        }
     });
     match ran {
         Ok(code) => ExitCode::from(code),
