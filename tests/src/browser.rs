@@ -239,9 +239,15 @@ impl Browser {
             .unwrap_or_else(|e| panic!("goto {url}: {e}"));
     }
 
-    /// Reloads the current page.
+    /// Reloads the current page. A reload that the page's own navigation aborted (a live
+    /// update, a redirect: Chromium answers "aborted by navigation") is made once more.
     pub async fn refresh(&self) {
-        self.client.refresh().await.expect("reload the page");
+        if let Err(first) = self.client.refresh().await {
+            self.client
+                .refresh()
+                .await
+                .unwrap_or_else(|e| panic!("reload the page: {first}; again: {e}"));
+        }
     }
 
     pub async fn current_url(&self) -> String {
