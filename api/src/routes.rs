@@ -16,6 +16,10 @@ pub enum Op {
     Metrics,
     Readiness,
     Backup,
+    GetRetention,
+    SetRetention,
+    RunRetention,
+    RestoreArchive,
     Identity,
     OpenApi,
     Pair,
@@ -306,6 +310,68 @@ pub const ROUTES: &[Route<Op>] = &[
             "/api/admin/backup",
             "Copy state.db into a directory as one consistent snapshot while studiod runs",
             ok::<BackupFile>(),
+        )
+    },
+    Route {
+        needs: Role::Admin,
+        ..route(
+            Op::GetRetention,
+            "get_retention",
+            Get,
+            "/api/admin/retention",
+            "The retention policy in force, where it comes from, and the latest passes",
+            ok::<RetentionState>(),
+        )
+    },
+    Route {
+        needs: Role::Admin,
+        decides: Decides::Destructive,
+        takes: Takes::Json(typed::<RetentionPolicy>()),
+        errors: &[Code::ValidationFailed, Code::Conflict],
+        ..route(
+            Op::SetRetention,
+            "set_retention",
+            Put,
+            "/api/admin/retention",
+            "Set the retention policy (409 while studiod's configuration sets it)",
+            ok::<RetentionState>(),
+        )
+    },
+    Route {
+        access: Access::DaemonToken,
+        via_app: ViaApp::Own,
+        takes: Takes::Json(typed::<RetentionRunRequest>()),
+        errors: &[
+            Code::DaemonTokenRequired,
+            Code::ValidationFailed,
+            Code::Busy,
+        ],
+        ..route(
+            Op::RunRetention,
+            "run_retention",
+            Post,
+            "/api/admin/retention/run",
+            "Run a retention pass now, archiving each chunk before it is deleted when a directory is given",
+            ok::<RetentionPass>(),
+        )
+    },
+    Route {
+        access: Access::DaemonToken,
+        via_app: ViaApp::Own,
+        takes: Takes::Json(typed::<ArchiveRestoreRequest>()),
+        errors: &[
+            Code::DaemonTokenRequired,
+            Code::ValidationFailed,
+            Code::Conflict,
+            Code::Busy,
+        ],
+        ..route(
+            Op::RestoreArchive,
+            "restore_archive",
+            Post,
+            "/api/admin/archives/restore",
+            "Put an archive's rows and log files back, refusing any that is there already",
+            ok::<ArchiveRestored>(),
         )
     },
     Route {

@@ -28,6 +28,30 @@ impl Actor {
             epoch: epoch.to_owned(),
         }
     }
+
+    /// studiod itself (a retention pass, a policy from its configuration): its rows name
+    /// no principal and no role.
+    pub(crate) fn studiod(epoch: &str) -> Self {
+        Self {
+            principal: String::new(),
+            role: Role::Admin,
+            origin: None,
+            epoch: epoch.to_owned(),
+        }
+    }
+
+    fn is_studiod(&self) -> bool {
+        self.principal.is_empty()
+    }
+
+    /// The principal and role a row records (none for studiod itself).
+    pub(crate) fn recorded(&self) -> (Option<&str>, Option<&'static str>) {
+        if self.is_studiod() {
+            (None, None)
+        } else {
+            (Some(&self.principal), Some(self.role.as_str()))
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +83,10 @@ pub(crate) enum Kind {
     SecretDeleted,
     EndpointCreated,
     EndpointDeleted,
+    RetentionPolicySet,
+    RetentionPass,
+    WalCheckpoint,
+    ArchiveRestored,
 }
 
 impl Kind {
@@ -91,12 +119,16 @@ impl Kind {
             Kind::SecretDeleted => "secret_deleted",
             Kind::EndpointCreated => "endpoint_created",
             Kind::EndpointDeleted => "endpoint_deleted",
+            Kind::RetentionPolicySet => "retention_policy_set",
+            Kind::RetentionPass => "retention_pass",
+            Kind::WalCheckpoint => "wal_checkpoint",
+            Kind::ArchiveRestored => "archive_restored",
         }
     }
 
     /// Every kind, for the API's filter and its documentation.
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 27] = [
+    pub(crate) const ALL: [Kind; 31] = [
         Kind::EpochStarted,
         Kind::EpochStopped,
         Kind::PairingMinted,
@@ -124,6 +156,10 @@ impl Kind {
         Kind::SecretDeleted,
         Kind::EndpointCreated,
         Kind::EndpointDeleted,
+        Kind::RetentionPolicySet,
+        Kind::RetentionPass,
+        Kind::WalCheckpoint,
+        Kind::ArchiveRestored,
     ];
 }
 

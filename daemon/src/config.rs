@@ -295,6 +295,22 @@ fn scheduler_config(env: &impl Fn(&str) -> Option<String>) -> Result<SchedulerCo
             })?,
         );
     }
+    if let Some(text) = env("STUDIO_RETENTION").filter(|s| !s.trim().is_empty()) {
+        let policy: studio_api::types::RetentionPolicy =
+            serde_json::from_str(&text).map_err(|e| {
+                bad(
+                    "STUDIO_RETENTION",
+                    &format!("is not a retention policy: {e}"),
+                )
+            })?;
+        if let Some(e) = crate::scheduling::retention::check_policy(&policy).first() {
+            return Err(bad(
+                "STUDIO_RETENTION",
+                &format!("{}: {}", e.path, e.reason),
+            ));
+        }
+        c.retention = Some(policy);
+    }
     c.default_timezone = env("STUDIO_SCHEDULER_TZ").filter(|s| !s.trim().is_empty());
     if let Some(point) = env("STUDIO_TEST_CRASH_AT").filter(|s| !s.is_empty()) {
         c.crash_at = Some(CrashPoint::parse(&point).ok_or_else(|| {

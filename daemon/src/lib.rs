@@ -293,6 +293,7 @@ impl Daemon {
             .as_ref()
             .and_then(|(listener, _)| listener.local_addr().ok());
         scheduler_config.own_ports = own_ports(&config, addr, worker_at);
+        scheduler_config.epoch = authority.epoch().to_owned();
         let scheduler = scheduling::Scheduler::new(
             scheduling::store::SchedStore::new(
                 &store,

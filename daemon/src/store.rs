@@ -138,6 +138,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         "notifications",
         include_str!("../../migrations/daemon/0025_notifications.sql"),
     ),
+    (
+        26,
+        "retention",
+        include_str!("../../migrations/daemon/0026_retention.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -730,7 +735,8 @@ mod tests {
             let objects: Vec<(String, String)> = sqlx::query_as(
                 "SELECT type, name FROM sqlite_master WHERE tbl_name IN ('runs', 'schedule_strips') \
                  AND name NOT LIKE 'sqlite_autoindex%' \
-                 AND name NOT IN ('runs_by_task', 'runs_retry_due', 'runs_leases') \
+                 AND name NOT IN ('runs_by_task', 'runs_retry_due', 'runs_leases', \
+                 'runs_by_chain_parent', 'runs_by_replaced', 'runs_logs_kept') \
                  ORDER BY type, name",
             )
             .fetch_all(&pool)

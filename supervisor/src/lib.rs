@@ -4,7 +4,9 @@
 //! docs/ARCHITECTURE.md; it never opens a database and depends on no other Studio crate
 //! but `studio-contract`, `studio-schedule` (pure trigger arithmetic, for
 //! `studio schedule preview`), `studio-api` (the types of studiod's answers, which the
-//! user CLI reads) and `studio-worker` (the remote worker `studio worker` joins and runs).
+//! user CLI reads), `studio-worker` (the remote worker `studio worker` joins and runs),
+//! and `studio-evidence` and `studio-archive` (evidence bundles and retention archives,
+//! read offline).
 
 // First: the printing macros are in scope only in the modules declared after it.
 #[macro_use]
@@ -25,8 +27,9 @@ use std::{future::Future, io, path::PathBuf};
 use studio_contract::{error::ErrorBody, home::Home};
 
 use crate::cli::{
-    Cli, Command, EvidenceCommand, ScheduleCommand, allow, approvals, audit, backup, commands,
-    declare, evidence, notify, runs, schedules, secrets, sessions, tasks, workers,
+    ArchiveCommand, Cli, Command, EvidenceCommand, ScheduleCommand, allow, approvals, archive,
+    audit, backup, commands, declare, evidence, notify, retention, runs, schedules, secrets,
+    sessions, tasks, workers,
 };
 pub use crate::{
     cli::preview,
@@ -107,8 +110,19 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
             command: ScheduleCommand::Validate { files },
         } => return declare::validate(&files),
         Command::Evidence {
-            command: EvidenceCommand::Verify { bundle, key },
-        } => return evidence::verify(&bundle, key.as_deref()).map(|()| 0),
+            command:
+                EvidenceCommand::Verify {
+                    bundle,
+                    key,
+                    archives,
+                },
+        } => return evidence::verify(&bundle, key.as_deref(), archives.as_deref()).map(|()| 0),
+        Command::Archive {
+            command: ArchiveCommand::List { dir, json },
+        } => return archive::list(&dir, json),
+        Command::Archive {
+            command: ArchiveCommand::Verify { file, key },
+        } => return archive::verify(&file, key.as_deref()),
         // Only those of its commands that talk to studiod resolve the Studio home; on the
         // worker's side, a `--home` on the command line names the worker's home.
         Command::Worker(args) => {
@@ -153,6 +167,8 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Evidence { command } => evidence::run(&home, command).await,
         Command::Backup { dest, remote } => backup::backup(&home, &dest, &remote).await,
         Command::Restore { src } => backup::restore(&home, &src).await,
+        Command::Archive { command } => archive::run(&home, command).await,
+        Command::Retention { command } => retention::run(&home, command).await,
         // Run above, before the home is resolved.
         Command::Worker(_) => Ok(0),
     }

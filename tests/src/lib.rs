@@ -15,6 +15,7 @@ use serde_json::Value;
 
 pub mod api;
 pub mod browser;
+pub mod fill;
 
 pub use api::Reply;
 

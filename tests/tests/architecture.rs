@@ -93,6 +93,17 @@ fn the_crate_graph_runs_one_way() {
         "evidence verifies offline: no store, no daemon, no route"
     );
     assert_eq!(
+        studio_deps(deps("studio-archive")),
+        ["studio-contract", "studio-evidence"],
+        "archives are written and read offline: no store, no daemon, no route"
+    );
+    for dep in ["sqlx", "tokio"] {
+        assert!(
+            !deps("studio-archive").iter().any(|d| d == dep),
+            "studio-archive is synchronous and opens no database ({dep})"
+        );
+    }
+    assert_eq!(
         studio_deps(deps("studio-api")),
         ["studio-contract", "studio-schedule"],
         "the API contract stands on contract and the spec only"

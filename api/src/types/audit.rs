@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 /// Every kind of audit row: the epoch's start and stop, pairing, sessions, the
 /// allow-list, and each change to a schedule or run made through the API.
-pub const AUDIT_KINDS: [&str; 27] = [
+pub const AUDIT_KINDS: [&str; 31] = [
     "epoch_started",
     "epoch_stopped",
     "pairing_minted",
@@ -34,6 +34,10 @@ pub const AUDIT_KINDS: [&str; 27] = [
     "secret_deleted",
     "endpoint_created",
     "endpoint_deleted",
+    "retention_policy_set",
+    "retention_pass",
+    "wal_checkpoint",
+    "archive_restored",
 ];
 
 /// One row of the trail. Rows are never changed nor removed.

@@ -81,6 +81,7 @@ pub(crate) async fn readiness(State(state): State<ApiState>) -> Result<Response,
         None => problems.push("the home's free space cannot be read".into()),
         Some(_) => {}
     }
+    let (last_pass, last_checkpoint) = s.reads().retention_marks().await.map_err(store_error)?;
     let body = Readiness {
         ready: problems.is_empty(),
         problems,
@@ -92,8 +93,8 @@ pub(crate) async fn readiness(State(state): State<ApiState>) -> Result<Response,
         workers_connected: s.connected_workers(),
         workers_enrolled: i64::try_from(workers_enrolled).unwrap_or(i64::MAX),
         disk_free_bytes: disk_free_bytes.unwrap_or(0),
-        last_retention_pass_at: None,
-        last_checkpoint_at: None,
+        last_retention_pass_at: last_pass.map(rfc3339),
+        last_checkpoint_at: last_checkpoint.map(rfc3339),
         checked_at: rfc3339(now),
     };
     let status = if body.ready {

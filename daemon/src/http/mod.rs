@@ -10,6 +10,7 @@ mod events;
 mod front;
 mod health;
 mod notify;
+mod retention;
 mod routes;
 mod runs;
 mod schedules;
@@ -95,6 +96,10 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::Metrics => on(m, health::metrics),
         Op::Readiness => on(m, health::readiness),
         Op::Backup => on(m, health::backup),
+        Op::GetRetention => on(m, retention::get),
+        Op::SetRetention => on(m, retention::set),
+        Op::RunRetention => on(m, retention::run),
+        Op::RestoreArchive => on(m, retention::restore),
         Op::Identity => on(m, routes::identity),
         Op::OpenApi => on(m, routes::openapi),
         Op::Pair => on(m, routes::pair),

@@ -682,6 +682,9 @@ mod notify;
 #[path = "health_tests.rs"]
 mod health;
 
+#[path = "retention_tests.rs"]
+mod retention;
+
 /// The live router against the document: every (method, path) the document names is
 /// served (never the fallback's `not_found` nor `method_not_allowed`), and every method
 /// the document does not name on a path is answered `405` — so nothing is served that the

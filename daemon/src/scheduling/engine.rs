@@ -215,6 +215,12 @@ pub(crate) struct Scheduler {
     pub(super) lease_wake: Notify,
     /// The remote workers whose assignment stream is open now.
     pub(super) connected: Mutex<HashMap<String, usize>>,
+    /// Held by the retention pass that runs (one at a time).
+    pub(super) retention_lock: tokio::sync::Mutex<()>,
+    /// Replans the next retention pass (its policy changed).
+    pub(super) retention_wake: Notify,
+    /// When the next retention pass runs on its own (ms; 0 until planned).
+    pub(super) retention_next: AtomicI64,
 }
 
 /// Whether a schedule's runs go to workers (its spec names a target).
@@ -305,8 +311,12 @@ impl Scheduler {
             work_signal: tokio::sync::watch::Sender::new(0),
             lease_wake: Notify::new(),
             connected: Mutex::default(),
+            retention_lock: tokio::sync::Mutex::default(),
+            retention_wake: Notify::new(),
+            retention_next: AtomicI64::new(0),
         });
         this.load_allowlist().await?;
+        this.load_retention_policy().await?;
         Ok(this)
     }
 
@@ -438,6 +448,7 @@ impl Scheduler {
         tokio::spawn(self.clone().retry_forever());
         tokio::spawn(self.clone().leases_forever());
         tokio::spawn(self.clone().notify_forever());
+        tokio::spawn(self.clone().retention_forever());
         let stop = self.stop.clone();
         loop {
             let due = self.queue().pop_due(now_ms());

@@ -22,6 +22,9 @@ mod launch;
 pub(crate) mod model;
 pub(crate) mod notify;
 mod recovery;
+pub(crate) mod retention;
+#[cfg(test)]
+mod retention_tests;
 mod retries;
 pub(crate) mod secrets;
 pub(crate) mod store;
@@ -80,6 +83,11 @@ pub struct SchedulerConfig {
     /// The ports of this studiod's, its studio-app's and its worker listener's own
     /// listeners: a notification endpoint on this machine at one of them is refused.
     pub own_ports: Vec<u16>,
+    /// `STUDIO_RETENTION`: the retention policy as JSON; when set, it is the policy at
+    /// every start and the API cannot change it.
+    pub retention: Option<studio_api::types::RetentionPolicy>,
+    /// This studiod's epoch, for the audit rows of what it does by itself.
+    pub epoch: String,
 }
 
 impl Default for SchedulerConfig {
@@ -100,6 +108,8 @@ impl Default for SchedulerConfig {
             lease_ttl: Duration::from_secs(30),
             notify_backoff: notify::Backoff::default(),
             own_ports: Vec::new(),
+            retention: None,
+            epoch: String::new(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The CLI's HTTP client for studiod (docs/DECLARATIONS.md, "CLI"): which daemon
 //! (`--daemon` / `STUDIO_DAEMON_URL`, else the home's running instance, else
 //! `127.0.0.1:8766`), which token (`STUDIO_TOKEN`, else `<home>/run/token`), bounded
-//! timeouts, and every failure turned into one line that says how to fix it.
+//! timeouts (only connecting, for a stream or a request that may take minutes), and
+//! every failure turned into one line that says how to fix it.
 //!
 //! Invariant: the token is sent only to the resolved origin: redirects are never
 //! followed and no proxy is used.
@@ -45,8 +46,9 @@ pub(crate) struct Client {
     source: TokenSource,
     /// Every ordinary request: 10 s connect and 10 s overall.
     http: reqwest::Client,
-    /// Follow modes: 10 s to connect, no overall bound (the body may never end).
-    streaming: reqwest::Client,
+    /// Follow modes and long requests: 10 s to connect, no overall bound (a body may
+    /// never end, an answer may take minutes).
+    unbounded: reqwest::Client,
 }
 
 impl Client {
@@ -87,7 +89,7 @@ impl Client {
         };
         Ok(Self {
             http: build(Some(TIMEOUT))?,
-            streaming: build(None)?,
+            unbounded: build(None)?,
             origin,
             token,
             source,
@@ -106,6 +108,20 @@ impl Client {
         body: &B,
     ) -> Result<T, Error> {
         self.with_body(Method::POST, path, body).await
+    }
+
+    /// A POST of `body` whose answer may take minutes (a retention pass): only
+    /// connecting is bounded.
+    pub(crate) async fn post_unbounded<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, Error> {
+        let body = encoded(path, body)?;
+        let answer = self
+            .exchange_on(&self.unbounded, Method::POST, path, Some(body))
+            .await?;
+        Ok(answer.1)
     }
 
     /// A PATCH of `body` whose answer is `T`.
@@ -166,7 +182,18 @@ impl Client {
         path: &str,
         body: Option<String>,
     ) -> Result<(StatusCode, T), Error> {
-        let mut req = self.request(&self.http, method.clone(), path);
+        self.exchange_on(&self.http, method, path, body).await
+    }
+
+    /// [`Self::exchange`] through `client` (bounded or not).
+    async fn exchange_on<T: DeserializeOwned>(
+        &self,
+        client: &reqwest::Client,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<(StatusCode, T), Error> {
+        let mut req = self.request(client, method.clone(), path);
         if method != Method::GET {
             // studiod wants a JSON media type on every unsafe request, bodyless or not.
             req = req
@@ -196,7 +223,7 @@ impl Client {
         path: &str,
         headers: &[(&str, String)],
     ) -> Result<reqwest::Response, Error> {
-        let mut req = self.request(&self.streaming, Method::GET, path);
+        let mut req = self.request(&self.unbounded, Method::GET, path);
         for (k, v) in headers {
             req = req.header(*k, v);
         }
@@ -513,6 +540,18 @@ mod tests {
                 .starts_with("/api/schedules: studiod answered with bad JSON: "),
             "{err}"
         );
+    }
+
+    /// A request that may take minutes decodes its answer as any other does.
+    #[tokio::test]
+    async fn an_unbounded_post_is_decoded_as_its_type() {
+        let origin = answering("200 OK", r#"{"deleted":true,"id":"sch_1"}"#).await;
+        let client = Client::new(origin, "t".into(), TokenSource::Env).expect("client");
+        let answer: studio_api::Deleted = client
+            .post_unbounded("/api/x", &serde_json::json!({}))
+            .await
+            .expect("an answer");
+        assert!(answer.deleted);
     }
 
     #[tokio::test]

@@ -1,6 +1,6 @@
 //! The user commands. This module is the command line: `studio up | status | restart |
 //! stop | pair | logs | schedule | runs | run | sessions | audit | task | worker | secret |
-//! notify | evidence`, with the environment
+//! notify | evidence | backup | restore | archive | retention`, with the environment
 //! equivalents, turned into typed configuration. Clap's own usage errors exit with status
 //! 2; so do the checks made here. Its submodules carry the commands out.
 //!
@@ -9,6 +9,7 @@
 
 pub(crate) mod allow;
 pub(crate) mod approvals;
+pub(crate) mod archive;
 pub(crate) mod audit;
 pub(crate) mod backup;
 pub(crate) mod client;
@@ -17,6 +18,7 @@ pub(crate) mod declare;
 pub(crate) mod evidence;
 pub(crate) mod notify;
 pub mod preview;
+pub(crate) mod retention;
 pub(crate) mod runs;
 pub(crate) mod schedules;
 pub(crate) mod secrets;
@@ -167,6 +169,129 @@ pub enum Command {
     Restore {
         /// A directory `studio backup` made.
         src: PathBuf,
+    },
+    /// Retention archives: the ZIP64 files a retention pass writes before it deletes a
+    /// chunk of rows (list and verify them offline, or put one back).
+    Archive {
+        #[command(subcommand)]
+        command: ArchiveCommand,
+    },
+    /// Retention: how long studiod keeps finished runs, their logs and ended
+    /// notifications, and the passes that prune the rest (archiving it first when a
+    /// directory is set).
+    Retention {
+        #[command(subcommand)]
+        command: RetentionCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RetentionCommand {
+    /// The policy in force, where it comes from, the next pass and the latest passes.
+    Show {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Replace the whole policy (admin), from flags or from a JSON file.
+    ///
+    /// The flags build the whole policy: what is not given is left out, and a part left
+    /// out keeps everything it governs, whatever was set before (`--runs-max-age 30d`
+    /// alone keeps all logs and notifications). `--file` takes the policy as JSON
+    /// instead, like {"runs": {"max_age": "30d", "keep_last": 5}}; it cannot be mixed
+    /// with the flags, and `{}` keeps everything. Intervals read like 90s, 15m, 6h or
+    /// 30d. Refused while STUDIO_RETENTION sets the policy. Prints the new state as
+    /// `show` does.
+    Set(Box<RetentionSetArgs>),
+    /// Run a pass now and wait for it to end (minutes on a large home).
+    ///
+    /// Daemon token only. Prints the rows it pruned by table, the archives and chunks,
+    /// the longest chunk transaction, the WAL checkpoint and the outcome; exit status 1
+    /// when the pass failed (what it pruned before stays pruned).
+    Run {
+        /// Archive each chunk into DIR on studiod's machine (made if missing) before it is
+        /// deleted, instead of the policy's archive directory; a relative DIR is taken
+        /// from here.
+        #[arg(long, value_name = "DIR")]
+        archive_dir: Option<PathBuf>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+/// `studio retention set`: the policy as flags, or `--file`.
+#[derive(Debug, Args)]
+pub struct RetentionSetArgs {
+    /// Prune finished runs older than AGE (by when they finished), with their
+    /// transitions, approvals and log folders; evidence rows older than AGE go too.
+    #[arg(long, value_name = "AGE")]
+    pub runs_max_age: Option<String>,
+    /// Keep the last N finished runs of each schedule, whatever their age (a task counts
+    /// as one, with all its attempts); with --runs-max-age, a run goes only when it is
+    /// both older and not among them.
+    #[arg(long, value_name = "N")]
+    pub runs_keep_last: Option<u32>,
+    /// Keep at most N bytes of run logs (at least 1048576): past it, the logs of the
+    /// oldest finished runs go (the runs stay, with the tails of their output).
+    #[arg(long, value_name = "N")]
+    pub logs_max_bytes: Option<u64>,
+    /// Keep delivered notifications this long.
+    #[arg(long, value_name = "AGE")]
+    pub notifications_delivered: Option<String>,
+    /// Keep dead-lettered notifications this long.
+    #[arg(long, value_name = "AGE")]
+    pub notifications_dead: Option<String>,
+    /// Passes that run on their own archive each chunk into DIR before deleting it
+    /// (without it they delete without archiving); a relative DIR is taken from here.
+    #[arg(long, value_name = "DIR")]
+    pub archive_dir: Option<PathBuf>,
+    /// How often a pass runs on its own (1m to 7d; left out: 1h).
+    #[arg(long, value_name = "EVERY")]
+    pub interval: Option<String>,
+    /// The whole policy as JSON, from FILE (`-`: stdin), instead of the flags above.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ArchiveCommand {
+    /// The archives in a directory, one line each.
+    ///
+    /// File, kind, when it was made, size, log files and rows by table; an archive that
+    /// cannot be read says why on its line. Only manifests are read: `verify` checks
+    /// contents.
+    List {
+        /// The archive directory (a retention `archive_dir`).
+        dir: PathBuf,
+        /// A JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check one archive offline, without studiod.
+    ///
+    /// Every member's size and SHA-256 against its manifest, every row, and an evidence
+    /// archive's chain (with the key, its MACs). Exit status 1 when it does not verify,
+    /// 2 when it is no archive.
+    Verify {
+        /// The archive (`<kind>-<time>-<id>.zip`).
+        file: PathBuf,
+        /// The home's evidence key (`run/evidence.key`: 64 hex digits), to check an
+        /// evidence archive's MACs.
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+    },
+    /// Put an archive's rows and log files back into the running Studio.
+    ///
+    /// studiod inserts its rows, sets the kept rows it changed back as they were and
+    /// writes its log files (daemon token only). It reads FILE itself, so FILE must be
+    /// on studiod's machine; it is verified here first, and a broken one is refused
+    /// before anything is sent.
+    Restore {
+        /// The archive.
+        file: PathBuf,
+        #[command(flatten)]
+        remote: Remote,
     },
 }
 
@@ -600,6 +725,11 @@ pub enum EvidenceCommand {
         /// The home's evidence key (`run/evidence.key`: 64 hex digits), to check MACs.
         #[arg(long, value_name = "FILE")]
         key: Option<PathBuf>,
+        /// A directory of retention archives: its evidence archives are checked and
+        /// chained in front of the bundle, as one chain from the log's first row (a
+        /// bundle exported after a prune starts where the last archive ends).
+        #[arg(long, value_name = "DIR")]
+        archives: Option<PathBuf>,
     },
 }
 
@@ -747,7 +877,8 @@ pub struct AuditArgs {
     /// schedule_enabled, schedule_disabled, schedule_deleted, run_triggered,
     /// run_cancelled, approval_granted, approval_denied, task_submitted, task_cancelled,
     /// task_retried, worker_token_created, worker_joined, worker_revoked, secret_set,
-    /// secret_deleted, endpoint_created, endpoint_deleted, pairing_minted, pairing_redeemed, pairing_failed, session_revoked, role_changed,
+    /// secret_deleted, endpoint_created, endpoint_deleted, retention_policy_set, retention_pass,
+    /// wal_checkpoint, archive_restored, pairing_minted, pairing_redeemed, pairing_failed, session_revoked, role_changed,
     /// allowlist_changed, epoch_started, epoch_stopped).
     #[arg(long, value_name = "KINDS")]
     pub kind: Option<String>,
@@ -972,6 +1103,175 @@ mod tests {
         let err = Cli::try_parse_from(["studio", "up", "--app-addr", "nope"]).expect_err("addr");
         assert_eq!(err.exit_code(), 2);
         assert_eq!(Error::Usage("x".into()).exit_code(), 2);
+    }
+
+    fn archive(args: &[&str]) -> Result<ArchiveCommand, clap::Error> {
+        let cli = Cli::try_parse_from(["studio", "archive"].iter().chain(args))?;
+        let Command::Archive { command } = cli.command else {
+            panic!("not archive")
+        };
+        Ok(command)
+    }
+
+    #[test]
+    fn archive_list_verify_and_restore_parse() {
+        assert!(matches!(
+            archive(&["list", "/a"]).expect("parses"),
+            ArchiveCommand::List { dir, json: false } if dir == std::path::Path::new("/a")
+        ));
+        assert!(matches!(
+            archive(&["list", "/a", "--json"]).expect("parses"),
+            ArchiveCommand::List { json: true, .. }
+        ));
+        assert!(matches!(
+            archive(&["verify", "x.zip", "--key", "k"]).expect("parses"),
+            ArchiveCommand::Verify { file, key: Some(key) }
+                if file == std::path::Path::new("x.zip") && key == std::path::Path::new("k")
+        ));
+        assert!(matches!(
+            archive(&["restore", "x.zip", "--json", "--daemon", "http://127.0.0.1:9"])
+                .expect("parses"),
+            ArchiveCommand::Restore { file, remote }
+                if file == std::path::Path::new("x.zip") && remote.json
+        ));
+        for bad in [
+            &[][..],
+            &["list"],
+            &["verify"],
+            &["verify", "a.zip", "b.zip"],
+            &["verify", "a.zip", "--key"],
+            &["restore"],
+            &["restore", "a.zip", "b.zip"],
+            &["prune", "/a"],
+        ] {
+            let err = archive(bad).expect_err("refused");
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+        }
+    }
+
+    fn retention(args: &[&str]) -> Result<RetentionCommand, clap::Error> {
+        let cli = Cli::try_parse_from(["studio", "retention"].iter().chain(args))?;
+        let Command::Retention { command } = cli.command else {
+            panic!("not retention")
+        };
+        Ok(command)
+    }
+
+    #[test]
+    fn retention_show_set_and_run_parse() {
+        assert!(matches!(
+            retention(&["show", "--json", "--daemon", "http://127.0.0.1:9"]).expect("parses"),
+            RetentionCommand::Show { remote }
+                if remote.json && remote.daemon.as_deref() == Some("http://127.0.0.1:9")
+        ));
+        let RetentionCommand::Set(set) = retention(&[
+            "set",
+            "--runs-max-age",
+            "30d",
+            "--runs-keep-last",
+            "5",
+            "--logs-max-bytes",
+            "2097152",
+            "--notifications-delivered",
+            "7d",
+            "--notifications-dead",
+            "30d",
+            "--archive-dir",
+            "arch",
+            "--interval",
+            "1h",
+            "--json",
+        ])
+        .expect("parses") else {
+            panic!("not set")
+        };
+        assert_eq!(
+            (
+                set.runs_max_age.as_deref(),
+                set.runs_keep_last,
+                set.logs_max_bytes
+            ),
+            (Some("30d"), Some(5), Some(2_097_152))
+        );
+        assert_eq!(
+            (
+                set.notifications_delivered.as_deref(),
+                set.notifications_dead.as_deref(),
+                set.interval.as_deref()
+            ),
+            (Some("7d"), Some("30d"), Some("1h"))
+        );
+        assert_eq!(
+            set.archive_dir.as_deref(),
+            Some(std::path::Path::new("arch"))
+        );
+        assert!(set.remote.json && set.file.is_none());
+        assert!(matches!(
+            retention(&["set", "--file", "-"]).expect("parses"),
+            RetentionCommand::Set(set) if set.file.as_deref() == Some(std::path::Path::new("-"))
+        ));
+        assert!(matches!(
+            retention(&["run", "--archive-dir", "/a", "--json"]).expect("parses"),
+            RetentionCommand::Run { archive_dir: Some(dir), remote }
+                if dir == std::path::Path::new("/a") && remote.json
+        ));
+        assert!(matches!(
+            retention(&["run"]).expect("parses"),
+            RetentionCommand::Run {
+                archive_dir: None,
+                ..
+            }
+        ));
+        for bad in [
+            &[][..],
+            &["show", "now"],
+            &["set", "--runs-keep-last", "many"],
+            &["set", "--logs-max-bytes", "-1"],
+            &["set", "--file"],
+            &["run", "--archive-dir"],
+            &["run", "/a"],
+            &["prune"],
+        ] {
+            let err = retention(bad).expect_err("refused");
+            assert_eq!(err.exit_code(), 2, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn retention_set_help_says_what_is_left_out_is_kept() {
+        let err = Cli::try_parse_from(["studio", "retention", "set", "--help"])
+            .expect_err("help is printed, not parsed");
+        let help = err.to_string();
+        assert!(
+            help.contains("keeps everything it governs") && help.contains("cannot be mixed"),
+            "{help}"
+        );
+    }
+
+    #[test]
+    fn evidence_verify_takes_archives() {
+        let verify = |args: &[&str]| -> Result<_, clap::Error> {
+            let cli = Cli::try_parse_from(["studio", "evidence", "verify"].iter().chain(args))?;
+            match cli.command {
+                Command::Evidence {
+                    command:
+                        EvidenceCommand::Verify {
+                            bundle,
+                            key,
+                            archives,
+                        },
+                } => Ok((bundle, key, archives)),
+                other => panic!("not evidence verify: {other:?}"),
+            }
+        };
+        let (bundle, key, archives) =
+            verify(&["b.jsonl", "--archives", "/arch", "--key", "k"]).expect("parses");
+        assert_eq!(bundle, std::path::Path::new("b.jsonl"));
+        assert_eq!(key.as_deref(), Some(std::path::Path::new("k")));
+        assert_eq!(archives.as_deref(), Some(std::path::Path::new("/arch")));
+        assert_eq!(verify(&["b.jsonl"]).expect("parses").2, None);
+        let err = verify(&["b.jsonl", "--archives"]).expect_err("no dir");
+        assert_eq!(err.exit_code(), 2);
     }
 
     #[test]

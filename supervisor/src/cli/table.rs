@@ -223,6 +223,21 @@ pub(crate) fn human_ms(ms: u64) -> String {
     }
 }
 
+/// A size in bytes as people read it: `512 B`, `12.3 KiB`, `1.5 MiB`.
+pub(crate) fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 pub(crate) fn now_ms() -> i64 {
     Timestamp::now().as_millisecond()
 }
@@ -260,6 +275,13 @@ mod tests {
         assert_eq!(relative("soon", now), "soon");
         assert_eq!(human_ms(850), "850ms");
         assert_eq!(human_ms(172_800_000), "2d");
+    }
+
+    #[test]
+    fn sizes_read_as_people_read_them() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(12_595), "12.3 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
     }
 
     /// Cells read as the JSON they came from did: `-` for null and for "".

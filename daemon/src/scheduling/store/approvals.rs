@@ -116,10 +116,14 @@ pub(super) async fn seal(
     (approval_id, run_id): (&str, &str),
     content: Value,
 ) -> Result<(), sqlx::Error> {
-    let last: Option<(i64, String)> =
-        sqlx::query_as("SELECT seq, chain_sha256 FROM evidence ORDER BY seq DESC LIMIT 1")
-            .fetch_optional(&mut **tx)
-            .await?;
+    // The last row, or the checkpoint once retention has pruned every row.
+    let last: Option<(i64, String)> = sqlx::query_as(
+        "SELECT * FROM (SELECT seq, chain_sha256 FROM evidence ORDER BY seq DESC LIMIT 1) \
+         UNION ALL SELECT through_seq, chain_sha256 FROM evidence_checkpoint \
+         ORDER BY 1 DESC LIMIT 1",
+    )
+    .fetch_optional(&mut **tx)
+    .await?;
     let (seq, head) = match last {
         Some((seq, chain)) => (
             seq + 1,
@@ -755,7 +759,8 @@ impl SchedStore {
     }
 
     /// The evidence rows sealed at or after `since_ms` (all of them without it), oldest
-    /// first, and the chain hash of the row before the first (genesis for the first row).
+    /// first, and the chain hash of the row before the first (genesis for the first row;
+    /// the checkpoint's when retention pruned the rows before it into archives).
     pub(crate) async fn evidence_since(
         &self,
         since_ms: Option<i64>,
@@ -769,23 +774,33 @@ impl SchedStore {
                     .fetch_one(&mut *tx)
                     .await?
             }
-            None => Some(1),
+            None => {
+                sqlx::query_scalar("SELECT MIN(seq) FROM evidence")
+                    .fetch_one(&mut *tx)
+                    .await?
+            }
         };
         let Some(first) = first else {
-            let head: Option<String> =
-                sqlx::query_scalar("SELECT chain_sha256 FROM evidence ORDER BY seq DESC LIMIT 1")
-                    .fetch_optional(&mut *tx)
-                    .await?;
+            let head: Option<String> = sqlx::query_scalar(
+                "SELECT chain_sha256 FROM (SELECT * FROM (SELECT seq, chain_sha256 FROM \
+                 evidence ORDER BY seq DESC LIMIT 1) UNION ALL \
+                 SELECT through_seq, chain_sha256 FROM evidence_checkpoint) \
+                 ORDER BY seq DESC LIMIT 1",
+            )
+            .fetch_optional(&mut *tx)
+            .await?;
             return Ok((
                 head.and_then(|h| digest_of(&h)).unwrap_or(GENESIS),
                 Vec::new(),
             ));
         };
-        let before: Option<String> =
-            sqlx::query_scalar("SELECT chain_sha256 FROM evidence WHERE seq = ?")
-                .bind(first - 1)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let before: Option<String> = sqlx::query_scalar(
+            "SELECT chain_sha256 FROM evidence WHERE seq = ?1 UNION ALL \
+             SELECT chain_sha256 FROM evidence_checkpoint WHERE through_seq = ?1",
+        )
+        .bind(first - 1)
+        .fetch_optional(&mut *tx)
+        .await?;
         let rows = sqlx::query(
             "SELECT seq, at_ms, kind, content, content_sha256, chain_sha256, mac FROM evidence \
              WHERE seq >= ? ORDER BY seq",
@@ -796,6 +811,28 @@ impl SchedStore {
         let previous = before.and_then(|h| digest_of(&h)).unwrap_or(GENESIS);
         let rows = rows.iter().map(sealed_from).collect::<Result<_, _>>()?;
         Ok((previous, rows))
+    }
+
+    /// Seals one evidence row about `run_id` at `at_ms`, in its own transaction.
+    #[cfg(test)]
+    pub(in crate::scheduling) async fn seal_test_evidence(
+        &self,
+        run_id: &str,
+        at_ms: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let content = json!({ "run": run_id, "approval": "a" });
+        seal(
+            &mut tx,
+            &self.evidence_key,
+            "granted",
+            at_ms,
+            ("a", run_id),
+            content,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// A status change with an evidence row sealed in its transaction, to measure what

@@ -20,6 +20,7 @@ mod events;
 mod health;
 mod notify;
 mod plans;
+mod retention;
 mod runs;
 mod schedules;
 mod secrets;
@@ -31,6 +32,7 @@ pub(crate) use approvals::{ApprovalFilter, ApprovalRow, Decided, Verdict};
 pub(crate) use audit::{AuditFilter, AuditRow, Note};
 pub(crate) use notify::{Attempted, DeliveryFilter, DeliveryRow, EndpointDeleted, EndpointRow};
 pub(crate) use plans::{PlanError, PlanWrite};
+pub(crate) use retention::{Chunk, Deleted, EvidenceChunk, PassRow, PolicyRow, RestoreError, Rows};
 pub(crate) use runs::{Claim, Cursor, Finish, NewRun, RunFilter};
 pub(crate) use schedules::{ScheduleFilter, WriteError};
 #[cfg(test)]

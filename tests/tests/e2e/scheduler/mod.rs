@@ -31,6 +31,7 @@ mod gates;
 mod health;
 mod notify;
 mod recovery;
+mod retention;
 mod runner;
 mod secrets;
 mod shims;
