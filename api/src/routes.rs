@@ -327,13 +327,17 @@ pub const ROUTES: &[Route<Op>] = &[
         needs: Role::Admin,
         decides: Decides::Destructive,
         takes: Takes::Json(typed::<RetentionPolicy>()),
-        errors: &[Code::ValidationFailed, Code::Conflict],
+        errors: &[
+            Code::ValidationFailed,
+            Code::Conflict,
+            Code::DaemonTokenRequired,
+        ],
         ..route(
             Op::SetRetention,
             "set_retention",
             Put,
             "/api/admin/retention",
-            "Set the retention policy (409 while studiod's configuration sets it)",
+            "Set the retention policy (409 while studiod's configuration sets it; only the daemon token from a terminal changes archive_dir)",
             ok::<RetentionState>(),
         )
     },

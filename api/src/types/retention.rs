@@ -19,7 +19,8 @@ pub struct RetentionPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notifications: Option<NotificationsRetention>,
     /// Where passes that run on their own archive each chunk before deleting it (an
-    /// absolute directory); without it they delete without archiving.
+    /// absolute directory); without it they delete without archiving. Only the daemon
+    /// token from a terminal changes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive_dir: Option<String>,
     /// How often a pass runs on its own (default `1h`; at least `1m`, at most `7d`).

@@ -82,6 +82,7 @@ pub(crate) async fn get(State(state): State<ApiState>) -> Result<Json<RetentionS
 
 pub(crate) async fn set(
     State(state): State<ApiState>,
+    owner: Result<MachineOwner, ApiError>,
     By(by): By,
     TextBody(body): TextBody,
 ) -> Result<Json<RetentionState>, ApiError> {
@@ -90,6 +91,18 @@ pub(crate) async fn set(
     let errors = check_policy(&policy);
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
+    }
+    // Where studiod writes files is a path on this machine: its owner's to name, not a
+    // browser's (which may keep the one set).
+    let (current, _) = state
+        .scheduler
+        .retention_policy()
+        .await
+        .map_err(engine_error)?;
+    if let Err(refused) = owner
+        && policy.archive_dir != current.archive_dir
+    {
+        return Err(refused);
     }
     match state.scheduler.set_retention_policy(&policy, &by).await {
         Ok(()) => {}

@@ -81,6 +81,51 @@ async fn the_policy_is_an_admins_and_bad_policies_name_their_field() {
     .await;
     assert_eq!(state["policy"], policy);
 
+    // A browser admin with its decision token changes the policy, but not where files
+    // are written: that is the machine owner's.
+    let paired = api.pair_as(Role::Admin).await;
+    let put_as_browser = |body: &Value| {
+        authed(
+            Method::PUT,
+            "/api/admin/retention",
+            paired["token"].as_str().expect("token"),
+        )
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ORIGIN, APP)
+        .header(
+            "x-studio-decision-token",
+            paired["decision_token"].as_str().expect("decision"),
+        )
+        .body(axum::body::Body::from(body.to_string()))
+        .expect("request")
+    };
+    let (status, body) = send(&api, put_as_browser(&json!({"archive_dir": "/etc/cron.d"}))).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("daemon_token_required")),
+        "{body}"
+    );
+    let (status, body) = send(&api, put_as_browser(&json!({"runs": {"keep_last": 5}}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = send(
+        &api,
+        with_body(
+            Method::PUT,
+            "/api/admin/retention",
+            DAEMON_TOKEN,
+            &json!({"archive_dir": "/srv/a"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Keeping the one set is the browser's to do.
+    let (status, body) = send(
+        &api,
+        put_as_browser(&json!({"archive_dir": "/srv/a", "runs": {"keep_last": 9}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
     // A browser: an operator may not; an admin needs its decision token.
     let operator = api.token_as(Role::Operator).await;
     let admin = api.token_as(Role::Admin).await;
