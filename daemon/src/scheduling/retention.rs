@@ -241,6 +241,9 @@ impl Scheduler {
     /// Runs a pass every interval until studiod stops; a policy change replans it.
     pub(super) async fn retention_forever(self: Arc<Self>) {
         let stop = self.stop.clone();
+        // A clock pass refused before it could start (an archive directory that cannot
+        // be made) writes no row: the next waits an interval from it all the same.
+        let mut tried: Option<i64> = None;
         loop {
             let interval = match self.retention_policy().await {
                 Ok((policy, _)) => pass_interval_ms(&policy),
@@ -256,6 +259,7 @@ impl Scheduler {
                 .ok()
                 .and_then(|p| p.first().map(|p| p.started_at_ms));
             let now = now_ms();
+            let last = last.max(tried);
             let at = last.map_or(now + interval, |l| (l + interval).max(now + 1_000));
             self.retention_next.store(at, Ordering::Relaxed);
             let wait = Duration::from_millis(u64::try_from(at - now).unwrap_or(0));
@@ -264,6 +268,7 @@ impl Scheduler {
                 () = self.retention_wake.notified() => continue,
                 () = stop.triggered() => return,
             }
+            tried = Some(now_ms());
             match self.retention_pass("clock", None).await {
                 Ok(pass) => {
                     tracing::info!(pass = pass.id, outcome = %pass.outcome, "retention pass")
@@ -664,7 +669,8 @@ impl Scheduler {
         progress.add("log_bytes", bytes);
     }
 
-    /// Removes run folders older than an hour whose run is gone.
+    /// Removes run folders older than an hour whose run is gone, and a stopped restore's
+    /// staging folders as old.
     async fn sweep_orphan_logs(&self, progress: &mut Progress) -> Result<(), RetentionError> {
         let root = self.runs_dir.clone();
         let old: Vec<String> = tokio::task::spawn_blocking(move || {
@@ -680,7 +686,14 @@ impl Scheduler {
                         .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > ORPHAN_AGE))
                 })
                 .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| studio_archive::valid_run_id(n))
+                .filter(|n| {
+                    // A restore that stopped before moving its folders in left these.
+                    if n.starts_with(".restore-") {
+                        let _ = std::fs::remove_dir_all(root.join(n));
+                        return false;
+                    }
+                    studio_archive::valid_run_id(n)
+                })
                 .collect()
         })
         .await

@@ -672,3 +672,30 @@ async fn a_hostile_archive_reaches_no_other_table_column_or_path() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn folders_left_by_a_stopped_pass_or_restore_are_swept_once_old() {
+    let h = home("ret-sweep", SchedulerConfig::default()).await;
+    h.schedule("a", SPEC).await;
+    let now = studio_contract::time::now_ms();
+    h.run("kept", Some("a"), "completed", now).await;
+    let runs = h.dir.path().join("runs");
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7_200);
+    for name in ["orphan", ".restore-x", "young-orphan", "kept"] {
+        std::fs::create_dir_all(runs.join(name)).expect("folder");
+        if name != "young-orphan" {
+            std::fs::File::open(runs.join(name))
+                .and_then(|d| d.set_modified(two_hours_ago))
+                .expect("age the folder");
+        }
+    }
+    let pass = h.s.retention_pass("request", None).await.expect("pass");
+    assert_eq!(pass.pruned.get("log_dirs"), Some(&1), "{pass:?}");
+    assert!(!runs.join("orphan").exists());
+    assert!(!runs.join(".restore-x").exists());
+    assert!(
+        runs.join("young-orphan").exists(),
+        "its run may be on its way"
+    );
+    assert!(runs.join("kept").exists(), "its run is there");
+}
