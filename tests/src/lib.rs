@@ -14,6 +14,7 @@ use std::{
 use serde_json::Value;
 
 pub mod api;
+pub mod bench;
 pub mod browser;
 pub mod fill;
 

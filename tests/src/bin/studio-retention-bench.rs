@@ -13,8 +13,6 @@
 //! submissions' latencies.
 
 use std::{
-    io::{BufRead, BufReader},
-    process::{Child, Command, Stdio},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -23,60 +21,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use studio_contract::ready::Ready;
-use studio_tests::{TempDir, WORKER_ADDR, bins, free_port};
-
-struct Daemon {
-    child: Child,
-    addr: String,
-    token: String,
-}
-
-impl Daemon {
-    fn start(home: &std::path::Path) -> Self {
-        let addr = format!("127.0.0.1:{}", free_port());
-        let mut child = Command::new(&bins().studiod)
-            .arg("--home")
-            .arg(home)
-            .args(["--addr", &addr])
-            .env_remove("STUDIO_TOKEN")
-            .env(WORKER_ADDR.0, WORKER_ADDR.1)
-            .env("RUST_LOG", "warn")
-            .env("STUDIO_COMMAND_ALLOWLIST", "true")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn studiod");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("readiness");
-        Ready::parse(&line).unwrap_or_else(|| panic!("no readiness line: {line:?}"));
-        let token = std::fs::read_to_string(home.join("run/token"))
-            .expect("token")
-            .trim()
-            .to_owned();
-        Self { child, addr, token }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn stop(mut self) {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("a pid");
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use studio_tests::{TempDir, bench::Daemon};
 
 fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
