@@ -616,7 +616,7 @@ impl Scheduler {
         let runs = runs.to_vec();
         tokio::task::spawn_blocking(move || {
             let mut files = Vec::new();
-            for run in runs {
+            for run in runs.into_iter().filter(|r| studio_archive::valid_run_id(r)) {
                 let Ok(entries) = std::fs::read_dir(root.join(&run)) else {
                     continue;
                 };
@@ -647,7 +647,8 @@ impl Scheduler {
         let runs = runs.to_vec();
         let (dirs, bytes) = tokio::task::spawn_blocking(move || {
             let (mut dirs, mut bytes) = (0u64, 0u64);
-            for run in runs {
+            // Only a run id names a folder: never a path out of `runs/`.
+            for run in runs.into_iter().filter(|r| studio_archive::valid_run_id(r)) {
                 let path = root.join(&run);
                 let size = dir_bytes(&path);
                 match std::fs::remove_dir_all(&path) {
@@ -758,9 +759,11 @@ impl Scheduler {
             ));
         }
         // Log folders first, beside their place; moved in only once the rows commit.
-        let staging = self
-            .runs_dir
-            .join(format!(".restore-{}", manifest.archive_id));
+        // Named by studiod, never by the archive.
+        let staging = self.runs_dir.join(format!(
+            ".restore-{}",
+            studio_contract::secret::hex(&studio_contract::secret::random_bytes::<8>())
+        ));
         let runs_dir = self.runs_dir.clone();
         let files = archive.log_files();
         let stage = staging.clone();
@@ -863,6 +866,19 @@ fn read_archive(path: &Path) -> Result<Restorable, RetentionError> {
         let rows = archive
             .rows(table)
             .map_err(|e| RetentionError::Invalid(e.to_string()))?;
+        // A run's id names its log folder: only a run id's characters come back.
+        if table == "runs"
+            && let Some(bad) = rows.iter().find(|r| {
+                !r.get("id")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(studio_archive::valid_run_id)
+            })
+        {
+            return Err(RetentionError::Invalid(format!(
+                "runs holds a row whose id is not a run id: {}",
+                bad.get("id").map(ToString::to_string).unwrap_or_default()
+            )));
+        }
         tables.push((table.clone(), rows));
     }
     // Rows other rows name go in first (tasks before their attempts is not needed: no

@@ -657,6 +657,17 @@ async fn a_hostile_archive_reaches_no_other_table_column_or_path() {
             Vec::new(),
             vec![("secrets".into(), vec![row(json!({"id": "x", "name": "y"}))])],
         ),
+        // A run whose id is a path: a later prune would remove that path's folder.
+        write(
+            vec![(
+                "runs".into(),
+                vec![row(
+                    json!({"id": "../../escape", "kind": "manual", "status": "completed",
+                    "action": "{}", "created_at_ms": 0}),
+                )],
+            )],
+            Vec::new(),
+        ),
     ];
     for file in &cases {
         let refused = h.s.restore_archive(file, &admin()).await;
@@ -698,4 +709,31 @@ async fn folders_left_by_a_stopped_pass_or_restore_are_swept_once_old() {
         "its run may be on its way"
     );
     assert!(runs.join("kept").exists(), "its run is there");
+}
+
+#[tokio::test]
+async fn a_run_id_that_names_a_path_never_reaches_a_folder_outside_runs() {
+    let h = home("ret-path", SchedulerConfig::default()).await;
+    h.schedule("a", SPEC).await;
+    let old = studio_contract::time::now_ms() - 10 * DAY;
+    let outside = h.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).expect("folder");
+    std::fs::write(outside.join("keep.txt"), "mine").expect("file");
+    h.exec(&format!(
+        "INSERT INTO runs (id, schedule_id, kind, status, action, created_at_ms, finished_at_ms) \
+         VALUES ('../outside', 'a', 'scheduled', 'completed', '{{}}', {old}, {old})"
+    ))
+    .await;
+    h.policy(keep(Some("1d"), None)).await;
+    let dir = h.dir.path().join("archives");
+    let pass =
+        h.s.retention_pass("request", Some(&dir.display().to_string()))
+            .await
+            .expect("pass");
+    assert_eq!(pass.pruned.get("runs"), Some(&1), "{pass:?}");
+    assert!(pass.pruned.get("log_dirs").is_none(), "{pass:?}");
+    assert!(
+        outside.join("keep.txt").exists(),
+        "nothing outside runs/ is touched"
+    );
 }
