@@ -17,6 +17,7 @@ pub mod output;
 pub mod ready;
 pub mod role;
 pub mod secret;
+pub mod service;
 pub mod socket;
 pub mod time;
 

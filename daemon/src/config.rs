@@ -72,6 +72,9 @@ pub struct Config {
     /// Where the worker listener binds (mutual TLS; port 0 picks a free one); `None`:
     /// no remote worker can connect.
     pub worker_addr: Option<SocketAddr>,
+    /// `NOTIFY_SOCKET`: a service manager (systemd's `Type=notify`) told `READY=1` once
+    /// studiod serves.
+    pub notify_socket: Option<String>,
 }
 
 impl Config {
@@ -89,6 +92,7 @@ impl Config {
             scheduler: SchedulerConfig::default(),
             lock_wait: home::DAEMON_LOCK_WAIT,
             worker_addr: None,
+            notify_socket: None,
         }
     }
 }
@@ -166,6 +170,7 @@ impl Args {
             scheduler: scheduler_config(&env)?,
             lock_wait: lock_wait(&env)?,
             worker_addr,
+            notify_socket: env("NOTIFY_SOCKET").filter(|s| !s.is_empty()),
         })
     }
 }

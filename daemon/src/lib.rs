@@ -451,14 +451,26 @@ pub async fn run(
             return Ok(());
         }
     };
+    let notify_socket = config.notify_socket.clone();
     let daemon = Daemon::build_locked(config, lock).await?;
     daemon
         .run_until(shutdown, |ready| {
             if let Err(error) = ready.announce() {
                 tracing::error!(%error, "cannot print the readiness line");
             }
+            if let Some(socket) = &notify_socket {
+                tell_service_manager(socket);
+            }
         })
         .await
+}
+
+/// `READY=1` to the service manager that started studiod (`Type=notify`).
+fn tell_service_manager(socket: &str) {
+    match studio_contract::service::notify(socket, "READY=1") {
+        Ok(()) => tracing::info!("told the service manager studiod is ready"),
+        Err(error) => tracing::error!(%error, socket, "cannot tell the service manager"),
+    }
 }
 
 #[cfg(test)]

@@ -60,6 +60,10 @@ pub struct Cli {
     /// The supervisor's pid: exit when it dies.
     #[arg(long, env = "STUDIO_SUPERVISOR_PID")]
     pub supervisor_pid: Option<u32>,
+    /// The service manager's socket (systemd's `Type=notify`): told `READY=1` once the
+    /// app serves.
+    #[arg(long, env = "NOTIFY_SOCKET", hide = true)]
+    pub notify_socket: Option<String>,
 }
 
 /// Certificate and key files for HTTPS.
@@ -86,6 +90,8 @@ pub struct Config {
     pub verifier_timeout: Duration,
     pub upstream_timeout: Duration,
     pub app_key: AppKey,
+    /// `NOTIFY_SOCKET`, told `READY=1` once the app serves.
+    pub notify_socket: Option<String>,
 }
 
 /// Why a configuration was refused; the binary exits 64 with this as its one stderr line.
@@ -155,6 +161,7 @@ impl Config {
             // Replaced below, once everything else is known to be valid: a bad flag must
             // not consume the key the supervisor wrote.
             app_key: AppKey::generate(),
+            notify_socket: cli.notify_socket.filter(|s| !s.is_empty()),
         };
         partial.check_exposure(cli.insecure_http)?;
         let app_key = read_key().map_err(|e| ConfigError::AppKey(e.to_string()))?;
@@ -189,6 +196,7 @@ impl Config {
             verifier_timeout: Duration::from_millis(MAX_VERIFIER_TIMEOUT_MS),
             upstream_timeout: Duration::from_millis(5000),
             app_key,
+            notify_socket: None,
         }
     }
 

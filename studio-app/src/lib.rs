@@ -180,10 +180,18 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let notify_socket = config.notify_socket.clone();
     let app = Application::build(config).await?;
     app.ready()
         .announce()
         .context("cannot print the readiness line")?;
+    if let Some(socket) = &notify_socket {
+        // systemd's `Type=notify`: the unit is started once this arrives.
+        match studio_contract::service::notify(socket, "READY=1") {
+            Ok(()) => tracing::info!("told the service manager studio-app is ready"),
+            Err(error) => tracing::error!(%error, socket, "cannot tell the service manager"),
+        }
+    }
     tracing::info!(addr = %app.local_addr(), origin = %app.origin(), "studio-app serving");
     app.serve(shutdown).await.context("server failed")
 }

@@ -23,6 +23,9 @@ pub(crate) struct Env {
     pub agent_command: Vec<String>,
     /// The variables of the worker's environment a job may inherit.
     pub host_env: Vec<(String, String)>,
+    /// `NOTIFY_SOCKET`: the service manager (systemd's `Type=notify`) told `READY=1`
+    /// once the worker runs.
+    pub notify_socket: Option<String>,
 }
 
 impl Env {
@@ -38,6 +41,9 @@ impl Env {
                 .filter(|c| !c.is_empty())
                 .unwrap_or_else(|| vec!["li".into(), "agent".into()]),
             host_env: studio_runner::env::inheritable(std::env::vars()),
+            notify_socket: std::env::var("NOTIFY_SOCKET")
+                .ok()
+                .filter(|s| !s.is_empty()),
         }
     }
 }

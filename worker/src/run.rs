@@ -178,6 +178,12 @@ pub async fn run(
     });
     worker.adopt();
     tracing::info!(worker = %worker.identity.worker_id, server = %worker.identity.server, "worker started");
+    if let Some(socket) = &worker.env.notify_socket {
+        // systemd's `Type=notify`: the unit is started once this arrives.
+        if let Err(error) = studio_contract::service::notify(socket, "READY=1") {
+            tracing::error!(%error, socket, "cannot tell the service manager");
+        }
+    }
     let served = worker.clone().serve();
     let watched = worker.clone().watch();
     tokio::select! {

@@ -22,6 +22,7 @@ mod pipes;
 mod preview;
 mod quickstart;
 mod scheduler;
+mod service;
 mod sessions;
 mod verifier;
 
