@@ -1,7 +1,7 @@
 //! Running under a service manager (deploy/systemd/, docs/DEPLOY.md): the units pass
 //! `systemd-analyze verify` with the real binary in place of the installed one, and
-//! studiod tells `NOTIFY_SOCKET` `READY=1` once it serves — after its readiness line,
-//! so the unit is started only when the API answers.
+//! studiod and studio-app tell `NOTIFY_SOCKET` `READY=1` once they serve — after their
+//! readiness lines, so a unit is started only when its listener answers.
 
 use std::{
     io::{BufRead, BufReader},
@@ -111,4 +111,29 @@ fn studiod_tells_the_service_manager_it_is_ready_after_it_serves() {
     let health = std::net::TcpStream::connect(&addr);
     assert!(health.is_ok(), "{health:?}");
     drop(child);
+}
+
+#[tokio::test]
+async fn studio_app_tells_the_service_manager_too() {
+    let dir = TempDir::new("notify-app");
+    let socket = dir.path().join("notify.sock");
+    let manager = UnixDatagram::bind(&socket).expect("bind");
+    manager
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    // `studio up` hands its environment to both children: each says it is ready.
+    let path = socket.display().to_string();
+    let studio = studio_tests::Studio::start_with(&[("NOTIFY_SOCKET", &path)]);
+    // studiod sends one (the test above): the second is the app's.
+    for _ in 0..2 {
+        let mut buf = [0u8; 256];
+        let n = manager.recv(&mut buf).expect("a notification");
+        assert_eq!(&buf[..n], b"READY=1");
+    }
+    let health = studio_tests::http()
+        .get(studio.app_url("/health"))
+        .send()
+        .await
+        .expect("the app answers");
+    assert!(health.status().is_success());
 }
