@@ -737,3 +737,50 @@ async fn a_run_id_that_names_a_path_never_reaches_a_folder_outside_runs() {
         "nothing outside runs/ is touched"
     );
 }
+
+#[tokio::test]
+async fn an_archive_failing_mid_pass_keeps_its_chunk_and_the_chunks_before_stay_pruned() {
+    let h = home("ret-midway", SchedulerConfig::default()).await;
+    h.schedule("a", SPEC).await;
+    let old = studio_contract::time::now_ms() - 10 * DAY;
+    for i in 0..150 {
+        let id = format!("m-{i:03}");
+        h.run(&id, Some("a"), "completed", old + i).await;
+        h.s.reads()
+            .seal_test_evidence(&id, old + i)
+            .await
+            .expect("seal");
+    }
+    // Row 120 edited behind the log's back: its chunk's archive cannot verify.
+    h.exec(
+        "DROP TRIGGER evidence_no_update; \
+         UPDATE evidence SET content = '{\"edited\":true}' WHERE seq = 120",
+    )
+    .await;
+    h.policy(keep(Some("1d"), None)).await;
+    let dir = h.dir.path().join("archives");
+    let pass =
+        h.s.retention_pass("request", Some(&dir.display().to_string()))
+            .await
+            .expect("the pass is recorded");
+    assert_eq!(pass.outcome, "failed", "{pass:?}");
+    assert!(
+        pass.error.as_deref().is_some_and(|e| e.contains("archive")),
+        "{pass:?}"
+    );
+    // The runs' two chunks and the first evidence chunk committed; the second did not.
+    assert_eq!(pass.pruned.get("runs"), Some(&150));
+    assert_eq!(pass.pruned.get("evidence"), Some(&100));
+    assert_eq!(h.count("SELECT MIN(seq) FROM evidence").await, 101);
+    assert_eq!(h.count("SELECT COUNT(*) FROM evidence").await, 50);
+    // Three archives, each whole; no temporary file is left.
+    let files = h.archives(&dir);
+    assert_eq!(files.len(), 3, "{files:?}");
+    for file in &files {
+        studio_archive::verify(file, None).expect("what was archived verifies");
+    }
+    assert!(
+        files.iter().all(|f| !f.to_string_lossy().ends_with(".tmp")),
+        "{files:?}"
+    );
+}

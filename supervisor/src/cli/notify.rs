@@ -19,6 +19,7 @@ use crate::{
     cli::{
         DeliveriesArgs, EndpointCommand, FormatArg, NotifyCommand, Remote,
         client::{Client, connect, encode},
+        secrets::checked_name,
         table::{Style, Table, Tone, human_ms, now_ms, relative, text},
     },
     output::print_json,
@@ -55,17 +56,6 @@ pub(crate) async fn run(home: &Home, command: NotifyCommand) -> Result<u8, Error
     }
 }
 
-/// A name studiod could hold, or a usage error before anything is sent.
-fn checked_name(name: &str) -> Result<&str, Error> {
-    if studio_schedule::is_secret_name(name) {
-        Ok(name)
-    } else {
-        Err(Error::Usage(format!(
-            "endpoint name {name:?}: 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit"
-        )))
-    }
-}
-
 async fn add(
     home: &Home,
     name: &str,
@@ -74,7 +64,7 @@ async fn add(
     remote: &Remote,
 ) -> Result<u8, Error> {
     let request = NewEndpoint {
-        name: checked_name(name)?.to_owned(),
+        name: checked_name("endpoint", name)?.to_owned(),
         url,
         format: format.into(),
     };
@@ -178,7 +168,7 @@ fn endpoint_table(endpoints: &[Endpoint]) -> Table {
 }
 
 async fn delete(home: &Home, name: &str, remote: &Remote) -> Result<u8, Error> {
-    let name = checked_name(name)?;
+    let name = checked_name("endpoint", name)?;
     let client = connect(home, remote).await?;
     let path = format!("{ENDPOINTS}/{}", encode(name));
     let endpoint: Endpoint = match client.call(Method::DELETE, &path).await {
@@ -203,7 +193,7 @@ async fn delete(home: &Home, name: &str, remote: &Remote) -> Result<u8, Error> {
 }
 
 async fn test(home: &Home, name: &str, wait: bool, remote: &Remote) -> Result<u8, Error> {
-    let name = checked_name(name)?;
+    let name = checked_name("endpoint", name)?;
     let client = connect(home, remote).await?;
     let path = format!("{ENDPOINTS}/{}/test", encode(name));
     let queued: Delivery = match client.call(Method::POST, &path).await {
@@ -613,9 +603,16 @@ mod tests {
 
     #[test]
     fn bad_names_are_refused_before_anything_is_sent() {
-        assert_eq!(checked_name("ops.pager-1").expect("valid"), "ops.pager-1");
+        assert_eq!(
+            checked_name("endpoint", "ops.pager-1").expect("valid"),
+            "ops.pager-1"
+        );
         for bad in ["", "-x", "a/b", "has space", &"n".repeat(65)] {
-            assert_eq!(checked_name(bad).expect_err(bad).exit_code(), 2, "{bad}");
+            assert_eq!(
+                checked_name("endpoint", bad).expect_err(bad).exit_code(),
+                2,
+                "{bad}"
+            );
         }
     }
 

@@ -39,13 +39,14 @@ pub(crate) async fn run(
     }
 }
 
-/// A name studiod could hold, or a usage error before anything is read or sent.
-fn checked_name(name: &str) -> Result<&str, Error> {
+/// A name studiod could hold (a secret's, an endpoint's: `what`), or a usage error
+/// before anything is read or sent.
+pub(crate) fn checked_name<'a>(what: &str, name: &'a str) -> Result<&'a str, Error> {
     if studio_schedule::is_secret_name(name) {
         Ok(name)
     } else {
         Err(Error::Usage(format!(
-            "secret name {name:?}: 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+            "{what} name {name:?}: 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit"
         )))
     }
 }
@@ -56,7 +57,7 @@ async fn set(
     remote: &Remote,
     shutdown: impl Future<Output = ()>,
 ) -> Result<u8, Error> {
-    let name = checked_name(name)?;
+    let name = checked_name("secret", name)?;
     // Before the value is asked for: a missing token should not cost a typed secret.
     let client = connect(home, remote).await?;
     let value = read_value(name, shutdown).await?;
@@ -252,7 +253,7 @@ fn table(secrets: &[Secret], now: i64) -> Table {
 }
 
 async fn delete(home: &Home, name: &str, remote: &Remote) -> Result<u8, Error> {
-    let name = checked_name(name)?;
+    let name = checked_name("secret", name)?;
     let client = connect(home, remote).await?;
     let path = format!("{PATH}/{}", encode(name));
     let secret: Secret = match client.call(Method::DELETE, &path).await {
@@ -347,11 +348,11 @@ mod tests {
     #[test]
     fn bad_names_are_refused_before_anything_is_read() {
         assert_eq!(
-            checked_name("github.token-1").expect("valid"),
+            checked_name("secret", "github.token-1").expect("valid"),
             "github.token-1"
         );
         for bad in ["", "-x", "a/b", "has space", &"n".repeat(65)] {
-            let err = checked_name(bad).expect_err(bad);
+            let err = checked_name("secret", bad).expect_err(bad);
             assert_eq!(err.exit_code(), 2, "{bad}");
         }
     }
