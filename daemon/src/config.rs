@@ -50,6 +50,19 @@ pub struct Args {
     /// Where remote workers connect, over mutual TLS (`off`: no worker listener).
     #[arg(long, env = "STUDIO_WORKER_ADDR", default_value = "127.0.0.1:8767")]
     pub worker_addr: String,
+    /// Keep the state in this PostgreSQL database (`postgres://…`) instead of the home's
+    /// `state.db`. The URL may hold a password: it is never shown.
+    #[arg(
+        long,
+        env = "STUDIO_DATABASE_URL",
+        hide_env_values = true,
+        value_parser = parse_database_url
+    )]
+    pub database_url: Option<studio_store::DatabaseUrl>,
+}
+
+fn parse_database_url(text: &str) -> Result<studio_store::DatabaseUrl, String> {
+    studio_store::DatabaseUrl::parse(text)
 }
 
 /// What the daemon runs on; tests build one directly.
@@ -75,6 +88,8 @@ pub struct Config {
     /// `NOTIFY_SOCKET`: a service manager (systemd's `Type=notify`) told `READY=1` once
     /// studiod serves.
     pub notify_socket: Option<String>,
+    /// Where the state is kept when not in the home's `state.db`.
+    pub database: Option<studio_store::DatabaseUrl>,
 }
 
 impl Config {
@@ -93,6 +108,7 @@ impl Config {
             lock_wait: home::DAEMON_LOCK_WAIT,
             worker_addr: None,
             notify_socket: None,
+            database: None,
         }
     }
 }
@@ -171,6 +187,7 @@ impl Args {
             lock_wait: lock_wait(&env)?,
             worker_addr,
             notify_socket: env("NOTIFY_SOCKET").filter(|s| !s.is_empty()),
+            database: self.database_url,
         })
     }
 }

@@ -209,7 +209,12 @@ impl Daemon {
         let default_zone =
             studio_schedule::Zone::default_for(config.scheduler.default_timezone.as_deref())
                 .map_err(|e| DaemonError::Config(ConfigError::Invalid(e)))?;
-        let store = Store::open(&home.state_db()).await?;
+        let state_db = home.state_db();
+        let store = Store::open_at(match &config.database {
+            Some(url) => studio_store::Location::Postgres(url),
+            None => studio_store::Location::File(&state_db),
+        })
+        .await?;
         let epoch = secret::hex(&secret::random_bytes::<16>());
         let started_at_ms = now_ms();
         store

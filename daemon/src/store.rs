@@ -2,14 +2,29 @@
 //! daemon runs. Nothing outside this module writes SQL, so a PostgreSQL store can later
 //! stand beside this one behind the same methods.
 
-use std::path::Path;
-
-use sqlx::{
-    Row,
-    migrate::MigrateError,
-    sqlite::{SqlitePool, SqliteRow},
-};
+use sqlx::{AnyPool, Row, any::AnyRow, migrate::MigrateError};
 use studio_contract::{role::Role, secret::Digest};
+
+/// The daemon's schema in each dialect.
+const SCHEMA: studio_store::Schema = studio_store::Schema {
+    sqlite: MIGRATIONS,
+    postgres: POSTGRES_MIGRATIONS,
+};
+
+/// The same schema on PostgreSQL: today's tables at once, then each later step
+/// (`migrations/postgres/`, held to the SQLite schema by a test).
+const POSTGRES_MIGRATIONS: studio_store::Migrations = &[
+    (
+        1,
+        "schema",
+        include_str!("../../migrations/postgres/0001_schema.sql"),
+    ),
+    (
+        2,
+        "sqlite functions",
+        include_str!("../../migrations/postgres/0002_sqlite_functions.sql"),
+    ),
+];
 
 /// The daemon's migrations, embedded so the binary carries its schema.
 const MIGRATIONS: studio_store::Migrations = &[
@@ -151,6 +166,8 @@ pub enum StoreError {
     Sqlx(#[from] sqlx::Error),
     #[error("migration failed")]
     Migrate(#[from] MigrateError),
+    #[error("{0}")]
+    Open(studio_store::OpenError),
 }
 
 impl From<studio_store::OpenError> for StoreError {
@@ -158,6 +175,7 @@ impl From<studio_store::OpenError> for StoreError {
         match e {
             studio_store::OpenError::Sqlx(e) => Self::Sqlx(e),
             studio_store::OpenError::Migrate(e) => Self::Migrate(e),
+            other => Self::Open(other),
         }
     }
 }
@@ -219,7 +237,7 @@ pub(crate) struct EventRow {
 const PRINCIPAL_COLUMNS: &str = "id, epoch, kind, origin, role, device, decision_expires_at_ms, \
      expires_at_ms, created_at_ms, last_seen_at_ms, revoked_at_ms";
 
-fn principal_from(row: &SqliteRow) -> Result<PrincipalRow, sqlx::Error> {
+fn principal_from(row: &AnyRow) -> Result<PrincipalRow, sqlx::Error> {
     Ok(PrincipalRow {
         id: row.try_get("id")?,
         epoch: row.try_get("epoch")?,
@@ -246,21 +264,34 @@ pub(crate) struct Store {
 }
 
 impl Store {
-    /// Opens (creating if missing) the database in WAL mode and applies pending migrations.
+    /// Opens (creating if missing) the SQLite file in WAL mode and applies pending
+    /// migrations.
+    #[cfg(test)]
     #[tracing::instrument(skip_all, fields(path = %path.display()))]
-    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+    pub async fn open(path: &std::path::Path) -> Result<Self, StoreError> {
+        Self::open_at(studio_store::Location::File(path)).await
+    }
+
+    /// Opens the database at `at` (a SQLite file, or a PostgreSQL database that exists)
+    /// and applies pending migrations.
+    pub async fn open_at(at: studio_store::Location<'_>) -> Result<Self, StoreError> {
         Ok(Self {
-            pools: studio_store::open(path, MIGRATIONS, true).await?,
+            pools: studio_store::open(at, SCHEMA, true).await?,
         })
     }
 
+    /// The SQL its database speaks.
+    pub(crate) fn dialect(&self) -> studio_store::Dialect {
+        self.pools.dialect
+    }
+
     /// The reader pool, for the scheduler's own store module.
-    pub(crate) fn pool(&self) -> &SqlitePool {
+    pub(crate) fn pool(&self) -> &AnyPool {
         &self.pools.readers
     }
 
     /// The one writer connection.
-    pub(crate) fn writer(&self) -> &SqlitePool {
+    pub(crate) fn writer(&self) -> &AnyPool {
         &self.pools.writer
     }
 
@@ -270,7 +301,7 @@ impl Store {
 
     #[tracing::instrument(skip_all)]
     pub async fn start_epoch(&self, epoch: &str, pid: u32, now_ms: i64) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO epochs (epoch, pid, started_at_ms) VALUES (?, ?, ?)")
+        sqlx::query("INSERT INTO epochs (epoch, pid, started_at_ms) VALUES ($1, $2, $3)")
             .bind(epoch)
             .bind(i64::from(pid))
             .bind(now_ms)
@@ -282,7 +313,7 @@ impl Store {
     #[tracing::instrument(skip_all)]
     pub async fn stop_epoch(&self, epoch: &str, now_ms: i64) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE epochs SET stopped_at_ms = ? WHERE epoch = ? AND stopped_at_ms IS NULL",
+            "UPDATE epochs SET stopped_at_ms = $1 WHERE epoch = $2 AND stopped_at_ms IS NULL",
         )
         .bind(now_ms)
         .bind(epoch)
@@ -294,7 +325,7 @@ impl Store {
     /// Every recorded epoch but `current`: their codes and tokens answer `epoch_ended`.
     #[tracing::instrument(skip_all)]
     pub async fn past_epochs(&self, current: &str) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query("SELECT epoch FROM epochs WHERE epoch <> ? ORDER BY started_at_ms")
+        let rows = sqlx::query("SELECT epoch FROM epochs WHERE epoch <> $1 ORDER BY started_at_ms")
             .bind(current)
             .fetch_all(&self.pools.readers)
             .await?;
@@ -308,7 +339,7 @@ impl Store {
         sqlx::query(
             "INSERT INTO principals (id, epoch, kind, origin, role, device, token_digest, \
              decision_digest, decision_expires_at_ms, expires_at_ms, created_at_ms, \
-             last_seen_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             last_seen_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(p.id)
         .bind(p.epoch)
@@ -337,8 +368,8 @@ impl Store {
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE principals SET role = ? WHERE id = ? AND epoch = ? \
-             AND revoked_at_ms IS NULL AND expires_at_ms > ?",
+            "UPDATE principals SET role = $1 WHERE id = $2 AND epoch = $3 \
+             AND revoked_at_ms IS NULL AND expires_at_ms > $4",
         )
         .bind(role.as_str())
         .bind(id)
@@ -354,7 +385,7 @@ impl Store {
         &self,
         digest: &Digest,
     ) -> Result<Option<PrincipalRow>, StoreError> {
-        let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE token_digest = ?");
+        let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE token_digest = $1");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(&digest[..])
             .fetch_optional(&self.pools.readers)
@@ -367,7 +398,7 @@ impl Store {
         &self,
         digest: &Digest,
     ) -> Result<Option<PrincipalRow>, StoreError> {
-        let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE decision_digest = ?");
+        let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE decision_digest = $1");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(&digest[..])
             .fetch_optional(&self.pools.readers)
@@ -377,7 +408,7 @@ impl Store {
 
     #[tracing::instrument(skip_all, fields(principal = id))]
     pub async fn principal(&self, id: &str) -> Result<Option<PrincipalRow>, StoreError> {
-        let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE id = ?");
+        let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE id = $1");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(id)
             .fetch_optional(&self.pools.readers)
@@ -389,7 +420,7 @@ impl Store {
     #[tracing::instrument(skip_all)]
     pub async fn principals_of_epoch(&self, epoch: &str) -> Result<Vec<PrincipalRow>, StoreError> {
         let sql = format!(
-            "SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE epoch = ? ORDER BY created_at_ms, id"
+            "SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE epoch = $1 ORDER BY created_at_ms, id"
         );
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(epoch)
@@ -407,8 +438,8 @@ impl Store {
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE principals SET revoked_at_ms = ?, revoked_reason = ? \
-             WHERE id = ? AND revoked_at_ms IS NULL",
+            "UPDATE principals SET revoked_at_ms = $1, revoked_reason = $2 \
+             WHERE id = $3 AND revoked_at_ms IS NULL",
         )
         .bind(now_ms)
         .bind(reason)
@@ -421,7 +452,7 @@ impl Store {
     #[tracing::instrument(skip_all, fields(principal = id))]
     pub async fn touch_principal(&self, id: &str, now_ms: i64) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE principals SET last_seen_at_ms = ? WHERE id = ? AND last_seen_at_ms < ?",
+            "UPDATE principals SET last_seen_at_ms = $1 WHERE id = $2 AND last_seen_at_ms < $3",
         )
         .bind(now_ms)
         .bind(id)
@@ -436,7 +467,7 @@ impl Store {
     pub async fn append_change(&self, r: &ChangeRecord<'_>) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO admin_events (at_ms, kind, epoch, principal_id, role, origin, object, \
-             detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(r.at_ms)
         .bind(r.kind)
@@ -462,7 +493,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO admin_events (at_ms, kind, epoch, principal_id, detail) \
-             VALUES (?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(at_ms)
         .bind(kind)
@@ -480,7 +511,7 @@ impl Store {
     pub async fn events_of_epoch(&self, epoch: &str) -> Result<Vec<EventRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT at_ms, kind, epoch, principal_id, detail FROM admin_events \
-             WHERE epoch = ? ORDER BY id",
+             WHERE epoch = $1 ORDER BY id",
         )
         .bind(epoch)
         .fetch_all(&self.pools.readers)
@@ -508,7 +539,7 @@ impl Store {
 
     #[cfg(test)]
     pub(crate) async fn epoch_stopped_at(&self, epoch: &str) -> Result<Option<i64>, StoreError> {
-        let row = sqlx::query("SELECT stopped_at_ms FROM epochs WHERE epoch = ?")
+        let row = sqlx::query("SELECT stopped_at_ms FROM epochs WHERE epoch = $1")
             .bind(epoch)
             .fetch_one(&self.pools.readers)
             .await?;
@@ -547,9 +578,16 @@ mod tests {
     async fn the_rollup_migration_backfills_stored_runs() {
         let dir = TempDir::new("backfill");
         let path = dir.path().join("state.db");
-        let before = studio_store::open(&path, &MIGRATIONS[..3], true)
-            .await
-            .expect("open at 0003");
+        let before = studio_store::open(
+            studio_store::Location::File(&path),
+            studio_store::Schema {
+                sqlite: &MIGRATIONS[..3],
+                postgres: &[],
+            },
+            true,
+        )
+        .await
+        .expect("open at 0003");
         sqlx::query(
             "INSERT INTO schedules (id, name, spec, enabled, trigger_kind, anchor_ms, \
              created_at_ms, updated_at_ms) VALUES ('s', 's', '{}', 1, 'every', 0, 0, 0), \
@@ -571,9 +609,16 @@ mod tests {
         .expect("runs");
         before.close().await;
 
-        let after = studio_store::open(&path, MIGRATIONS, true)
-            .await
-            .expect("migrate to 0004");
+        let after = studio_store::open(
+            studio_store::Location::File(&path),
+            studio_store::Schema {
+                sqlite: MIGRATIONS,
+                postgres: &[],
+            },
+            true,
+        )
+        .await
+        .expect("migrate to 0004");
         type Stats = (String, i64, Option<String>, Option<i64>, f64);
         let stats: Vec<Stats> = sqlx::query_as(
             "SELECT id, has_runs, last_outcome, last_outcome_at_ms, spend_usd FROM schedules ORDER BY id",
@@ -618,9 +663,16 @@ mod tests {
     async fn the_status_migration_keeps_every_run_and_what_reads_them() {
         let dir = TempDir::new("statuses");
         let path = dir.path().join("state.db");
-        let before = studio_store::open(&path, &MIGRATIONS[..17], true)
-            .await
-            .expect("open at 0017");
+        let before = studio_store::open(
+            studio_store::Location::File(&path),
+            studio_store::Schema {
+                sqlite: &MIGRATIONS[..17],
+                postgres: &[],
+            },
+            true,
+        )
+        .await
+        .expect("open at 0017");
         sqlx::query(
             "INSERT INTO schedules (id, name, spec, enabled, trigger_kind, anchor_ms, \
              created_at_ms, updated_at_ms) VALUES ('s', 's', '{}', 1, 'every', 0, 0, 0); \
@@ -633,7 +685,7 @@ mod tests {
         .execute(&before.writer)
         .await
         .expect("rows");
-        let read = |pool: sqlx::SqlitePool| async move {
+        let read = |pool: sqlx::AnyPool| async move {
             type Run = (String, String, Option<String>, i64, Option<f64>);
             let runs: Vec<Run> = sqlx::query_as(
                 "SELECT id, status, error_line, attempt, cost_usd FROM runs ORDER BY id",
@@ -659,9 +711,16 @@ mod tests {
         let was = read(before.readers.clone()).await;
         before.close().await;
 
-        let after = studio_store::open(&path, &MIGRATIONS[..18], true)
-            .await
-            .expect("migrate to 0018");
+        let after = studio_store::open(
+            studio_store::Location::File(&path),
+            studio_store::Schema {
+                sqlite: &MIGRATIONS[..18],
+                postgres: &[],
+            },
+            true,
+        )
+        .await
+        .expect("migrate to 0018");
         assert_eq!(read(after.readers.clone()).await, was);
         assert_eq!(
             was.2.iter().filter(|(t, _)| t == "trigger").count(),
@@ -704,9 +763,16 @@ mod tests {
     async fn the_task_migration_keeps_every_run_and_what_reads_them() {
         let dir = TempDir::new("tasks");
         let path = dir.path().join("state.db");
-        let before = studio_store::open(&path, &MIGRATIONS[..19], true)
-            .await
-            .expect("open at 0019");
+        let before = studio_store::open(
+            studio_store::Location::File(&path),
+            studio_store::Schema {
+                sqlite: &MIGRATIONS[..19],
+                postgres: &[],
+            },
+            true,
+        )
+        .await
+        .expect("open at 0019");
         sqlx::query(
             "INSERT INTO schedules (id, name, spec, enabled, trigger_kind, anchor_ms, \
              created_at_ms, updated_at_ms) VALUES ('s', 's', '{}', 1, 'every', 0, 0, 0); \
@@ -718,7 +784,7 @@ mod tests {
         .execute(&before.writer)
         .await
         .expect("rows");
-        let read = |pool: sqlx::SqlitePool| async move {
+        let read = |pool: sqlx::AnyPool| async move {
             type Run = (String, String, Option<String>, Option<String>, Option<f64>);
             let runs: Vec<Run> = sqlx::query_as(
                 "SELECT id, status, error_line, approval_id, cost_usd FROM runs ORDER BY id",
@@ -746,9 +812,16 @@ mod tests {
         };
         let was = read(before.readers.clone()).await;
         before.close().await;
-        let after = studio_store::open(&path, MIGRATIONS, true)
-            .await
-            .expect("migrate to 0020");
+        let after = studio_store::open(
+            studio_store::Location::File(&path),
+            studio_store::Schema {
+                sqlite: MIGRATIONS,
+                postgres: &[],
+            },
+            true,
+        )
+        .await
+        .expect("migrate to 0020");
         assert_eq!(read(after.readers.clone()).await, was);
         sqlx::query(
             "INSERT INTO tasks (id, spec, spec_sha256, status, created_at_ms, updated_at_ms) \
@@ -775,9 +848,16 @@ mod tests {
     async fn the_expiry_migration_backfills_paired_principals() {
         let dir = TempDir::new("expiry");
         let path = dir.path().join("state.db");
-        let before = studio_store::open(&path, &MIGRATIONS[..6], true)
-            .await
-            .expect("open at 0006");
+        let before = studio_store::open(
+            studio_store::Location::File(&path),
+            studio_store::Schema {
+                sqlite: &MIGRATIONS[..6],
+                postgres: &[],
+            },
+            true,
+        )
+        .await
+        .expect("open at 0006");
         sqlx::query(
             "INSERT INTO epochs (epoch, pid, started_at_ms) VALUES ('e', 1, 0); \
              INSERT INTO principals (id, epoch, kind, origin, token_digest, decision_digest, \

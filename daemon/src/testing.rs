@@ -40,9 +40,7 @@ pub(crate) async fn authority(
     dir: &TempDir,
     epoch: &str,
 ) -> (crate::store::Store, crate::admission::Authority) {
-    let store = crate::store::Store::open(&dir.path().join("state.db"))
-        .await
-        .expect("open");
+    let store = open_store(dir).await;
     store.start_epoch(epoch, 1, 0).await.expect("epoch");
     let past = store.past_epochs(epoch).await.expect("past");
     let allowed = studio_contract::origin::AllowedOrigins::new([APP.to_owned()]);
@@ -55,4 +53,57 @@ pub(crate) async fn authority(
         120_000,
     );
     (store, a)
+}
+
+/// Whether unit tests' stores are PostgreSQL databases (`STUDIO_TEST_DATABASE_URL`).
+pub(crate) fn on_postgres() -> bool {
+    std::env::var("STUDIO_TEST_DATABASE_URL").is_ok_and(|u| !u.trim().is_empty())
+}
+
+/// The store of a unit test: a SQLite file in `dir`, or, when `STUDIO_TEST_DATABASE_URL`
+/// names a PostgreSQL server (a throwaway one: `scripts/test` starts it), a new database
+/// of the test's own on that server.
+pub(crate) async fn open_store(dir: &TempDir) -> crate::store::Store {
+    match std::env::var("STUDIO_TEST_DATABASE_URL") {
+        Ok(url) if on_postgres() => {
+            let url = fresh_database(url.trim()).await;
+            crate::store::Store::open_at(studio_store::Location::Postgres(&url))
+                .await
+                .expect("open the test's PostgreSQL database")
+        }
+        _ => crate::store::Store::open(&dir.path().join("state.db"))
+            .await
+            .expect("open"),
+    }
+}
+
+/// Makes a new, empty database on the server of `server` (a `postgres://` URL) and
+/// returns its URL.
+async fn fresh_database(server: &str) -> studio_store::DatabaseUrl {
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = format!("studio_t_{}_{n}_{nanos}", std::process::id());
+    let mut admin = sqlx::AnyConnection::connect(server)
+        .await
+        .expect("connect to STUDIO_TEST_DATABASE_URL");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .expect("create the test's database");
+    admin.close().await.expect("close");
+    // postgres://user@host:port/DB?params: the same server, the new database.
+    let (scheme, rest) = server.split_once("://").expect("a URL");
+    let (before_query, query) = rest
+        .split_once('?')
+        .map_or((rest, None), |(a, q)| (a, Some(q)));
+    let authority = before_query.split('/').next().unwrap_or_default();
+    let url = match query {
+        Some(q) => format!("{scheme}://{authority}/{name}?{q}"),
+        None => format!("{scheme}://{authority}/{name}"),
+    };
+    studio_store::DatabaseUrl::parse(&url).expect("the test database's URL")
 }

@@ -132,6 +132,9 @@ pub(crate) async fn backup(
                 format!("{what} exists already: a backup never overwrites"),
             ));
         }
+        Err(e @ studio_store::BackupError::NotAFile) => {
+            return Err(ApiError::new(Code::Conflict, e.to_string()));
+        }
         Err(e) => {
             tracing::error!(error = %e, dir = %dir.display(), "backup failed");
             return Err(ApiError::new(

@@ -177,14 +177,24 @@ async fn a_pass_and_a_restore_are_the_machine_owners() {
         (pass["outcome"].as_str(), pass["trigger"].as_str()),
         (Some("completed"), Some("request"))
     );
-    assert_eq!(pass["checkpoint"]["busy"], false, "{pass}");
+    // PostgreSQL checkpoints its own log: a pass there records none.
+    let postgres = crate::testing::on_postgres();
+    if postgres {
+        assert!(pass["checkpoint"].is_null(), "{pass}");
+    } else {
+        assert_eq!(pass["checkpoint"]["busy"], false, "{pass}");
+    }
     let (_, ready) = send(
         &api,
         empty(authed(Method::GET, "/api/admin/readiness", DAEMON_TOKEN)),
     )
     .await;
     assert!(ready["last_retention_pass_at"].is_string(), "{ready}");
-    assert!(ready["last_checkpoint_at"].is_string(), "{ready}");
+    assert_eq!(
+        ready["last_checkpoint_at"].is_string(),
+        !postgres,
+        "{ready}"
+    );
 
     let (status, body) = send(
         &api,

@@ -7,7 +7,6 @@ use studio_schedule::Zone;
 use super::*;
 use crate::{
     scheduling::store::{PlanError, SchedStore},
-    store::Store,
     testing::TempDir,
 };
 
@@ -98,9 +97,7 @@ fn hand_made(name: &str) -> ScheduleRow {
 }
 
 async fn store(dir: &TempDir) -> SchedStore {
-    let store = Store::open(&dir.path().join("state.db"))
-        .await
-        .expect("open");
+    let store = crate::testing::open_store(dir).await;
     SchedStore::with_test_key(&store)
 }
 

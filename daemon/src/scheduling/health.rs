@@ -33,15 +33,16 @@ pub(crate) fn health(row: &ScheduleRow, now: i64) -> &'static str {
     "healthy"
 }
 
-/// [`health`] as a SQL expression over a `schedules` row, with now bound as parameter
-/// number `now`.
-pub(crate) fn health_sql(now: u8) -> String {
+/// [`health`] as a SQL expression over a `schedules` row, with now bound as the
+/// parameter `now` (`$5`, or `?` in a fragment the store numbers).
+pub(crate) fn health_sql(now: &str) -> String {
     format!(
         "CASE WHEN enabled = 0 THEN 'disabled' \
          WHEN has_runs = 0 AND last_fired_at_ms IS NULL THEN 'never-fired' \
          WHEN last_outcome IS NULL THEN 'no-evidence' \
          WHEN next_fire_at_ms IS NOT NULL AND cadence_ms IS NOT NULL \
-             AND ?{now} - last_outcome_at_ms > MAX(3 * cadence_ms, cadence_ms + {OVERDUE_SLACK_MS}) \
+             AND {now} - last_outcome_at_ms > CASE WHEN 3 * cadence_ms > cadence_ms + {OVERDUE_SLACK_MS} \
+                 THEN 3 * cadence_ms ELSE cadence_ms + {OVERDUE_SLACK_MS} END \
              THEN 'overdue' \
          WHEN last_outcome IN ('failed', 'timed_out') THEN 'failing' \
          ELSE 'healthy' END"

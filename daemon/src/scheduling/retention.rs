@@ -307,7 +307,8 @@ impl Scheduler {
             .await?;
         let mut progress = Progress::default();
         let result = self.prune(&policy, dir.as_deref(), &mut progress).await;
-        let checkpoint = self.checkpoint().await;
+        // PostgreSQL keeps its own write-ahead log: no checkpoint of ours there.
+        let checkpoint = self.checkpoint().await.transpose();
         let (outcome, error) = match &result {
             Ok(()) => ("completed", None),
             Err(e) => ("failed", Some(crate::error::chain(e))),
@@ -327,7 +328,7 @@ impl Scheduler {
             archives: progress.archives,
             chunks: progress.chunks,
             longest_chunk_ms: progress.longest.as_secs_f64() * 1_000.0,
-            checkpoint: checkpoint.as_ref().ok().cloned(),
+            checkpoint: checkpoint.as_ref().and_then(|c| c.as_ref().ok()).cloned(),
         };
         let by = Actor::studiod(&self.config.epoch);
         let mut notes = vec![Note {
@@ -342,7 +343,8 @@ impl Scheduler {
             }),
         }];
         match &checkpoint {
-            Ok(c) => notes.push(Note {
+            None => {}
+            Some(Ok(c)) => notes.push(Note {
                 by: &by,
                 kind: Kind::WalCheckpoint,
                 object: format!("retention_pass:{id}"),
@@ -354,7 +356,7 @@ impl Scheduler {
                     "took_ms": c.took_ms,
                 }),
             }),
-            Err(e) => notes.push(Note {
+            Some(Err(e)) => notes.push(Note {
                 by: &by,
                 kind: Kind::WalCheckpoint,
                 object: format!("retention_pass:{id}"),
@@ -711,14 +713,18 @@ impl Scheduler {
         Ok(())
     }
 
-    /// `PRAGMA wal_checkpoint(TRUNCATE)`, with the WAL's size before and after.
-    async fn checkpoint(&self) -> Result<WalCheckpoint, EngineError> {
+    /// `PRAGMA wal_checkpoint(TRUNCATE)`, with the WAL's size before and after (`None`:
+    /// the database is not a SQLite file).
+    async fn checkpoint(&self) -> Result<Option<WalCheckpoint>, EngineError> {
         let wal = self.home_dir().join("state.db-wal");
         let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
         let before = size(&wal);
         let began = Instant::now();
-        let (busy, log_frames, checkpointed_frames) = self.store.checkpoint_wal().await?;
-        Ok(WalCheckpoint {
+        let Some((busy, log_frames, checkpointed_frames)) = self.store.checkpoint_wal().await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(WalCheckpoint {
             at: studio_contract::time::rfc3339(now_ms()),
             busy,
             log_frames,
@@ -726,7 +732,7 @@ impl Scheduler {
             wal_bytes_before: before,
             wal_bytes_after: size(&wal),
             took_ms: began.elapsed().as_secs_f64() * 1_000.0,
-        })
+        }))
     }
 
     /// Puts an archive's rows and log files back (`Exists` when any is there already;

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use sqlx::{Row, migrate::MigrateError, sqlite::SqliteRow};
+use sqlx::{Row, any::AnyRow, migrate::MigrateError};
 
 use super::derive::{Disposition, State};
 
@@ -24,6 +24,8 @@ pub(crate) enum StoreError {
     Migrate(#[from] MigrateError),
     #[error("cannot create the directory of app.db")]
     Dir(#[from] std::io::Error),
+    #[error("{0}")]
+    Open(studio_store::OpenError),
 }
 
 impl From<studio_store::OpenError> for StoreError {
@@ -31,6 +33,7 @@ impl From<studio_store::OpenError> for StoreError {
         match e {
             studio_store::OpenError::Sqlx(e) => Self::Sqlx(e),
             studio_store::OpenError::Migrate(e) => Self::Migrate(e),
+            other => Self::Open(other),
         }
     }
 }
@@ -124,7 +127,7 @@ pub(crate) struct LedgerEntry {
 
 const COLUMNS: &str = "item_id, state, reason, until_ms, covers_ms, revision, principal_id, at_ms";
 
-fn row_from(row: &SqliteRow) -> Result<DispositionRow, sqlx::Error> {
+fn row_from(row: &AnyRow) -> Result<DispositionRow, sqlx::Error> {
     let state: Option<String> = row.try_get("state")?;
     let state = match state {
         Some(s) => Some(State::parse(&s).ok_or_else(|| {
@@ -159,7 +162,15 @@ impl Store {
             std::fs::create_dir_all(dir)?;
         }
         Ok(Self {
-            pools: studio_store::open(path, MIGRATIONS, false).await?,
+            pools: studio_store::open(
+                studio_store::Location::File(path),
+                studio_store::Schema {
+                    sqlite: MIGRATIONS,
+                    postgres: &[],
+                },
+                false,
+            )
+            .await?,
         })
     }
 
@@ -185,7 +196,7 @@ impl Store {
 
     #[cfg(test)]
     pub(crate) async fn row(&self, item_id: &str) -> Result<Option<DispositionRow>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM dispositions WHERE item_id = ?");
+        let sql = format!("SELECT {COLUMNS} FROM dispositions WHERE item_id = $1");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(item_id)
             .fetch_optional(&self.pools.readers)
@@ -199,7 +210,7 @@ impl Store {
     #[tracing::instrument(skip_all, fields(item = put.item_id))]
     pub(crate) async fn put(&self, put: &Put<'_>) -> Result<DispositionRow, PutError> {
         let mut tx = self.pools.writer.begin().await?;
-        let sql = format!("SELECT {COLUMNS} FROM dispositions WHERE item_id = ?");
+        let sql = format!("SELECT {COLUMNS} FROM dispositions WHERE item_id = $1");
         let current = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(put.item_id)
             .fetch_optional(&mut *tx)
@@ -223,7 +234,7 @@ impl Store {
         sqlx::query(
             "INSERT INTO dispositions \
              (item_id, state, reason, until_ms, covers_ms, revision, principal_id, at_ms) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
              ON CONFLICT (item_id) DO UPDATE SET state = excluded.state, \
              reason = excluded.reason, until_ms = excluded.until_ms, \
              covers_ms = excluded.covers_ms, revision = excluded.revision, \
@@ -279,7 +290,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<Option<DispositionRow>, StoreError> {
         let mut tx = self.pools.writer.begin().await?;
-        let sql = format!("SELECT {COLUMNS} FROM dispositions WHERE item_id = ?");
+        let sql = format!("SELECT {COLUMNS} FROM dispositions WHERE item_id = $1");
         let current = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(item_id)
             .fetch_optional(&mut *tx)
@@ -295,8 +306,8 @@ impl Store {
         }
         let revision = current.revision + 1;
         sqlx::query(
-            "UPDATE dispositions SET state = NULL, reason = ?, until_ms = NULL, \
-             revision = ?, principal_id = ?, at_ms = ? WHERE item_id = ?",
+            "UPDATE dispositions SET state = NULL, reason = $1, until_ms = NULL, \
+             revision = $2, principal_id = $3, at_ms = $4 WHERE item_id = $5",
         )
         .bind(reason)
         .bind(revision)
@@ -337,7 +348,7 @@ impl Store {
     pub(crate) async fn history(&self, item_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
         let rows = sqlx::query(
             "SELECT op, state, reason, until_ms, covers_ms, revision, principal_id, at_ms \
-             FROM disposition_history WHERE item_id = ? ORDER BY id",
+             FROM disposition_history WHERE item_id = $1 ORDER BY id",
         )
         .bind(item_id)
         .fetch_all(&self.pools.readers)
@@ -385,13 +396,13 @@ struct Entry<'a> {
 }
 
 async fn append(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     e: &Entry<'_>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO disposition_history \
          (item_id, op, state, reason, until_ms, covers_ms, revision, principal_id, at_ms) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(e.item_id)
     .bind(e.op)

@@ -46,7 +46,7 @@ impl SchedStore {
     ) -> Result<bool, StoreError> {
         let mut tx = self.writer.begin().await?;
         let first = sqlx::query(
-            "INSERT INTO daemon_facts (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+            "INSERT INTO daemon_facts (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
         )
         .bind(SEEDED_FACT)
         .bind(now_ms.to_string())
@@ -80,7 +80,7 @@ impl SchedStore {
         }
         let mut removed = Vec::new();
         for executable in remove {
-            let gone = sqlx::query("DELETE FROM command_allowlist WHERE executable = ?")
+            let gone = sqlx::query("DELETE FROM command_allowlist WHERE executable = $1")
                 .bind(executable)
                 .execute(&mut *tx)
                 .await?
@@ -95,13 +95,13 @@ impl SchedStore {
 }
 
 async fn insert(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     executable: &str,
     by: &str,
     now_ms: i64,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query(
-        "INSERT INTO command_allowlist (executable, added_at_ms, added_by) VALUES (?, ?, ?) \
+        "INSERT INTO command_allowlist (executable, added_at_ms, added_by) VALUES ($1, $2, $3) \
          ON CONFLICT (executable) DO NOTHING",
     )
     .bind(executable)

@@ -5,7 +5,7 @@
 //! the status change it records, so the log holds exactly what happened.
 
 use serde_json::{Value, json};
-use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 use studio_api::{ApprovalEvent, ApprovalStatus};
 use studio_evidence::{Entry, GENESIS, Key, Sealed, digest_of, seal_after};
 use studio_schedule::ScheduleSpec;
@@ -15,6 +15,7 @@ use super::{
     audit::{self, Note},
     events::{append_event, run_event},
     runs::{Step, run_by_id, step_in},
+    statement::Statement,
 };
 use crate::{
     audit::{Actor, Kind},
@@ -66,7 +67,7 @@ impl ApprovalRow {
     }
 }
 
-fn approval_from(r: &SqliteRow) -> Result<ApprovalRow, sqlx::Error> {
+fn approval_from(r: &AnyRow) -> Result<ApprovalRow, sqlx::Error> {
     Ok(ApprovalRow {
         id: r.try_get("id")?,
         run_id: r.try_get("run_id")?,
@@ -109,7 +110,7 @@ fn content(subject: Value, more: Value) -> Value {
 
 /// Seals one evidence row onto the last one, in `tx` (the one writer orders them).
 pub(super) async fn seal(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     key: &Key,
     kind: &str,
     at_ms: i64,
@@ -118,7 +119,7 @@ pub(super) async fn seal(
 ) -> Result<(), sqlx::Error> {
     // The last row, or the checkpoint once retention has pruned every row.
     let last: Option<(i64, String)> = sqlx::query_as(
-        "SELECT * FROM (SELECT seq, chain_sha256 FROM evidence ORDER BY seq DESC LIMIT 1) \
+        "SELECT * FROM (SELECT seq, chain_sha256 FROM evidence ORDER BY seq DESC LIMIT 1) AS e \
          UNION ALL SELECT through_seq, chain_sha256 FROM evidence_checkpoint \
          ORDER BY 1 DESC LIMIT 1",
     )
@@ -144,7 +145,7 @@ pub(super) async fn seal(
         .map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
     sqlx::query(
         "INSERT INTO evidence (seq, at_ms, kind, content, content_sha256, chain_sha256, mac, \
-         approval_id, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         approval_id, run_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(seq)
     .bind(at_ms)
@@ -160,7 +161,7 @@ pub(super) async fn seal(
     Ok(())
 }
 
-fn sealed_from(r: &SqliteRow) -> Result<Sealed, sqlx::Error> {
+fn sealed_from(r: &AnyRow) -> Result<Sealed, sqlx::Error> {
     let text: String = r.try_get("content")?;
     Ok(Sealed {
         entry: Entry {
@@ -177,7 +178,7 @@ fn sealed_from(r: &SqliteRow) -> Result<Sealed, sqlx::Error> {
 
 /// Raises `request` for `run` (just claimed, or re-raised after a void), in `tx`.
 pub(super) async fn raise(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     key: &Key,
     run: &RunRow,
     request: &NewApproval,
@@ -187,7 +188,7 @@ pub(super) async fn raise(
         "INSERT INTO approvals (id, run_id, schedule_id, schedule_name, action_json, \
          action_sha256, requested_by, requested_at_ms, expires_at_ms, \
          distinct_from_requester, status) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending') RETURNING {APPROVAL_COLUMNS}"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending') RETURNING {APPROVAL_COLUMNS}"
     )))
     .bind(&request.id)
     .bind(&run.id)
@@ -202,7 +203,7 @@ pub(super) async fn raise(
     .fetch_one(&mut **tx)
     .await?;
     let approval = approval_from(&row)?;
-    sqlx::query("UPDATE runs SET approval_id = ? WHERE id = ?")
+    sqlx::query("UPDATE runs SET approval_id = $1 WHERE id = $2")
         .bind(&approval.id)
         .bind(&run.id)
         .execute(&mut **tx)
@@ -228,11 +229,11 @@ pub(super) async fn raise(
 }
 
 async fn approval_in(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     id: &str,
 ) -> Result<Option<ApprovalRow>, sqlx::Error> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?"
+        "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1"
     )))
     .bind(id)
     .fetch_optional(&mut **tx)
@@ -243,7 +244,7 @@ async fn approval_in(
 /// Moves a request from one of `from` to `to` (with who decided and why), seals `kind`
 /// with `more`, and writes its event; `None` when it was in none of `from`.
 async fn settle(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     key: &Key,
     id: &str,
     (from, to): (&[&str], ApprovalStatus),
@@ -252,11 +253,11 @@ async fn settle(
     now_ms: i64,
 ) -> Result<Option<(ApprovalRow, EventRow)>, sqlx::Error> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE approvals SET status = ?1, decided_by = COALESCE(?2, decided_by), \
-         decided_role = COALESCE(?3, decided_role), decided_origin = COALESCE(?4, decided_origin), \
-         decided_at_ms = CASE WHEN ?1 = 'consumed' THEN decided_at_ms ELSE ?5 END, \
-         reason = COALESCE(?6, reason) \
-         WHERE id = ?7 AND status IN (SELECT value FROM json_each(?8)) RETURNING {APPROVAL_COLUMNS}"
+        "UPDATE approvals SET status = $1, decided_by = COALESCE($2, decided_by), \
+         decided_role = COALESCE($3, decided_role), decided_origin = COALESCE($4, decided_origin), \
+         decided_at_ms = CASE WHEN $1 = 'consumed' THEN decided_at_ms ELSE $5 END, \
+         reason = COALESCE($6, reason) \
+         WHERE id = $7 AND status IN (SELECT value FROM json_each($8)) RETURNING {APPROVAL_COLUMNS}"
     )))
     .bind(to.as_str())
     .bind(by.map(|b| b.principal.as_str()))
@@ -297,7 +298,7 @@ async fn settle(
 
 /// Moves `run_id` along `step` and writes its event.
 async fn step_run(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     run_id: &str,
     step: &Step<'_>,
     now_ms: i64,
@@ -312,7 +313,7 @@ async fn step_run(
 
 /// Ends a pending request and its run `expired`.
 async fn expire_in(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     key: &Key,
     a: &ApprovalRow,
     now_ms: i64,
@@ -384,13 +385,13 @@ pub(super) enum Consumed {
 
 /// Consumes the grant of `run_id`'s request as it launches.
 pub(super) async fn consume_in(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     key: &Key,
     run_id: &str,
     now_ms: i64,
 ) -> Result<(Consumed, Vec<EventRow>), sqlx::Error> {
     let links: Option<(Option<String>, Option<String>)> =
-        sqlx::query_as("SELECT approval_id, replaces_run_id FROM runs WHERE id = ?")
+        sqlx::query_as("SELECT approval_id, replaces_run_id FROM runs WHERE id = $1")
             .bind(run_id)
             .fetch_optional(&mut **tx)
             .await?;
@@ -411,7 +412,7 @@ pub(super) async fn consume_in(
     {
         return Ok((Consumed::Now, vec![event]));
     }
-    let status: Option<String> = sqlx::query_scalar("SELECT status FROM approvals WHERE id = ?")
+    let status: Option<String> = sqlx::query_scalar("SELECT status FROM approvals WHERE id = $1")
         .bind(&approval_id)
         .fetch_optional(&mut **tx)
         .await?;
@@ -428,7 +429,7 @@ pub(super) async fn consume_in(
 
 /// Seals the launch of run `run_id` under request `approval_id` (its process is up).
 pub(super) async fn launched_in(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     key: &Key,
     (approval_id, run_id): (&str, &str),
     (pid, program): (u32, Option<&str>),
@@ -455,7 +456,7 @@ pub(super) async fn launched_in(
 /// for the new action, or — when the schedule no longer requires one, or is gone — ends
 /// `cancelled`.
 pub(super) async fn restate(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     key: &Key,
     schedule_id: &str,
     spec: Option<&ScheduleSpec>,
@@ -464,7 +465,7 @@ pub(super) async fn restate(
     let open = sqlx::query(
         "SELECT a.id, a.run_id, a.action_sha256, a.requested_by, r.status AS run_status \
          FROM approvals a JOIN runs r ON r.id = a.run_id \
-         WHERE a.schedule_id = ? AND a.status IN ('pending', 'granted') \
+         WHERE a.schedule_id = $1 AND a.status IN ('pending', 'granted') \
          AND r.status IN ('awaiting_approval', 'queued')",
     )
     .bind(schedule_id)
@@ -506,7 +507,7 @@ pub(super) async fn restate(
                     step_in(tx, &run_id, &step, now_ms, &mut events).await?;
                 }
                 let action = serde_json::to_string(&spec.action).unwrap_or_default();
-                sqlx::query("UPDATE runs SET action = ?, follow_ups = ? WHERE id = ?")
+                sqlx::query("UPDATE runs SET action = $1, follow_ups = $2 WHERE id = $3")
                     .bind(&action)
                     .bind(follow_ups(spec))
                     .bind(&run_id)
@@ -634,7 +635,7 @@ impl SchedStore {
     /// is the last); false when none is left.
     async fn count_run(
         &self,
-        tx: &mut Transaction<'_, Sqlite>,
+        tx: &mut Transaction<'_, Any>,
         schedule_id: Option<&str>,
     ) -> Result<bool, sqlx::Error> {
         let Some(schedule_id) = schedule_id else {
@@ -644,7 +645,7 @@ impl SchedStore {
             "UPDATE schedules SET runs_counted = runs_counted + 1, \
              next_fire_at_ms = CASE WHEN max_runs IS NOT NULL AND runs_counted + 1 >= max_runs \
              THEN NULL ELSE next_fire_at_ms END \
-             WHERE id = ? AND (max_runs IS NULL OR runs_counted < max_runs) \
+             WHERE id = $1 AND (max_runs IS NULL OR runs_counted < max_runs) \
              RETURNING next_fire_at_ms",
         )
         .bind(schedule_id)
@@ -661,8 +662,8 @@ impl SchedStore {
         limit: i64,
     ) -> Result<Vec<EventRow>, StoreError> {
         let due: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM approvals WHERE status = 'pending' AND expires_at_ms <= ? \
-             ORDER BY expires_at_ms LIMIT ?",
+            "SELECT id FROM approvals WHERE status = 'pending' AND expires_at_ms <= $1 \
+             ORDER BY expires_at_ms LIMIT $2",
         )
         .bind(now_ms)
         .bind(limit)
@@ -692,7 +693,7 @@ impl SchedStore {
 
     pub(crate) async fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?"
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1"
         )))
         .bind(id)
         .fetch_optional(&self.pool)
@@ -705,35 +706,29 @@ impl SchedStore {
         &self,
         f: &ApprovalFilter,
     ) -> Result<Vec<ApprovalRow>, StoreError> {
-        let mut sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE 1");
-        if !f.statuses.is_empty() {
-            sql.push_str(" AND status IN (SELECT value FROM json_each(?))");
-        }
-        if f.schedule_id.is_some() {
-            sql.push_str(" AND schedule_id = ?");
-        }
-        if f.run_id.is_some() {
-            sql.push_str(" AND run_id = ?");
-        }
-        if f.before.is_some() {
-            sql.push_str(" AND (requested_at_ms < ? OR (requested_at_ms = ? AND id < ?))");
-        }
-        sql.push_str(" ORDER BY requested_at_ms DESC, id DESC LIMIT ?");
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        let mut sql = Statement::new(format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE TRUE"
+        ));
         if !f.statuses.is_empty() {
             let words: Vec<&str> = f.statuses.iter().map(|s| s.as_str()).collect();
-            q = q.bind(serde_json::to_string(&words).unwrap_or_default());
+            sql.push(" AND status IN (SELECT value FROM json_each(?))")
+                .bind(serde_json::to_string(&words).unwrap_or_default());
         }
         if let Some(v) = &f.schedule_id {
-            q = q.bind(v);
+            sql.push(" AND schedule_id = ?").bind(v.clone());
         }
         if let Some(v) = &f.run_id {
-            q = q.bind(v);
+            sql.push(" AND run_id = ?").bind(v.clone());
         }
         if let Some((at, id)) = &f.before {
-            q = q.bind(at).bind(at).bind(id);
+            sql.push(" AND (requested_at_ms < ? OR (requested_at_ms = ? AND id < ?))")
+                .bind(*at)
+                .bind(*at)
+                .bind(id.clone());
         }
-        let rows = q.bind(f.limit).fetch_all(&self.pool).await?;
+        sql.push(" ORDER BY requested_at_ms DESC, id DESC LIMIT ?")
+            .bind(f.limit);
+        let rows = sql.query(self.dialect)?.fetch_all(&self.pool).await?;
         Ok(rows.iter().map(approval_from).collect::<Result<_, _>>()?)
     }
 
@@ -750,7 +745,7 @@ impl SchedStore {
     pub(crate) async fn run_evidence(&self, run_id: &str) -> Result<Vec<Sealed>, StoreError> {
         let rows = sqlx::query(
             "SELECT seq, at_ms, kind, content, content_sha256, chain_sha256, mac FROM evidence \
-             WHERE run_id = ? ORDER BY seq",
+             WHERE run_id = $1 ORDER BY seq",
         )
         .bind(run_id)
         .fetch_all(&self.pool)
@@ -769,7 +764,7 @@ impl SchedStore {
         let mut tx = self.pool.begin().await?;
         let first: Option<i64> = match since_ms {
             Some(at) => {
-                sqlx::query_scalar("SELECT MIN(seq) FROM evidence WHERE at_ms >= ?")
+                sqlx::query_scalar("SELECT MIN(seq) FROM evidence WHERE at_ms >= $1")
                     .bind(at)
                     .fetch_one(&mut *tx)
                     .await?
@@ -783,8 +778,8 @@ impl SchedStore {
         let Some(first) = first else {
             let head: Option<String> = sqlx::query_scalar(
                 "SELECT chain_sha256 FROM (SELECT * FROM (SELECT seq, chain_sha256 FROM \
-                 evidence ORDER BY seq DESC LIMIT 1) UNION ALL \
-                 SELECT through_seq, chain_sha256 FROM evidence_checkpoint) \
+                 evidence ORDER BY seq DESC LIMIT 1) AS e UNION ALL \
+                 SELECT through_seq, chain_sha256 FROM evidence_checkpoint) AS h \
                  ORDER BY seq DESC LIMIT 1",
             )
             .fetch_optional(&mut *tx)
@@ -795,15 +790,15 @@ impl SchedStore {
             ));
         };
         let before: Option<String> = sqlx::query_scalar(
-            "SELECT chain_sha256 FROM evidence WHERE seq = ?1 UNION ALL \
-             SELECT chain_sha256 FROM evidence_checkpoint WHERE through_seq = ?1",
+            "SELECT chain_sha256 FROM evidence WHERE seq = $1 UNION ALL \
+             SELECT chain_sha256 FROM evidence_checkpoint WHERE through_seq = $1",
         )
         .bind(first - 1)
         .fetch_optional(&mut *tx)
         .await?;
         let rows = sqlx::query(
             "SELECT seq, at_ms, kind, content, content_sha256, chain_sha256, mac FROM evidence \
-             WHERE seq >= ? ORDER BY seq",
+             WHERE seq >= $1 ORDER BY seq",
         )
         .bind(first)
         .fetch_all(&mut *tx)

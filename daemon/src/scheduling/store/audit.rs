@@ -2,9 +2,10 @@
 //! (so a change and its record commit together or not at all), and the trail's reads.
 
 use serde_json::Value;
-use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use super::SchedStore;
+use super::statement::Statement;
 use crate::{
     audit::{Actor, Kind},
     store::StoreError,
@@ -50,13 +51,13 @@ impl<'a> Note<'a> {
 }
 
 pub(super) async fn append(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     note: &Note<'_>,
     at_ms: i64,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO admin_events (at_ms, kind, epoch, principal_id, role, origin, object, \
-         schedule_id, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         schedule_id, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(at_ms)
     .bind(note.kind.as_str())
@@ -99,7 +100,7 @@ pub(crate) struct AuditFilter<'a> {
     pub limit: i64,
 }
 
-fn audit_from(r: &SqliteRow) -> Result<AuditRow, sqlx::Error> {
+fn audit_from(r: &AnyRow) -> Result<AuditRow, sqlx::Error> {
     Ok(AuditRow {
         id: r.try_get("id")?,
         at_ms: r.try_get("at_ms")?,
@@ -132,7 +133,7 @@ impl SchedStore {
     /// a run the clock fired, or a follow-up, is nobody's.
     pub(crate) async fn run_requester(&self, run_id: &str) -> Result<Option<String>, StoreError> {
         let who: Option<Option<String>> = sqlx::query_scalar(
-            "SELECT principal_id FROM admin_events WHERE object = ? AND kind = 'run_triggered' \
+            "SELECT principal_id FROM admin_events WHERE object = $1 AND kind = 'run_triggered' \
              ORDER BY id LIMIT 1",
         )
         .bind(format!("run:{run_id}"))
@@ -144,51 +145,35 @@ impl SchedStore {
     /// One page of the trail, newest first. Each filter given narrows it; the statement
     /// names only those, so SQLite picks the index of the narrowest.
     pub(crate) async fn audit(&self, f: &AuditFilter<'_>) -> Result<Vec<AuditRow>, StoreError> {
-        let mut sql = String::from(
+        let mut sql = Statement::new(
             "SELECT id, at_ms, kind, epoch, principal_id, role, origin, object, schedule_id, \
-             detail FROM admin_events WHERE 1",
+             detail FROM admin_events WHERE TRUE",
         );
-        if f.schedule_id.is_some() {
-            sql.push_str(" AND schedule_id = ?");
-        }
-        if f.object.is_some() {
-            sql.push_str(" AND object = ?");
-        }
-        if f.principal.is_some() {
-            sql.push_str(" AND principal_id = ?");
-        }
-        if !f.kinds.is_empty() {
-            sql.push_str(" AND kind IN (");
-            sql.push_str(&vec!["?"; f.kinds.len()].join(", "));
-            sql.push(')');
-        }
-        if f.since_ms.is_some() {
-            sql.push_str(" AND at_ms >= ?");
-        }
-        if f.before_id.is_some() {
-            sql.push_str(" AND id < ?");
-        }
-        sql.push_str(" ORDER BY id DESC LIMIT ?");
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         if let Some(v) = f.schedule_id {
-            q = q.bind(v);
+            sql.push(" AND schedule_id = ?").bind(v.to_owned());
         }
         if let Some(v) = f.object {
-            q = q.bind(v);
+            sql.push(" AND object = ?").bind(v.to_owned());
         }
         if let Some(v) = f.principal {
-            q = q.bind(v);
+            sql.push(" AND principal_id = ?").bind(v.to_owned());
         }
-        for k in f.kinds {
-            q = q.bind(*k);
+        if !f.kinds.is_empty() {
+            sql.push(" AND kind IN (");
+            for (i, k) in f.kinds.iter().enumerate() {
+                sql.push(if i == 0 { "?" } else { ", ?" })
+                    .bind((*k).to_owned());
+            }
+            sql.push(")");
         }
         if let Some(v) = f.since_ms {
-            q = q.bind(v);
+            sql.push(" AND at_ms >= ?").bind(v);
         }
         if let Some(v) = f.before_id {
-            q = q.bind(v);
+            sql.push(" AND id < ?").bind(v);
         }
-        let rows = q.bind(f.limit).fetch_all(&self.pool).await?;
+        sql.push(" ORDER BY id DESC LIMIT ?").bind(f.limit);
+        let rows = sql.query(self.dialect)?.fetch_all(&self.pool).await?;
         Ok(rows.iter().map(audit_from).collect::<Result<_, _>>()?)
     }
 }

@@ -3,7 +3,7 @@
 //! the log.
 
 use serde_json::Value;
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{Any, Row, Transaction};
 use studio_api::{RunEvent, ScheduleEvent, ScheduleOp};
 
 use super::SchedStore;
@@ -13,19 +13,20 @@ use crate::{
 };
 
 pub(super) async fn append_event(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     kind: &str,
     data: &Value,
     now_ms: i64,
 ) -> Result<EventRow, sqlx::Error> {
     let data = data.to_string();
-    let seq: i64 =
-        sqlx::query_scalar("INSERT INTO events (at_ms, kind, data) VALUES (?, ?, ?) RETURNING seq")
-            .bind(now_ms)
-            .bind(kind)
-            .bind(&data)
-            .fetch_one(&mut **tx)
-            .await?;
+    let seq: i64 = sqlx::query_scalar(
+        "INSERT INTO events (at_ms, kind, data) VALUES ($1, $2, $3) RETURNING seq",
+    )
+    .bind(now_ms)
+    .bind(kind)
+    .bind(&data)
+    .fetch_one(&mut **tx)
+    .await?;
     Ok(EventRow {
         seq,
         kind: kind.to_owned(),
@@ -68,7 +69,7 @@ impl SchedStore {
         limit: i64,
     ) -> Result<Vec<EventRow>, StoreError> {
         let rows =
-            sqlx::query("SELECT seq, kind, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?")
+            sqlx::query("SELECT seq, kind, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2")
                 .bind(seq)
                 .bind(limit)
                 .fetch_all(&self.pool)
@@ -94,10 +95,11 @@ impl SchedStore {
 
     /// Keeps the newest `keep` events.
     pub(in crate::scheduling) async fn prune_events(&self, keep: i64) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - ?")
-            .bind(keep)
-            .execute(&self.writer)
-            .await?;
+        let done =
+            sqlx::query("DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - $1")
+                .bind(keep)
+                .execute(&self.writer)
+                .await?;
         Ok(done.rows_affected())
     }
 }

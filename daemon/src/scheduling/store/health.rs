@@ -11,6 +11,9 @@ impl SchedStore {
         &self,
         dest: &std::path::Path,
     ) -> Result<u64, studio_store::BackupError> {
+        if self.dialect == studio_store::Dialect::Postgres {
+            return Err(studio_store::BackupError::NotAFile);
+        }
         studio_store::backup_into(&self.pool, dest).await
     }
 
@@ -18,7 +21,7 @@ impl SchedStore {
     pub(crate) async fn probe_write(&self, now_ms: i64) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
         sqlx::query(
-            "INSERT INTO health_probe (id, probed_at_ms) VALUES (1, ?) \
+            "INSERT INTO health_probe (id, probed_at_ms) VALUES (1, $1) \
              ON CONFLICT (id) DO UPDATE SET probed_at_ms = excluded.probed_at_ms",
         )
         .bind(now_ms)

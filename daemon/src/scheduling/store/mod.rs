@@ -11,11 +11,12 @@
 //! Reads are the crate's; every write is visible only inside `scheduling`, whose
 //! scheduler is the one write path (`commands`).
 
-use sqlx::SqlitePool;
+use sqlx::AnyPool;
 
 mod allowlist;
 mod approvals;
 mod audit;
+mod dialect;
 mod events;
 mod health;
 mod notify;
@@ -24,6 +25,7 @@ mod retention;
 mod runs;
 mod schedules;
 mod secrets;
+mod statement;
 mod tasks;
 mod workers;
 
@@ -46,9 +48,11 @@ pub(crate) use workers::{BUILTIN, Ended, NewWorker, WorkerRow, split};
 #[derive(Debug, Clone)]
 pub(crate) struct SchedStore {
     /// Readers.
-    pool: SqlitePool,
+    pool: AnyPool,
     /// The one writer (see `crate::store::Store`).
-    writer: SqlitePool,
+    writer: AnyPool,
+    /// The SQL both speak, for the few statements written once per dialect.
+    dialect: studio_store::Dialect,
     /// Seals evidence rows (`run/evidence.key`; never in the database).
     evidence_key: std::sync::Arc<studio_evidence::Key>,
     /// Seals secrets' values (`run/secrets.key`; never in the database).
@@ -74,6 +78,15 @@ impl Drop for Timed<'_> {
 #[cfg(test)]
 pub(crate) const TEST_EVIDENCE_KEY: &[u8] = b"the evidence key of unit tests";
 
+/// An optional real number as its statement binds it: as text, which the statement casts
+/// (`CAST($n AS DOUBLE PRECISION)`). PostgreSQL keeps a prepared statement's parameter
+/// types from its first execution, and sqlx's `Any` declares a NULL `f64` as a 4-byte
+/// real: a later value would then not fit. Text is one type, NULL or not; `f64`'s
+/// `Display` is exact (it reads back as the same number).
+fn real(value: Option<f64>) -> Option<String> {
+    value.map(|v| v.to_string())
+}
+
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
@@ -87,6 +100,7 @@ impl SchedStore {
         Self {
             pool: store.pool().clone(),
             writer: store.writer().clone(),
+            dialect: store.dialect(),
             evidence_key,
             sealer,
             write_time: crate::metrics::store_write_histogram(),
@@ -104,6 +118,13 @@ impl SchedStore {
             into: &self.write_time,
             since: std::time::Instant::now(),
         }
+    }
+
+    /// Whether query plans are SQLite's (`EXPLAIN QUERY PLAN`), which the tests of index
+    /// use read.
+    #[cfg(test)]
+    pub(crate) fn plans_are_sqlites(&self) -> bool {
+        self.dialect == studio_store::Dialect::Sqlite
     }
 
     /// What seals and opens secrets' values.

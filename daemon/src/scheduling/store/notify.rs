@@ -4,11 +4,11 @@
 //! without the notifications it causes, nor the other way round.
 
 use serde_json::json;
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{Any, Row, Transaction};
 use studio_contract::time::rfc3339;
 use studio_schedule::{NotifyOn, NotifyRule};
 
-use super::{SchedStore, audit, audit::Note};
+use super::{SchedStore, audit, audit::Note, dialect};
 use crate::{
     scheduling::model::{RunRow, RunStatus},
     secrets::Sealed,
@@ -92,14 +92,14 @@ const DELIVERY_COLUMNS: &str = "id, endpoint, event, run_id, schedule_id, task_i
 /// Schedules (by name) and tasks (`task ID`) whose rules send to endpoint `?1`.
 const USERS: &str = "\
     SELECT DISTINCT s.name FROM schedules s, json_each(s.spec, '$.notify') j \
-      WHERE json_extract(j.value, '$.to') = ?1 \
+      WHERE json_extract(j.value, '$.to') = $1 \
     UNION ALL \
     SELECT DISTINCT 'task ' || t.id FROM tasks t, json_each(t.spec, '$.notify') j \
-      WHERE json_extract(j.value, '$.to') = ?1 \
+      WHERE json_extract(j.value, '$.to') = $1 \
       AND t.status IN ('queued', 'leased', 'running', 'retry_wait', 'awaiting_approval') \
     ORDER BY 1";
 
-fn delivery_from(row: &sqlx::sqlite::SqliteRow) -> Result<DeliveryRow, sqlx::Error> {
+fn delivery_from(row: &sqlx::any::AnyRow) -> Result<DeliveryRow, sqlx::Error> {
     Ok(DeliveryRow {
         id: row.try_get("id")?,
         endpoint: row.try_get("endpoint")?,
@@ -137,7 +137,7 @@ fn event_of(row: &RunRow) -> Option<(NotifyOn, bool)> {
 /// or task's rules, with the failures in a row and each rule's last sending. `true` when
 /// a row was written.
 pub(super) async fn enqueue_in(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     row: &RunRow,
     now_ms: i64,
 ) -> Result<bool, sqlx::Error> {
@@ -149,7 +149,7 @@ pub(super) async fn enqueue_in(
     let (owner, rules): (String, Option<String>) = match (&row.task_id, &row.schedule_id) {
         (Some(task), _) => (
             format!("task:{task}"),
-            sqlx::query_scalar("SELECT json_extract(spec, '$.notify') FROM tasks WHERE id = ?")
+            sqlx::query_scalar("SELECT json_extract(spec, '$.notify') FROM tasks WHERE id = $1")
                 .bind(task)
                 .fetch_optional(&mut **tx)
                 .await?
@@ -157,18 +157,20 @@ pub(super) async fn enqueue_in(
         ),
         (None, Some(schedule)) => (
             format!("schedule:{schedule}"),
-            sqlx::query_scalar("SELECT json_extract(spec, '$.notify') FROM schedules WHERE id = ?")
-                .bind(schedule)
-                .fetch_optional(&mut **tx)
-                .await?
-                .flatten(),
+            sqlx::query_scalar(
+                "SELECT json_extract(spec, '$.notify') FROM schedules WHERE id = $1",
+            )
+            .bind(schedule)
+            .fetch_optional(&mut **tx)
+            .await?
+            .flatten(),
         ),
         (None, None) => return Ok(false),
     };
     let Some(rules) = rules.and_then(|r| serde_json::from_str::<Vec<NotifyRule>>(&r).ok()) else {
         return Ok(false);
     };
-    let before: i64 = sqlx::query_scalar("SELECT failures FROM notify_streaks WHERE owner = ?")
+    let before: i64 = sqlx::query_scalar("SELECT failures FROM notify_streaks WHERE owner = $1")
         .bind(&owner)
         .fetch_optional(&mut **tx)
         .await?
@@ -182,8 +184,8 @@ pub(super) async fn enqueue_in(
     };
     if failures != before {
         sqlx::query(
-            "INSERT INTO notify_streaks (owner, failures, updated_at_ms) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (owner) DO UPDATE SET failures = ?2, updated_at_ms = ?3",
+            "INSERT INTO notify_streaks (owner, failures, updated_at_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (owner) DO UPDATE SET failures = $2, updated_at_ms = $3",
         )
         .bind(&owner)
         .bind(failures)
@@ -200,7 +202,7 @@ pub(super) async fn enqueue_in(
         let rule_index = i64::try_from(i).unwrap_or(i64::MAX);
         let send = if event.is_failure() {
             let last: Option<i64> = sqlx::query_scalar(
-                "SELECT last_sent_at_ms FROM notify_sent WHERE owner = ? AND rule = ?",
+                "SELECT last_sent_at_ms FROM notify_sent WHERE owner = $1 AND rule = $2",
             )
             .bind(&owner)
             .bind(rule_index)
@@ -244,7 +246,7 @@ pub(super) async fn enqueue_in(
         sqlx::query(
             "INSERT INTO notify_outbox (id, endpoint, event, run_id, schedule_id, task_id, \
              payload, status, next_attempt_at_ms, created_at_ms, updated_at_ms) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, $10)",
         )
         .bind(&id)
         .bind(&rule.to)
@@ -259,8 +261,8 @@ pub(super) async fn enqueue_in(
         .execute(&mut **tx)
         .await?;
         sqlx::query(
-            "INSERT INTO notify_sent (owner, rule, last_sent_at_ms) VALUES (?1, ?2, ?3) \
-             ON CONFLICT (owner, rule) DO UPDATE SET last_sent_at_ms = ?3",
+            "INSERT INTO notify_sent (owner, rule, last_sent_at_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (owner, rule) DO UPDATE SET last_sent_at_ms = $3",
         )
         .bind(&owner)
         .bind(rule_index)
@@ -284,7 +286,7 @@ impl SchedStore {
         let mut tx = self.writer.begin().await?;
         let done = sqlx::query(
             "INSERT INTO notify_endpoints (name, url, format, nonce, ciphertext, \
-             created_at_ms, created_by) VALUES (?, ?, ?, ?, ?, ?, ?) \
+             created_at_ms, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (name) DO NOTHING",
         )
         .bind(&row.name)
@@ -342,7 +344,7 @@ impl SchedStore {
     ) -> Result<Option<(EndpointRow, Sealed)>, StoreError> {
         let row = sqlx::query(
             "SELECT name, url, format, nonce, ciphertext, created_at_ms, created_by \
-             FROM notify_endpoints WHERE name = ?",
+             FROM notify_endpoints WHERE name = $1",
         )
         .bind(name)
         .fetch_optional(&self.pool)
@@ -388,7 +390,7 @@ impl SchedStore {
             return Ok(EndpointDeleted::InUse(users));
         }
         let gone: Option<(String, String, i64, Option<String>)> = sqlx::query_as(
-            "DELETE FROM notify_endpoints WHERE name = ? \
+            "DELETE FROM notify_endpoints WHERE name = $1 \
              RETURNING url, format, created_at_ms, created_by",
         )
         .bind(name)
@@ -424,7 +426,7 @@ impl SchedStore {
         sqlx::query(
             "INSERT INTO notify_outbox (id, endpoint, event, payload, status, \
              next_attempt_at_ms, created_at_ms, updated_at_ms) \
-             VALUES (?, ?, 'test', ?, 'pending', ?, ?, ?)",
+             VALUES ($1, $2, 'test', $3, 'pending', $4, $5, $6)",
         )
         .bind(&id)
         .bind(endpoint)
@@ -443,11 +445,14 @@ impl SchedStore {
         now_ms: i64,
         limit: i64,
     ) -> Result<Vec<DeliveryRow>, StoreError> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {DELIVERY_COLUMNS} FROM notify_outbox INDEXED BY notify_due \
-             WHERE status = 'pending' AND next_attempt_at_ms <= ? \
-             ORDER BY next_attempt_at_ms, id LIMIT ?"
-        )))
+        let rows = sqlx::query(dialect::adapt(
+            self.dialect,
+            format!(
+                "SELECT {DELIVERY_COLUMNS} FROM notify_outbox INDEXED BY notify_due \
+                 WHERE status = 'pending' AND next_attempt_at_ms <= $1 \
+                 ORDER BY next_attempt_at_ms, id LIMIT $2"
+            ),
+        ))
         .bind(now_ms)
         .bind(limit)
         .fetch_all(&self.pool)
@@ -474,13 +479,13 @@ impl SchedStore {
     ) -> Result<(), StoreError> {
         let mut tx = self.writer.begin().await?;
         let n: i64 = sqlx::query_scalar(
-            "UPDATE notify_outbox SET attempts = attempts + 1, updated_at_ms = ?2, \
-             last_status = ?3, last_error = CASE WHEN ?4 THEN NULL ELSE ?5 END, \
-             status = CASE WHEN ?4 THEN 'delivered' WHEN ?6 IS NULL THEN 'dead' \
+            "UPDATE notify_outbox SET attempts = attempts + 1, updated_at_ms = $2, \
+             last_status = $3, last_error = CASE WHEN $4 THEN NULL ELSE $5 END, \
+             status = CASE WHEN $4 THEN 'delivered' WHEN $6 IS NULL THEN 'dead' \
                            ELSE 'pending' END, \
-             next_attempt_at_ms = CASE WHEN ?4 THEN NULL ELSE ?6 END, \
-             delivered_at_ms = CASE WHEN ?4 THEN ?2 ELSE NULL END \
-             WHERE id = ?1 AND status = 'pending' RETURNING attempts",
+             next_attempt_at_ms = CASE WHEN $4 THEN NULL ELSE $6 END, \
+             delivered_at_ms = CASE WHEN $4 THEN $2 ELSE NULL END \
+             WHERE id = $1 AND status = 'pending' RETURNING attempts",
         )
         .bind(id)
         .bind(now_ms)
@@ -492,7 +497,7 @@ impl SchedStore {
         .await?;
         sqlx::query(
             "INSERT INTO notify_attempts (delivery_id, n, at_ms, took_ms, status, detail) \
-             VALUES (?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(id)
         .bind(n)
@@ -513,9 +518,9 @@ impl SchedStore {
     ) -> Result<Vec<DeliveryRow>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {DELIVERY_COLUMNS} FROM notify_outbox \
-             WHERE (?1 IS NULL OR run_id = ?1) AND (?2 IS NULL OR endpoint = ?2) \
-             AND (?3 IS NULL OR status = ?3) \
-             ORDER BY created_at_ms DESC, id DESC LIMIT ?4"
+             WHERE ($1 IS NULL OR run_id = $1) AND ($2 IS NULL OR endpoint = $2) \
+             AND ($3 IS NULL OR status = $3) \
+             ORDER BY created_at_ms DESC, id DESC LIMIT $4"
         )))
         .bind(&f.run_id)
         .bind(&f.endpoint)
@@ -530,12 +535,12 @@ impl SchedStore {
     pub(crate) async fn attempts_of(&self, id: &str) -> Result<Vec<AttemptRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT n, at_ms, took_ms, status, detail FROM notify_attempts \
-             WHERE delivery_id = ? ORDER BY n",
+             WHERE delivery_id = $1 ORDER BY n",
         )
         .bind(id)
         .fetch_all(&self.pool)
         .await?;
-        let attempt = |row: &sqlx::sqlite::SqliteRow| -> Result<AttemptRow, sqlx::Error> {
+        let attempt = |row: &sqlx::any::AnyRow| -> Result<AttemptRow, sqlx::Error> {
             Ok(AttemptRow {
                 n: row.try_get("n")?,
                 at_ms: row.try_get("at_ms")?,

@@ -98,7 +98,7 @@ impl SchedStore {
                     expected_revision,
                 } => {
                     let deleted =
-                        sqlx::query("DELETE FROM schedules WHERE id = ? AND revision = ?")
+                        sqlx::query("DELETE FROM schedules WHERE id = $1 AND revision = $2")
                             .bind(&row.id)
                             .bind(expected_revision)
                             .execute(&mut *tx)
@@ -113,12 +113,13 @@ impl SchedStore {
                     expected_revision,
                     ..
                 } => {
-                    let same: Option<i64> =
-                        sqlx::query_scalar("SELECT 1 FROM schedules WHERE id = ? AND revision = ?")
-                            .bind(id)
-                            .bind(expected_revision)
-                            .fetch_optional(&mut *tx)
-                            .await?;
+                    let same: Option<i64> = sqlx::query_scalar(
+                        "SELECT 1 FROM schedules WHERE id = $1 AND revision = $2",
+                    )
+                    .bind(id)
+                    .bind(expected_revision)
+                    .fetch_optional(&mut *tx)
+                    .await?;
                     (same.is_some(), None)
                 }
             };

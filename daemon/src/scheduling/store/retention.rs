@@ -8,13 +8,13 @@
 //! `SELECT *`, so an archive holds every column a table has at the time.
 
 use serde_json::{Map, Value};
-use sqlx::{
-    Column, Row, Sqlite, SqliteConnection, Transaction, TypeInfo, ValueRef, sqlite::SqliteRow,
-};
+use sqlx::{Any, AnyConnection, Column, Row, Transaction, TypeInfo, ValueRef, any::AnyRow};
 use studio_api::types::{RetentionPolicy, WalCheckpoint};
 use studio_evidence::{GENESIS, digest_of};
 
-use super::{SchedStore, audit::Note};
+use studio_store::Dialect;
+
+use super::{SchedStore, audit::Note, dialect};
 use crate::store::StoreError;
 
 /// A table's rows as JSON objects.
@@ -112,7 +112,7 @@ impl From<sqlx::Error> for RestoreError {
 }
 
 /// One row as a JSON object of its columns.
-pub(crate) fn row_map(row: &SqliteRow) -> Result<Map<String, Value>, sqlx::Error> {
+pub(crate) fn row_map(row: &AnyRow) -> Result<Map<String, Value>, sqlx::Error> {
     let mut out = Map::new();
     for (i, column) in row.columns().iter().enumerate() {
         let raw = row.try_get_raw(i)?;
@@ -120,8 +120,10 @@ pub(crate) fn row_map(row: &SqliteRow) -> Result<Map<String, Value>, sqlx::Error
             Value::Null
         } else {
             match raw.type_info().name() {
-                "INTEGER" => Value::from(row.try_get::<i64, _>(i)?),
-                "REAL" => serde_json::Number::from_f64(row.try_get::<f64, _>(i)?)
+                // The `Any` driver's names: SQLite's INTEGER and PostgreSQL's BIGINT are
+                // both read as BIGINT, REAL and DOUBLE PRECISION as DOUBLE.
+                "BIGINT" | "INTEGER" | "SMALLINT" => Value::from(row.try_get::<i64, _>(i)?),
+                "DOUBLE" | "REAL" => serde_json::Number::from_f64(row.try_get::<f64, _>(i)?)
                     .map_or(Value::Null, Value::Number),
                 "TEXT" => Value::from(row.try_get::<String, _>(i)?),
                 other => {
@@ -138,7 +140,7 @@ pub(crate) fn row_map(row: &SqliteRow) -> Result<Map<String, Value>, sqlx::Error
 }
 
 async fn maps(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     sql: sqlx::AssertSqlSafe<String>,
     ids: &str,
     more: Option<&str>,
@@ -157,11 +159,11 @@ fn json_ids(ids: &[String]) -> String {
 /// The rows a chunk of runs (`?1`) and tasks (`?2`) deletes, and the references to them
 /// it nulls, read in `conn`.
 async fn read_runs_chunk(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     runs: &str,
     tasks: &str,
 ) -> Result<Chunk, sqlx::Error> {
-    const IDS: &str = "(SELECT value FROM json_each(?1))";
+    const IDS: &str = "(SELECT value FROM json_each($1))";
     let tables = vec![
         (
             "runs",
@@ -202,7 +204,7 @@ async fn read_runs_chunk(
             maps(
                 conn,
                 sqlx::AssertSqlSafe(
-                    "SELECT * FROM tasks WHERE id IN (SELECT value FROM json_each(?2)) ORDER BY id"
+                    "SELECT * FROM tasks WHERE id IN (SELECT value FROM json_each($2)) ORDER BY id"
                         .to_owned(),
                 ),
                 runs,
@@ -251,10 +253,10 @@ async fn read_runs_chunk(
 }
 
 async fn read_notifications_chunk(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     ids: &str,
 ) -> Result<Chunk, sqlx::Error> {
-    const IDS: &str = "(SELECT value FROM json_each(?1))";
+    const IDS: &str = "(SELECT value FROM json_each($1))";
     Ok(Chunk {
         ids: Vec::new(),
         tables: vec![
@@ -326,8 +328,8 @@ impl SchedStore {
         let mut tx = self.writer.begin().await?;
         sqlx::query(
             "INSERT INTO retention_policy (id, policy, source, updated_at_ms, updated_by) \
-             VALUES (1, ?1, ?2, ?3, ?4) ON CONFLICT (id) DO UPDATE SET policy = ?1, \
-             source = ?2, updated_at_ms = ?3, updated_by = ?4",
+             VALUES (1, $1, $2, $3, $4) ON CONFLICT (id) DO UPDATE SET policy = $1, \
+             source = $2, updated_at_ms = $3, updated_by = $4",
         )
         .bind(&text)
         .bind(source)
@@ -351,7 +353,7 @@ impl SchedStore {
     ) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar(
             "INSERT INTO retention_passes (trigger, started_at_ms, outcome, archive_dir) \
-             VALUES (?, ?, 'running', ?) RETURNING id",
+             VALUES ($1, $2, 'running', $3) RETURNING id",
         )
         .bind(trigger)
         .bind(at_ms)
@@ -374,8 +376,8 @@ impl SchedStore {
         let at_ms = pass.finished_at_ms.unwrap_or(pass.started_at_ms);
         let mut tx = self.writer.begin().await?;
         sqlx::query(
-            "UPDATE retention_passes SET finished_at_ms = ?, outcome = ?, error = ?, pruned = ?, \
-             archives = ?, chunks = ?, longest_chunk_ms = ?, checkpoint = ? WHERE id = ?",
+            "UPDATE retention_passes SET finished_at_ms = $1, outcome = $2, error = $3, pruned = $4, \
+             archives = $5, chunks = $6, longest_chunk_ms = $7, checkpoint = $8 WHERE id = $9",
         )
         .bind(pass.finished_at_ms)
         .bind(&pass.outcome)
@@ -400,7 +402,7 @@ impl SchedStore {
         let rows = sqlx::query(
             "SELECT id, trigger, started_at_ms, finished_at_ms, outcome, error, archive_dir, \
              pruned, archives, chunks, longest_chunk_ms, checkpoint FROM retention_passes \
-             ORDER BY id DESC LIMIT ?",
+             ORDER BY id DESC LIMIT $1",
         )
         .bind(limit)
         .fetch_all(&self.pool)
@@ -449,7 +451,7 @@ impl SchedStore {
         now_ms: i64,
     ) -> Result<u64, StoreError> {
         Ok(sqlx::query(
-            "UPDATE retention_passes SET outcome = 'failed', finished_at_ms = ?, \
+            "UPDATE retention_passes SET outcome = 'failed', finished_at_ms = $1, \
              error = 'studiod stopped during the pass' WHERE outcome = 'running'",
         )
         .bind(now_ms)
@@ -475,10 +477,10 @@ impl SchedStore {
              COALESCE(schedule_name, '')) ORDER BY created_at_ms DESC, id DESC) AS rn \
              FROM runs WHERE task_id IS NULL) AS c \
              LEFT JOIN schedules AS s ON s.id = c.schedule_id \
-             WHERE c.rn > ?1 AND c.status IN {FINISHED_RUN} AND c.done_ms < ?2 \
-             AND c.created_at_ms < ?3 - 1000 * COALESCE(json_extract(s.spec, \
-             '$.policies.rate_limit.window_seconds'), 0) \
-             ORDER BY c.created_at_ms, c.id LIMIT ?4"
+             WHERE c.rn > $1 AND c.status IN {FINISHED_RUN} AND c.done_ms < $2 \
+             AND c.created_at_ms < $3 - 1000 * COALESCE(CAST(json_extract(s.spec, \
+             '$.policies.rate_limit.window_seconds') AS BIGINT), 0) \
+             ORDER BY c.created_at_ms, c.id LIMIT $4"
         )))
         .bind(keep)
         .bind(cutoff_ms)
@@ -498,8 +500,8 @@ impl SchedStore {
             "SELECT t.id, (SELECT json_group_array(r.id) FROM runs AS r WHERE r.task_id = t.id) \
              FROM (SELECT id, status, created_at_ms, COALESCE(finished_at_ms, updated_at_ms) \
              AS done_ms, ROW_NUMBER() OVER (ORDER BY created_at_ms DESC, id DESC) AS rn \
-             FROM tasks) AS t WHERE t.rn > ?1 AND t.status IN {FINISHED_TASK} \
-             AND t.done_ms < ?2 ORDER BY t.created_at_ms, t.id LIMIT ?3"
+             FROM tasks) AS t WHERE t.rn > $1 AND t.status IN {FINISHED_TASK} \
+             AND t.done_ms < $2 ORDER BY t.created_at_ms, t.id LIMIT $3"
         )))
         .bind(keep)
         .bind(cutoff_ms)
@@ -542,16 +544,16 @@ impl SchedStore {
         let mut tx = self.writer.begin().await?;
         let now = read_runs_chunk(&mut tx, &runs, &tasks).await?;
         let unfinished: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT COUNT(*) FROM runs WHERE (id IN (SELECT value FROM json_each(?1)) \
-             OR task_id IN (SELECT value FROM json_each(?2))) AND status NOT IN {FINISHED_RUN}"
+            "SELECT COUNT(*) FROM runs WHERE (id IN (SELECT value FROM json_each($1)) \
+             OR task_id IN (SELECT value FROM json_each($2))) AND status NOT IN {FINISHED_RUN}"
         )))
         .bind(&runs)
         .bind(&tasks)
         .fetch_one(&mut *tx)
         .await?;
         let rows_of_tasks: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM runs WHERE task_id IN (SELECT value FROM json_each(?2)) \
-             AND id NOT IN (SELECT value FROM json_each(?1))",
+            "SELECT COUNT(*) FROM runs WHERE task_id IN (SELECT value FROM json_each($2)) \
+             AND id NOT IN (SELECT value FROM json_each($1))",
         )
         .bind(&runs)
         .bind(&tasks)
@@ -564,20 +566,20 @@ impl SchedStore {
         {
             return Ok(Deleted::Changed);
         }
-        sqlx::query("DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(?))")
+        sqlx::query("DELETE FROM tasks WHERE id IN (SELECT value FROM json_each($1))")
             .bind(&tasks)
             .execute(&mut *tx)
             .await?;
         for sql in [
-            "DELETE FROM run_transitions WHERE run_id IN (SELECT value FROM json_each(?1))",
-            "DELETE FROM approvals WHERE run_id IN (SELECT value FROM json_each(?1))",
-            "DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?1))",
+            "DELETE FROM run_transitions WHERE run_id IN (SELECT value FROM json_each($1))",
+            "DELETE FROM approvals WHERE run_id IN (SELECT value FROM json_each($1))",
+            "DELETE FROM runs WHERE id IN (SELECT value FROM json_each($1))",
             "UPDATE runs SET chain_parent_id = NULL WHERE chain_parent_id IS NOT NULL \
-             AND chain_parent_id IN (SELECT value FROM json_each(?1))",
+             AND chain_parent_id IN (SELECT value FROM json_each($1))",
             "UPDATE runs SET replaces_run_id = NULL WHERE replaces_run_id IS NOT NULL \
-             AND replaces_run_id IN (SELECT value FROM json_each(?1))",
+             AND replaces_run_id IN (SELECT value FROM json_each($1))",
             "UPDATE notify_outbox SET run_id = NULL WHERE run_id IS NOT NULL \
-             AND run_id IN (SELECT value FROM json_each(?1))",
+             AND run_id IN (SELECT value FROM json_each($1))",
         ] {
             sqlx::query(sql).bind(&runs).execute(&mut *tx).await?;
         }
@@ -594,10 +596,10 @@ impl SchedStore {
     ) -> Result<Vec<String>, StoreError> {
         Ok(sqlx::query_scalar(
             "SELECT id FROM (SELECT id, updated_at_ms FROM notify_outbox \
-             WHERE status = 'delivered' AND updated_at_ms < ?1 \
+             WHERE status = 'delivered' AND updated_at_ms < $1 \
              UNION ALL SELECT id, updated_at_ms FROM notify_outbox \
-             WHERE status = 'dead' AND updated_at_ms < ?2) \
-             ORDER BY updated_at_ms, id LIMIT ?3",
+             WHERE status = 'dead' AND updated_at_ms < $2) AS d \
+             ORDER BY updated_at_ms, id LIMIT $3",
         )
         .bind(delivered_before.unwrap_or(i64::MIN))
         .bind(dead_before.unwrap_or(i64::MIN))
@@ -631,8 +633,8 @@ impl SchedStore {
             return Ok(Deleted::Changed);
         }
         for sql in [
-            "DELETE FROM notify_attempts WHERE delivery_id IN (SELECT value FROM json_each(?1))",
-            "DELETE FROM notify_outbox WHERE id IN (SELECT value FROM json_each(?1))",
+            "DELETE FROM notify_attempts WHERE delivery_id IN (SELECT value FROM json_each($1))",
+            "DELETE FROM notify_outbox WHERE id IN (SELECT value FROM json_each($1))",
         ] {
             sqlx::query(sql).bind(&ids).execute(&mut *tx).await?;
         }
@@ -650,23 +652,23 @@ impl SchedStore {
     ) -> Result<Option<EvidenceChunk>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        let heads: Vec<(i64, i64, bool)> = sqlx::query_as(
-            "SELECT e.seq, e.at_ms, e.run_id IS NULL OR NOT EXISTS \
-             (SELECT 1 FROM runs AS r WHERE r.id = e.run_id) FROM evidence AS e \
-             ORDER BY e.seq LIMIT ?",
+        let heads: Vec<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT e.seq, e.at_ms, CASE WHEN e.run_id IS NULL OR NOT EXISTS \
+             (SELECT 1 FROM runs AS r WHERE r.id = e.run_id) THEN 1 ELSE 0 END FROM evidence AS e \
+             ORDER BY e.seq LIMIT $1",
         )
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?;
         let take = heads
             .iter()
-            .take_while(|(_, at, gone)| *at < cutoff_ms && *gone)
+            .take_while(|(_, at, gone)| *at < cutoff_ms && *gone != 0)
             .count();
         let Some(&(last_seq, _, _)) = take.checked_sub(1).and_then(|i| heads.get(i)) else {
             return Ok(None);
         };
         let first_seq = heads[0].0;
-        let rows = sqlx::query("SELECT * FROM evidence WHERE seq BETWEEN ? AND ? ORDER BY seq")
+        let rows = sqlx::query("SELECT * FROM evidence WHERE seq BETWEEN $1 AND $2 ORDER BY seq")
             .bind(first_seq)
             .bind(last_seq)
             .fetch_all(&mut *tx)
@@ -675,7 +677,7 @@ impl SchedStore {
             .map(row_map)
             .collect::<Result<Rows, _>>()?;
         let previous: Option<String> = sqlx::query_scalar(
-            "SELECT chain_sha256 FROM evidence_checkpoint WHERE through_seq = ?",
+            "SELECT chain_sha256 FROM evidence_checkpoint WHERE through_seq = $1",
         )
         .bind(first_seq - 1)
         .fetch_optional(&mut *tx)
@@ -723,15 +725,15 @@ impl SchedStore {
         }
         sqlx::query(
             "INSERT INTO evidence_checkpoint (id, through_seq, chain_sha256, at_ms) \
-             VALUES (1, ?1, ?2, ?3) ON CONFLICT (id) DO UPDATE SET through_seq = ?1, \
-             chain_sha256 = ?2, at_ms = ?3",
+             VALUES (1, $1, $2, $3) ON CONFLICT (id) DO UPDATE SET through_seq = $1, \
+             chain_sha256 = $2, at_ms = $3",
         )
         .bind(chunk.last_seq)
         .bind(&chunk.last_chain)
         .bind(at_ms)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("DELETE FROM evidence WHERE seq <= ?")
+        sqlx::query("DELETE FROM evidence WHERE seq <= $1")
             .bind(chunk.last_seq)
             .execute(&mut *tx)
             .await?;
@@ -742,8 +744,8 @@ impl SchedStore {
     /// The bytes of run logs still kept, as the runs record them.
     pub(in crate::scheduling) async fn kept_log_bytes(&self) -> Result<u64, StoreError> {
         let total: i64 = sqlx::query_scalar(
-            "SELECT COALESCE(SUM(COALESCE(stdout_bytes, 0) + COALESCE(stderr_bytes, 0)), 0) \
-             FROM runs WHERE logs_pruned_at_ms IS NULL",
+            "SELECT CAST(COALESCE(SUM(COALESCE(stdout_bytes, 0) + COALESCE(stderr_bytes, 0)), 0) \
+             AS BIGINT) FROM runs WHERE logs_pruned_at_ms IS NULL",
         )
         .fetch_one(&self.pool)
         .await?;
@@ -758,7 +760,7 @@ impl SchedStore {
         let rows: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT id, COALESCE(stdout_bytes, 0) + COALESCE(stderr_bytes, 0) FROM runs \
              WHERE logs_pruned_at_ms IS NULL AND finished_at_ms IS NOT NULL \
-             AND status IN {FINISHED_RUN} ORDER BY finished_at_ms, id LIMIT ?"
+             AND status IN {FINISHED_RUN} ORDER BY finished_at_ms, id LIMIT $1"
         )))
         .bind(limit)
         .fetch_all(&self.pool)
@@ -776,8 +778,8 @@ impl SchedStore {
         at_ms: i64,
     ) -> Result<Vec<String>, StoreError> {
         Ok(sqlx::query_scalar(
-            "UPDATE runs SET logs_pruned_at_ms = ?2 WHERE id IN \
-             (SELECT value FROM json_each(?1)) AND logs_pruned_at_ms IS NULL RETURNING id",
+            "UPDATE runs SET logs_pruned_at_ms = $2 WHERE id IN \
+             (SELECT value FROM json_each($1)) AND logs_pruned_at_ms IS NULL RETURNING id",
         )
         .bind(json_ids(ids))
         .bind(at_ms)
@@ -792,21 +794,25 @@ impl SchedStore {
         ids: &[String],
     ) -> Result<Vec<String>, StoreError> {
         Ok(
-            sqlx::query_scalar("SELECT id FROM runs WHERE id IN (SELECT value FROM json_each(?))")
+            sqlx::query_scalar("SELECT id FROM runs WHERE id IN (SELECT value FROM json_each($1))")
                 .bind(json_ids(ids))
                 .fetch_all(&self.pool)
                 .await?,
         )
     }
 
-    /// `PRAGMA wal_checkpoint(TRUNCATE)` on the writer: (busy, log frames, checkpointed).
+    /// `PRAGMA wal_checkpoint(TRUNCATE)` on the writer: (busy, log frames, checkpointed);
+    /// `None` on PostgreSQL, which checkpoints its own log.
     pub(in crate::scheduling) async fn checkpoint_wal(
         &self,
-    ) -> Result<(bool, i64, i64), StoreError> {
+    ) -> Result<Option<(bool, i64, i64)>, StoreError> {
+        if self.dialect == Dialect::Postgres {
+            return Ok(None);
+        }
         let (busy, log, done): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
             .fetch_one(&self.writer)
             .await?;
-        Ok((busy != 0, log, done))
+        Ok(Some((busy != 0, log, done)))
     }
 
     /// Puts archived rows back in one transaction: every row is inserted (any that is
@@ -848,9 +854,9 @@ impl SchedStore {
 
 /// The tables a restore may insert into, and the columns of each.
 async fn restorable_columns(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     table: &str,
-) -> Result<Vec<String>, RestoreError> {
+) -> Result<Vec<(String, Option<String>)>, RestoreError> {
     const TABLES: [&str; 6] = [
         "runs",
         "run_transitions",
@@ -864,30 +870,66 @@ async fn restorable_columns(
             "an archive's rows of {table:?} are not restored"
         )));
     };
-    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT name FROM pragma_table_info('{table}')"
-    )))
-    .fetch_all(&mut **tx)
-    .await?)
+    Ok(live_columns(tx, table).await?)
+}
+
+/// A table's columns from the live schema, each with the type a bound value is cast to on
+/// PostgreSQL (`None` on SQLite, whose column affinity converts a bound value itself).
+/// `table` is one of ours, never an archive's text.
+async fn live_columns(
+    tx: &mut Transaction<'_, Any>,
+    table: &str,
+) -> Result<Vec<(String, Option<String>)>, sqlx::Error> {
+    Ok(match dialect::of(tx) {
+        Dialect::Sqlite => sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(format!(
+            "SELECT name FROM pragma_table_info('{table}')"
+        )))
+        .fetch_all(&mut **tx)
+        .await?
+        .into_iter()
+        .map(|name| (name, None))
+        .collect(),
+        Dialect::Postgres => sqlx::query_as::<_, (String, String)>(
+            "SELECT column_name::text, data_type::text FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = $1 \
+             ORDER BY ordinal_position",
+        )
+        .bind(table)
+        .fetch_all(&mut **tx)
+        .await?
+        .into_iter()
+        .map(|(name, ty)| (name, Some(ty)))
+        .collect(),
+    })
+}
+
+/// The `n`th mark, cast to `ty` where the database needs it.
+fn mark(n: usize, ty: Option<&str>) -> String {
+    match ty {
+        Some(ty) => format!("CAST(${n} AS {ty})"),
+        None => format!("${n}"),
+    }
 }
 
 async fn insert_row(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     table: &str,
-    columns: &[String],
+    columns: &[(String, Option<String>)],
     row: &Map<String, Value>,
 ) -> Result<(), RestoreError> {
     let mut names = Vec::with_capacity(row.len());
+    let mut marks = Vec::with_capacity(row.len());
     for name in row.keys() {
         // Only names the table has reach the statement: an archive names nothing else.
-        let Some(known) = columns.iter().find(|c| *c == name) else {
+        let Some((known, ty)) = columns.iter().find(|(c, _)| c == name) else {
             return Err(RestoreError::Invalid(format!(
                 "{table} has no column {name:?}"
             )));
         };
         names.push(known.as_str());
+        marks.push(mark(marks.len() + 1, ty.as_deref()));
     }
-    let marks = vec!["?"; names.len()].join(", ");
+    let marks = marks.join(", ");
     let sql = format!(
         "INSERT INTO {table} ({}) VALUES ({marks})",
         names.join(", ")
@@ -901,7 +943,13 @@ async fn insert_row(
         } else {
             value.clone()
         };
+        // On PostgreSQL every value goes as text that its mark casts to the column's type:
+        // rows bind NULLs and values to the same statement, whose parameter types
+        // PostgreSQL keeps from the first (see `super::real`).
+        let as_text = columns.iter().any(|(_, ty)| ty.is_some());
         q = match value {
+            Value::Null if as_text => q.bind(None::<String>),
+            Value::Number(n) if as_text => q.bind(n.to_string()),
             Value::Null => q.bind(None::<i64>),
             Value::Number(n) if n.is_i64() => q.bind(n.as_i64()),
             Value::Number(n) => q.bind(n.as_f64()),
@@ -930,14 +978,11 @@ async fn insert_row(
     }
 }
 
-async fn schedule_or_null(
-    tx: &mut Transaction<'_, Sqlite>,
-    id: &Value,
-) -> Result<Value, sqlx::Error> {
+async fn schedule_or_null(tx: &mut Transaction<'_, Any>, id: &Value) -> Result<Value, sqlx::Error> {
     let Some(id) = id.as_str() else {
         return Ok(Value::Null);
     };
-    let found: Option<String> = sqlx::query_scalar("SELECT id FROM schedules WHERE id = ?")
+    let found: Option<String> = sqlx::query_scalar("SELECT id FROM schedules WHERE id = $1")
         .bind(id)
         .fetch_optional(&mut **tx)
         .await?;
@@ -947,7 +992,7 @@ async fn schedule_or_null(
 /// Inserting a run counts it in the hourly counts and its schedule's spend, which kept
 /// counting it when it was pruned: the insertion's additions are taken back.
 async fn take_back_rollups(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     run: &Map<String, Value>,
 ) -> Result<(), sqlx::Error> {
     let created = run
@@ -955,8 +1000,8 @@ async fn take_back_rollups(
         .and_then(Value::as_i64)
         .unwrap_or(0);
     sqlx::query(
-        "UPDATE run_counts_hourly SET runs = runs - 1 WHERE hour_ms = ?1 - ?1 % 3600000 \
-         AND status = ?2",
+        "UPDATE run_counts_hourly SET runs = runs - 1 WHERE hour_ms = $1 - $1 % 3600000 \
+         AND status = $2",
     )
     .bind(created)
     .bind(text(run.get("status")))
@@ -966,7 +1011,7 @@ async fn take_back_rollups(
         run.get("cost_usd").and_then(Value::as_f64),
         text(run.get("schedule_id")),
     ) {
-        sqlx::query("UPDATE schedules SET spend_usd = spend_usd - ? WHERE id = ?")
+        sqlx::query("UPDATE schedules SET spend_usd = spend_usd - $1 WHERE id = $2")
             .bind(cost)
             .bind(schedule)
             .execute(&mut **tx)
@@ -977,7 +1022,7 @@ async fn take_back_rollups(
 
 /// Sets back the columns a prune changed on a row it kept; 1 when the row is there.
 async fn set_back_row(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     table: &str,
     row: &Map<String, Value>,
 ) -> Result<u64, RestoreError> {
@@ -1016,8 +1061,14 @@ async fn set_back_row(
                 )));
             }
         };
+        let ty = live_columns(tx, table)
+            .await?
+            .into_iter()
+            .find(|(c, _)| c == column)
+            .and_then(|(_, ty)| ty);
         let done = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE {table} SET {column} = ? WHERE id = ?"
+            "UPDATE {table} SET {column} = {} WHERE id = $2",
+            mark(1, ty.as_deref())
         )))
         .bind(value)
         .bind(id)

@@ -3,7 +3,7 @@
 //! and replacement of a run never launched, the run reads and lists, and the hourly run
 //! counts.
 
-use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 use studio_runner::ProcessIdentity;
 
 use super::{
@@ -11,7 +11,9 @@ use super::{
     approvals::{self, Consumed},
     audit::{self, Note},
     events::{append_event, run_event},
-    is_unique_violation, notify, tasks,
+    is_unique_violation, notify,
+    statement::Statement,
+    tasks,
 };
 use crate::{
     scheduling::{
@@ -36,7 +38,7 @@ const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, r
     pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id, task_id, \
     worker_id, retry_at_ms";
 
-pub(super) fn run_from(r: &SqliteRow) -> Result<RunRow, sqlx::Error> {
+pub(super) fn run_from(r: &AnyRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
         id: r.try_get("id")?,
         schedule_id: r.try_get("schedule_id")?,
@@ -189,41 +191,52 @@ pub(crate) struct RunFilter {
 }
 
 /// The run list's statement. It names only the filters given (fixed fragments; values
-/// are bound as `?1`…`?9`), so SQLite walks the index that matches them: written as
-/// `(?1 IS NULL OR schedule_id = ?1)` the plan could use no index for either filter.
-fn runs_query(f: &RunFilter) -> String {
-    let mut clauses = vec!["1"];
-    if f.schedule_id.is_some() {
-        clauses.push("schedule_id = ?1");
+/// are bound), so SQLite walks the index that matches them: written as
+/// `(? IS NULL OR schedule_id = ?)` the plan could use no index for either filter.
+fn runs_query(f: &RunFilter) -> Statement {
+    let mut sql = Statement::new(format!("SELECT {RUN_LIST_COLUMNS} FROM runs WHERE TRUE"));
+    if let Some(id) = &f.schedule_id {
+        sql.push(" AND schedule_id = ?").bind(id.clone());
     }
-    match f.statuses.len() {
-        0 => {}
-        1 => clauses.push("status = ?2"),
-        _ => clauses.push("status IN (SELECT value FROM json_each(?2))"),
+    match f.statuses.as_slice() {
+        [] => {}
+        [one] => {
+            sql.push(" AND status = ?").bind(one.as_str().to_owned());
+        }
+        many => {
+            let words: Vec<&str> = many.iter().map(|s| s.as_str()).collect();
+            sql.push(" AND status IN (SELECT value FROM json_each(?))")
+                .bind(serde_json::to_string(&words).unwrap_or_else(|_| "[]".into()));
+        }
     }
-    if f.name_contains.is_some() {
-        clauses.push("instr(lower(schedule_name), lower(?8)) > 0");
+    if let Some(part) = &f.name_contains {
+        sql.push(" AND instr(lower(schedule_name), lower(?)) > 0")
+            .bind(part.clone());
     }
-    if f.project.is_some() {
-        clauses.push("substr(schedule_name, 1, length(?9) + 1) = ?9 || '/'");
+    if let Some(project) = &f.project {
+        sql.push(" AND substr(schedule_name, 1, length(?) + 1) = ? || '/'")
+            .bind(project.clone())
+            .bind(project.clone());
     }
-    if f.since_ms.is_some() {
-        clauses.push("created_at_ms >= ?3");
+    if let Some(since) = f.since_ms {
+        sql.push(" AND created_at_ms >= ?").bind(since);
     }
-    if f.until_ms.is_some() {
-        clauses.push("created_at_ms < ?4");
+    if let Some(until) = f.until_ms {
+        sql.push(" AND created_at_ms < ?").bind(until);
     }
-    if f.before.is_some() {
-        clauses.push("(created_at_ms < ?5 OR (created_at_ms = ?5 AND id < ?6))");
+    if let Some((at, id)) = &f.before {
+        sql.push(" AND (created_at_ms < ? OR (created_at_ms = ? AND id < ?))")
+            .bind(*at)
+            .bind(*at)
+            .bind(id.clone());
     }
-    format!(
-        "SELECT {RUN_LIST_COLUMNS} FROM runs WHERE {} ORDER BY created_at_ms DESC, id DESC LIMIT ?7",
-        clauses.join(" AND ")
-    )
+    sql.push(" ORDER BY created_at_ms DESC, id DESC LIMIT ?")
+        .bind(f.limit);
+    sql
 }
 
 pub(super) async fn record_transition(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     run_id: &str,
     from: Option<RunStatus>,
     to: RunStatus,
@@ -232,7 +245,7 @@ pub(super) async fn record_transition(
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO run_transitions (run_id, from_status, to_status, reason, at_ms) \
-         VALUES (?, ?, ?, ?, ?)",
+         VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(run_id)
     .bind(from.map(RunStatus::as_str))
@@ -245,7 +258,7 @@ pub(super) async fn record_transition(
 }
 
 pub(super) async fn insert_run(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     run: &NewRun,
     now_ms: i64,
 ) -> Result<RunRow, sqlx::Error> {
@@ -255,8 +268,8 @@ pub(super) async fn insert_run(
          action, scheduled_at_ms, created_at_ms, finished_at_ms, counted, chain_parent_id, \
          chain_depth, replaces_run_id, follow_ups, attempt, approval_id, task_id, worker_id, \
          fence, lease_expires_at_ms) \
-         VALUES (?1, ?2, (SELECT name FROM schedules WHERE id = ?2), ?3, ?4, ?5, ?6, ?7, ?8, ?9, \
-         ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21) RETURNING {RUN_COLUMNS}"
+         VALUES ($1, $2, (SELECT name FROM schedules WHERE id = $2), $3, $4, $5, $6, $7, $8, $9, \
+         $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) RETURNING {RUN_COLUMNS}"
     )))
     .bind(&run.id)
     .bind(&run.schedule_id)
@@ -311,11 +324,11 @@ impl<'a> Step<'a> {
 
 /// One run, read inside a write.
 pub(super) async fn run_by_id(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     id: &str,
 ) -> Result<Option<RunRow>, sqlx::Error> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"
+        "SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"
     )))
     .bind(id)
     .fetch_optional(&mut **tx)
@@ -326,7 +339,7 @@ pub(super) async fn run_by_id(
 /// The compare-and-set of `step` with its transition, in `tx`; `None` when the run was
 /// not in `step.from`. A task's attempt moves its task too (its event into `events`).
 pub(super) async fn step_in(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     id: &str,
     step: &Step<'_>,
     now_ms: i64,
@@ -342,14 +355,14 @@ pub(super) async fn step_in(
     let f = finish.cloned().unwrap_or_default();
     let error_line = error_line(to, &f);
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE runs SET status = ?, reason = COALESCE(?, reason), \
-         finished_at_ms = CASE WHEN ? THEN ? ELSE finished_at_ms END, \
-         exit_code = COALESCE(?, exit_code), signal = COALESCE(?, signal), \
-         stdout_tail = COALESCE(?, stdout_tail), stderr_tail = COALESCE(?, stderr_tail), \
-         stdout_bytes = COALESCE(?, stdout_bytes), stderr_bytes = COALESCE(?, stderr_bytes), \
-         cost_usd = COALESCE(?, cost_usd), tokens = COALESCE(?, tokens), \
-         error_line = COALESCE(?, error_line), counted = CASE WHEN ? THEN 1 ELSE counted END \
-         WHERE id = ? AND status = ? RETURNING {RUN_COLUMNS}"
+        "UPDATE runs SET status = $1, reason = COALESCE($2, reason), \
+         finished_at_ms = CASE WHEN $3 THEN $4 ELSE finished_at_ms END, \
+         exit_code = COALESCE($5, exit_code), signal = COALESCE($6, signal), \
+         stdout_tail = COALESCE($7, stdout_tail), stderr_tail = COALESCE($8, stderr_tail), \
+         stdout_bytes = COALESCE($9, stdout_bytes), stderr_bytes = COALESCE($10, stderr_bytes), \
+         cost_usd = COALESCE(CAST($11 AS DOUBLE PRECISION), cost_usd), tokens = COALESCE($12, tokens), \
+         error_line = COALESCE($13, error_line), counted = CASE WHEN $14 THEN 1 ELSE counted END \
+         WHERE id = $15 AND status = $16 RETURNING {RUN_COLUMNS}"
     )))
     .bind(to.as_str())
     .bind(reason)
@@ -361,7 +374,7 @@ pub(super) async fn step_in(
     .bind(f.stderr_tail)
     .bind(f.stdout_bytes)
     .bind(f.stderr_bytes)
-    .bind(f.cost_usd)
+    .bind(super::real(f.cost_usd))
     .bind(f.tokens)
     .bind(error_line)
     .bind(count)
@@ -402,21 +415,21 @@ impl SchedStore {
             // count after this claim.
             let moved: Option<Option<i64>> = match cursor {
                 Cursor::Advance { expected, next } => sqlx::query_scalar(
-                    "UPDATE schedules SET last_fired_at_ms = ?1, runs_counted = runs_counted + ?2, \
-                     next_fire_at_ms = CASE WHEN max_runs IS NOT NULL AND runs_counted + ?2 >= max_runs \
-                     THEN NULL ELSE ?3 END \
-                     WHERE id = ?4 AND enabled = 1 AND next_fire_at_ms = ?1 \
-                     AND (?2 = 0 OR max_runs IS NULL OR runs_counted < max_runs) RETURNING next_fire_at_ms",
+                    "UPDATE schedules SET last_fired_at_ms = $1, runs_counted = runs_counted + $2, \
+                     next_fire_at_ms = CASE WHEN max_runs IS NOT NULL AND runs_counted + $2 >= max_runs \
+                     THEN NULL ELSE $3 END \
+                     WHERE id = $4 AND enabled = 1 AND next_fire_at_ms = $1 \
+                     AND ($2 = 0 OR max_runs IS NULL OR runs_counted < max_runs) RETURNING next_fire_at_ms",
                 )
                 .bind(expected)
                 .bind(counted)
                 .bind(next)
                 .bind(schedule_id),
                 Cursor::Keep => sqlx::query_scalar(
-                    "UPDATE schedules SET runs_counted = runs_counted + ?1, \
-                     next_fire_at_ms = CASE WHEN max_runs IS NOT NULL AND runs_counted + ?1 >= max_runs \
+                    "UPDATE schedules SET runs_counted = runs_counted + $1, \
+                     next_fire_at_ms = CASE WHEN max_runs IS NOT NULL AND runs_counted + $1 >= max_runs \
                      THEN NULL ELSE next_fire_at_ms END \
-                     WHERE id = ?2 AND (?1 = 0 OR max_runs IS NULL OR runs_counted < max_runs) \
+                     WHERE id = $2 AND ($1 = 0 OR max_runs IS NULL OR runs_counted < max_runs) \
                      RETURNING next_fire_at_ms",
                 )
                 .bind(counted)
@@ -426,7 +439,7 @@ impl SchedStore {
             .await?;
             let Some(after) = moved else {
                 let exhausted: Option<i64> = sqlx::query_scalar(
-                    "SELECT 1 FROM schedules WHERE id = ? AND max_runs IS NOT NULL AND runs_counted >= max_runs",
+                    "SELECT 1 FROM schedules WHERE id = $1 AND max_runs IS NOT NULL AND runs_counted >= max_runs",
                 )
                 .bind(schedule_id)
                 .fetch_optional(&mut *tx)
@@ -435,7 +448,7 @@ impl SchedStore {
                     return Ok(Claim::Lost);
                 }
                 if let Cursor::Advance { expected, .. } = cursor {
-                    sqlx::query("UPDATE schedules SET next_fire_at_ms = NULL WHERE id = ? AND next_fire_at_ms = ?")
+                    sqlx::query("UPDATE schedules SET next_fire_at_ms = NULL WHERE id = $1 AND next_fire_at_ms = $2")
                         .bind(schedule_id)
                         .bind(expected)
                         .execute(&mut *tx)
@@ -450,7 +463,7 @@ impl SchedStore {
         if let Some(failed) = &run.replaces_run_id {
             let taken = sqlx::query(
                 "UPDATE runs SET retry_at_ms = NULL, occurrence_key = NULL \
-                 WHERE id = ? AND retry_at_ms IS NOT NULL",
+                 WHERE id = $1 AND retry_at_ms IS NOT NULL",
             )
             .bind(failed)
             .execute(&mut *tx)
@@ -584,9 +597,9 @@ impl SchedStore {
         let mut tx = self.writer.begin().await?;
         // `approval_id`: an approved run's launch is evidence too.
         let stamped: Option<Option<String>> = sqlx::query_scalar(
-            "UPDATE runs SET dispatched_at_ms = ?, pid = ?, pid_start_ticks = ?, boot_id = ?, \
-             program = COALESCE(?, program), deadline_at_ms = COALESCE(?, deadline_at_ms) \
-             WHERE id = ? AND dispatched_at_ms IS NULL RETURNING approval_id",
+            "UPDATE runs SET dispatched_at_ms = $1, pid = $2, pid_start_ticks = $3, boot_id = $4, \
+             program = COALESCE($5, program), deadline_at_ms = COALESCE($6, deadline_at_ms) \
+             WHERE id = $7 AND dispatched_at_ms IS NULL RETURNING approval_id",
         )
         .bind(now_ms)
         .bind(i64::from(pid))
@@ -616,8 +629,8 @@ impl SchedStore {
     ) -> Result<Option<(RunRow, Vec<EventRow>)>, StoreError> {
         let mut tx = self.writer.begin().await?;
         let done = sqlx::query(
-            "UPDATE runs SET status = 'failed', reason = 'never_dispatched', finished_at_ms = ?, \
-             occurrence_key = NULL WHERE id = ? AND status = 'running' AND dispatched_at_ms IS NULL",
+            "UPDATE runs SET status = 'failed', reason = 'never_dispatched', finished_at_ms = $1, \
+             occurrence_key = NULL WHERE id = $2 AND status = 'running' AND dispatched_at_ms IS NULL",
         )
         .bind(now_ms)
         .bind(&old.id)
@@ -674,7 +687,7 @@ impl SchedStore {
 
     pub(crate) async fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"
+            "SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"
         )))
         .bind(id)
         .fetch_optional(&self.pool)
@@ -685,7 +698,7 @@ impl SchedStore {
     /// Ended runs whose retry is due by `now_ms`, soonest first.
     pub(crate) async fn due_retries(&self, now_ms: i64) -> Result<Vec<RunRow>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {RUN_COLUMNS} FROM runs WHERE retry_at_ms <= ? ORDER BY retry_at_ms LIMIT 100"
+            "SELECT {RUN_COLUMNS} FROM runs WHERE retry_at_ms <= $1 ORDER BY retry_at_ms LIMIT 100"
         )))
         .bind(now_ms)
         .fetch_all(&self.pool)
@@ -704,7 +717,7 @@ impl SchedStore {
 
     /// Gives up a pending retry (its schedule is gone or disabled).
     pub(in crate::scheduling) async fn drop_retry(&self, run_id: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET retry_at_ms = NULL WHERE id = ?")
+        sqlx::query("UPDATE runs SET retry_at_ms = NULL WHERE id = $1")
             .bind(run_id)
             .execute(&self.writer)
             .await?;
@@ -723,7 +736,7 @@ impl SchedStore {
 
     pub(crate) async fn transitions(&self, run_id: &str) -> Result<Vec<TransitionRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT from_status, to_status, reason, at_ms FROM run_transitions WHERE run_id = ? ORDER BY id",
+            "SELECT from_status, to_status, reason, at_ms FROM run_transitions WHERE run_id = $1 ORDER BY id",
         )
         .bind(run_id)
         .fetch_all(&self.pool)
@@ -743,27 +756,8 @@ impl SchedStore {
 
     /// Runs newest first, filtered, after the cursor, without their log tails.
     pub(crate) async fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
-        let (before_at, before_id) = f
-            .before
-            .clone()
-            .map_or((None, None), |(a, i)| (Some(a), Some(i)));
-        let rows = sqlx::query(sqlx::AssertSqlSafe(runs_query(f)))
-            .bind(&f.schedule_id)
-            .bind(match f.statuses.as_slice() {
-                [one] => Some(one.as_str().to_owned()),
-                [] => None,
-                many => Some(
-                    serde_json::to_string(&many.iter().map(|s| s.as_str()).collect::<Vec<_>>())
-                        .unwrap_or_else(|_| "[]".into()),
-                ),
-            })
-            .bind(f.since_ms)
-            .bind(f.until_ms)
-            .bind(before_at)
-            .bind(before_id)
-            .bind(f.limit)
-            .bind(&f.name_contains)
-            .bind(&f.project)
+        let rows = runs_query(f)
+            .query(self.dialect)?
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)
@@ -772,7 +766,7 @@ impl SchedStore {
     /// Deletes a run, as retention will.
     #[cfg(test)]
     pub(crate) async fn delete_run(&self, id: &str) {
-        sqlx::query("DELETE FROM runs WHERE id = ?")
+        sqlx::query("DELETE FROM runs WHERE id = $1")
             .bind(id)
             .execute(&self.writer)
             .await
@@ -786,7 +780,7 @@ impl SchedStore {
         since_ms: i64,
     ) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT COUNT(*) FROM runs WHERE schedule_id = ? AND created_at_ms >= ? \
+            "SELECT COUNT(*) FROM runs WHERE schedule_id = $1 AND created_at_ms >= $2 \
              AND status <> 'skipped' AND kind <> 'chain' AND replaces_run_id IS NULL",
         )
         .bind(schedule_id)
@@ -804,7 +798,7 @@ impl SchedStore {
         id: &str,
     ) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND (created_at_ms, id) < (?, ?)",
+            "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND (created_at_ms, id) < ($1, $2)",
         )
         .bind(created_at_ms)
         .bind(id)
@@ -828,7 +822,7 @@ impl SchedStore {
     ) -> Result<Vec<(i64, String, i64)>, StoreError> {
         let rows = sqlx::query_as(
             "SELECT hour_ms, status, runs FROM run_counts_hourly \
-             WHERE hour_ms >= ?1 - ?1 % 3600000 AND runs > 0 ORDER BY hour_ms, status",
+             WHERE hour_ms >= $1 - $1 % 3600000 AND runs > 0 ORDER BY hour_ms, status",
         )
         .bind(since_ms)
         .fetch_all(&self.pool)
@@ -841,7 +835,7 @@ impl SchedStore {
         &self,
         before_ms: i64,
     ) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM run_counts_hourly WHERE hour_ms < ?")
+        let done = sqlx::query("DELETE FROM run_counts_hourly WHERE hour_ms < $1")
             .bind(before_ms)
             .execute(&self.writer)
             .await?;

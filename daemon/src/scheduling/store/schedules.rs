@@ -2,15 +2,17 @@
 //! delete), the queue's cursors, the derived cadence, and the reads the API and the
 //! engine make of schedules and their rollups (spend, health counts).
 
-use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 use studio_api::ScheduleOp;
 
 use super::{
     SchedStore,
     approvals::restate,
     audit::{self, Note},
+    dialect,
     events::{append_event, schedule_event},
     is_unique_violation,
+    statement::Statement,
 };
 use crate::{
     audit::{Actor, Kind},
@@ -28,52 +30,55 @@ const SCHEDULE_COLUMNS: &str = "id, name, spec, enabled, trigger_kind, timezone,
 /// The rollup columns the database keeps on each schedule (read, never written from Rust).
 /// [`SchedStore::up_next`]'s statement.
 pub(in crate::scheduling) const UP_NEXT: &str = "SELECT id, name, next_fire_at_ms FROM schedules INDEXED BY schedules_due \
-    WHERE enabled = 1 AND next_fire_at_ms IS NOT NULL ORDER BY next_fire_at_ms, name LIMIT ?";
+    WHERE enabled = 1 AND next_fire_at_ms IS NOT NULL ORDER BY next_fire_at_ms, name LIMIT $1";
 
 const STATS_COLUMNS: &str = "has_runs, last_outcome, last_outcome_at_ms, spend_usd, recent_runs";
 
-/// [`SchedStore::list_schedules`]'s statement for `f`: `?1` enabled, `?2` a name's part,
-/// `?3` the name to list after, `?4` the limit, `?5` now and `?6` the healths (a JSON
-/// array). It names only the filters given (fixed fragments; values are bound), as the
-/// runs list does: a condition written `(?1 IS NULL OR …)` costs its evaluation on every
+/// [`SchedStore::list_schedules`]'s statement for `f` (health as of `now_ms`). It names
+/// only the filters given (fixed fragments; values are bound), as the runs list does: a
+/// condition written `(? IS NULL OR …)` costs its evaluation on every
 /// row scanned. In name order through `schedules_health`, whose columns answer every
 /// condition, so a row is read from the table only once it matched.
-pub(in crate::scheduling) fn list_sql(f: &ScheduleFilter<'_>) -> String {
-    let mut clauses = vec!["1".to_owned()];
-    if f.enabled.is_some() {
-        clauses.push("enabled = ?1".into());
+pub(in crate::scheduling) fn list_sql(f: &ScheduleFilter<'_>, now_ms: i64) -> Statement {
+    let mut sql = Statement::new(format!(
+        "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules INDEXED BY schedules_health \
+         WHERE TRUE"
+    ));
+    if let Some(enabled) = f.enabled {
+        sql.push(" AND enabled = ?").bind(i64::from(enabled));
     }
-    if f.query.is_some() {
-        clauses.push("instr(lower(name), lower(?2)) > 0".into());
+    if let Some(query) = f.query {
+        sql.push(" AND instr(lower(name), lower(?)) > 0")
+            .bind(query.to_owned());
     }
-    if f.after_name.is_some() {
-        clauses.push("name > ?3".into());
+    if let Some(after) = f.after_name {
+        sql.push(" AND name > ?").bind(after.to_owned());
     }
     if !f.health.is_empty() {
-        clauses.push(format!(
-            "({}) IN (SELECT value FROM json_each(?6))",
-            health_sql(5)
-        ));
+        sql.push(&format!(
+            " AND ({}) IN (SELECT value FROM json_each(?))",
+            health_sql("?")
+        ))
+        .bind(now_ms)
+        .bind(serde_json::to_string(f.health).unwrap_or_else(|_| "[]".into()));
     }
-    format!(
-        "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules INDEXED BY schedules_health \
-         WHERE {} ORDER BY name LIMIT ?4",
-        clauses.join(" AND ")
-    )
+    sql.push(" ORDER BY name LIMIT ?").bind(f.limit);
+    sql
 }
 
-/// [`SchedStore::health_counts`]'s statement (`?1` now). Health is computed once per
+/// [`SchedStore::health_counts`]'s statement (`$1` now). Health is computed once per
 /// row in the subquery (its `LIMIT -1` keeps SQLite from folding it into the grouping,
 /// which computes it again per row and sorts wider records: 3.4 ms against 1.3 ms for
 /// 10,000 schedules), from `schedules_health` alone (migration 0014).
 pub(in crate::scheduling) fn health_counts_sql() -> String {
     format!(
-        "SELECT health, COUNT(*) FROM (SELECT {} AS health FROM schedules LIMIT -1) GROUP BY 1",
-        health_sql(1)
+        "SELECT health, COUNT(*) FROM (SELECT {} AS health FROM schedules LIMIT -1) AS h \
+         GROUP BY 1",
+        health_sql("$1")
     )
 }
 
-fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
+fn schedule_from(r: &AnyRow) -> Result<ScheduleRow, sqlx::Error> {
     Ok(ScheduleRow {
         id: r.try_get("id")?,
         name: r.try_get("name")?,
@@ -98,7 +103,7 @@ fn schedule_from(r: &SqliteRow) -> Result<ScheduleRow, sqlx::Error> {
     })
 }
 
-fn stats_from(r: &SqliteRow) -> Result<ScheduleStats, sqlx::Error> {
+fn stats_from(r: &AnyRow) -> Result<ScheduleStats, sqlx::Error> {
     let status: Option<String> = r.try_get("last_outcome")?;
     let at: Option<i64> = r.try_get("last_outcome_at_ms")?;
     Ok(ScheduleStats {
@@ -133,12 +138,12 @@ pub(crate) struct ScheduleFilter<'a> {
 
 /// Inserts a schedule row; `false` when its name is taken (nothing written).
 pub(super) async fn insert_row(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     row: &ScheduleRow,
 ) -> Result<bool, sqlx::Error> {
     let inserted = sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO schedules ({SCHEDULE_COLUMNS}) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
     )))
     .bind(&row.id)
     .bind(&row.name)
@@ -170,15 +175,15 @@ pub(super) async fn insert_row(
 /// Replaces a schedule's authored fields if its revision is still `expected_revision`
 /// (the counters the engine owns, `runs_counted` and `last_fired_at_ms`, are left alone).
 pub(super) async fn update_row(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     row: &ScheduleRow,
     expected_revision: i64,
 ) -> Result<bool, sqlx::Error> {
     let updated = sqlx::query(
-        "UPDATE schedules SET name = ?, spec = ?, enabled = ?, trigger_kind = ?, timezone = ?, \
-         timezone_source = ?, anchor_ms = ?, next_fire_at_ms = ?, cadence_ms = ?, max_runs = ?, \
-         updated_at_ms = ?, revision = ?, managed_by = ?, owner_key = ?, source = ? \
-         WHERE id = ? AND revision = ?",
+        "UPDATE schedules SET name = $1, spec = $2, enabled = $3, trigger_kind = $4, timezone = $5, \
+         timezone_source = $6, anchor_ms = $7, next_fire_at_ms = $8, cadence_ms = $9, max_runs = $10, \
+         updated_at_ms = $11, revision = $12, managed_by = $13, owner_key = $14, source = $15 \
+         WHERE id = $16 AND revision = $17",
     )
     .bind(&row.name)
     .bind(&row.spec)
@@ -289,7 +294,7 @@ impl SchedStore {
     ) -> Result<Option<Vec<EventRow>>, StoreError> {
         let mut tx = self.writer.begin().await?;
         let Some(row) = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules WHERE id = ?"
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules WHERE id = $1"
         )))
         .bind(id)
         .fetch_optional(&mut *tx)
@@ -298,7 +303,7 @@ impl SchedStore {
             return Ok(None);
         };
         let row = schedule_from(&row)?;
-        sqlx::query("DELETE FROM schedules WHERE id = ?")
+        sqlx::query("DELETE FROM schedules WHERE id = $1")
             .bind(id)
             .execute(&mut *tx)
             .await?;
@@ -334,7 +339,7 @@ impl SchedStore {
 
     pub(crate) async fn schedule(&self, id: &str) -> Result<Option<ScheduleRow>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules WHERE id = ?"
+            "SELECT {SCHEDULE_COLUMNS}, {STATS_COLUMNS} FROM schedules WHERE id = $1"
         )))
         .bind(id)
         .fetch_optional(&self.pool)
@@ -349,13 +354,8 @@ impl SchedStore {
         f: &ScheduleFilter<'_>,
         now_ms: i64,
     ) -> Result<Vec<ScheduleRow>, StoreError> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(list_sql(f)))
-            .bind(f.enabled.map(i64::from))
-            .bind(f.query)
-            .bind(f.after_name)
-            .bind(f.limit)
-            .bind(now_ms)
-            .bind(serde_json::to_string(f.health).unwrap_or_else(|_| "[]".into()))
+        let rows = list_sql(f, now_ms)
+            .query(self.dialect)?
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.iter().map(schedule_from).collect::<Result<_, _>>()?)
@@ -382,7 +382,7 @@ impl SchedStore {
         next: Option<i64>,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE schedules SET next_fire_at_ms = ? WHERE id = ? AND next_fire_at_ms = ?",
+            "UPDATE schedules SET next_fire_at_ms = $1 WHERE id = $2 AND next_fire_at_ms = $3",
         )
         .bind(next)
         .bind(id)
@@ -394,17 +394,18 @@ impl SchedStore {
 
     /// The reported spend of a schedule's runs (its rollup; 0 for an unknown schedule).
     pub(crate) async fn spend(&self, schedule_id: &str) -> Result<f64, StoreError> {
-        let spend: Option<f64> = sqlx::query_scalar("SELECT spend_usd FROM schedules WHERE id = ?")
-            .bind(schedule_id)
-            .fetch_optional(&self.pool)
-            .await?;
+        let spend: Option<f64> =
+            sqlx::query_scalar("SELECT spend_usd FROM schedules WHERE id = $1")
+                .bind(schedule_id)
+                .fetch_optional(&self.pool)
+                .await?;
         Ok(spend.unwrap_or(0.0))
     }
 
     /// The id of the schedule named `name`.
     pub(crate) async fn schedule_id_named(&self, name: &str) -> Result<Option<String>, StoreError> {
         Ok(
-            sqlx::query_scalar("SELECT id FROM schedules WHERE name = ?")
+            sqlx::query_scalar("SELECT id FROM schedules WHERE name = $1")
                 .bind(name)
                 .fetch_optional(&self.pool)
                 .await?,
@@ -417,7 +418,7 @@ impl SchedStore {
         &self,
         limit: i64,
     ) -> Result<Vec<(String, String, i64)>, StoreError> {
-        Ok(sqlx::query_as(UP_NEXT)
+        Ok(sqlx::query_as(dialect::adapt(self.dialect, UP_NEXT))
             .bind(limit)
             .fetch_all(&self.pool)
             .await?)
@@ -451,10 +452,12 @@ impl SchedStore {
         &self,
         now_ms: i64,
     ) -> Result<Vec<(String, i64)>, StoreError> {
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(health_counts_sql()))
-            .bind(now_ms)
-            .fetch_all(&self.pool)
-            .await?)
+        Ok(
+            sqlx::query_as(dialect::adapt(self.dialect, health_counts_sql()))
+                .bind(now_ms)
+                .fetch_all(&self.pool)
+                .await?,
+        )
     }
 
     /// Schedules whose cadence was never derived (stored before it existed), with their
@@ -475,7 +478,7 @@ impl SchedStore {
         id: &str,
         cadence_ms: i64,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE schedules SET cadence_ms = ? WHERE id = ? AND cadence_ms IS NULL")
+        sqlx::query("UPDATE schedules SET cadence_ms = $1 WHERE id = $2 AND cadence_ms IS NULL")
             .bind(cadence_ms)
             .bind(id)
             .execute(&self.writer)

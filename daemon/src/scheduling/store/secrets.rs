@@ -27,9 +27,9 @@ pub(crate) enum SecretDeleted {
 
 /// The schedules (by name) and the unfinished tasks (`task ID`) that name secret `?1`.
 const USERS: &str = "\
-    SELECT s.name FROM schedules s, json_each(s.spec, '$.secrets') j WHERE j.value = ?1 \
+    SELECT s.name FROM schedules s, json_each(s.spec, '$.secrets') j WHERE j.value = $1 \
     UNION ALL \
-    SELECT 'task ' || t.id FROM tasks t, json_each(t.spec, '$.secrets') j WHERE j.value = ?1 \
+    SELECT 'task ' || t.id FROM tasks t, json_each(t.spec, '$.secrets') j WHERE j.value = $1 \
       AND t.status IN ('queued', 'leased', 'running', 'retry_wait', 'awaiting_approval') \
     ORDER BY 1";
 
@@ -43,13 +43,13 @@ impl SchedStore {
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let mut tx = self.writer.begin().await?;
-        let existed: Option<i64> = sqlx::query_scalar("SELECT 1 FROM secrets WHERE name = ?")
+        let existed: Option<i64> = sqlx::query_scalar("SELECT 1 FROM secrets WHERE name = $1")
             .bind(name)
             .fetch_optional(&mut *tx)
             .await?;
         sqlx::query(
             "INSERT INTO secrets (name, nonce, ciphertext, created_at_ms, updated_at_ms, \
-             updated_by) VALUES (?1, ?2, ?3, ?4, ?4, ?5) ON CONFLICT (name) DO UPDATE SET \
+             updated_by) VALUES ($1, $2, $3, $4, $4, $5) ON CONFLICT (name) DO UPDATE SET \
              nonce = excluded.nonce, ciphertext = excluded.ciphertext, \
              updated_at_ms = excluded.updated_at_ms, updated_by = excluded.updated_by",
         )
@@ -82,7 +82,7 @@ impl SchedStore {
             return Ok(SecretDeleted::InUse(users));
         }
         let gone: Option<(i64, i64, Option<String>)> = sqlx::query_as(
-            "DELETE FROM secrets WHERE name = ? RETURNING created_at_ms, updated_at_ms, updated_by",
+            "DELETE FROM secrets WHERE name = $1 RETURNING created_at_ms, updated_at_ms, updated_by",
         )
         .bind(name)
         .fetch_optional(&mut *tx)
@@ -142,7 +142,7 @@ impl SchedStore {
     ) -> Result<Vec<(String, Sealed)>, StoreError> {
         let mut found = Vec::with_capacity(names.len());
         for name in names {
-            let row = sqlx::query("SELECT nonce, ciphertext FROM secrets WHERE name = ?")
+            let row = sqlx::query("SELECT nonce, ciphertext FROM secrets WHERE name = $1")
                 .bind(name)
                 .fetch_optional(&self.pool)
                 .await?;
@@ -155,5 +155,31 @@ impl SchedStore {
             }
         }
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+impl SchedStore {
+    /// Every row of every table of a PostgreSQL store as text (a `bytea` in hex), for the
+    /// tests that look for a value in clear where SQLite's would read the file itself.
+    pub(crate) async fn postgres_rows_text(&self) -> String {
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT table_name::text FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .expect("tables");
+        let mut all = String::new();
+        for table in tables {
+            let rows: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT string_agg(t::text, chr(10)) FROM {table} AS t"
+            )))
+            .fetch_one(&self.pool)
+            .await
+            .expect("rows");
+            all.push_str(&rows.unwrap_or_default());
+        }
+        all
     }
 }

@@ -5,7 +5,7 @@
 //! change writes its event (`event: task`) in its transaction.
 
 use serde_json::Value;
-use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 use studio_api::{TaskEvent, TaskStatus};
 use studio_schedule::{RetryOn, RetryPolicy, ScheduleSpec, TaskSpec};
 
@@ -13,9 +13,11 @@ use super::{
     SchedStore,
     approvals::{self, Consumed},
     audit::{self, Note},
+    dialect,
     events::{append_event, run_event},
     is_unique_violation,
     runs::{Attempt, NewRun, insert_run, record_transition, run_by_id},
+    statement::Statement,
     workers::BUILTIN,
 };
 use crate::scheduling::approval::NewApproval;
@@ -67,7 +69,7 @@ impl TaskRow {
     }
 }
 
-fn task_from(r: &SqliteRow) -> Result<TaskRow, sqlx::Error> {
+fn task_from(r: &AnyRow) -> Result<TaskRow, sqlx::Error> {
     Ok(TaskRow {
         id: r.try_get("id")?,
         idempotency_key: r.try_get("idempotency_key")?,
@@ -93,8 +95,8 @@ fn task_from(r: &SqliteRow) -> Result<TaskRow, sqlx::Error> {
 
 /// The event of a task row just written in `tx`.
 pub(super) async fn task_event_in(
-    tx: &mut Transaction<'_, Sqlite>,
-    row: &SqliteRow,
+    tx: &mut Transaction<'_, Any>,
+    row: &AnyRow,
     now_ms: i64,
 ) -> Result<EventRow, sqlx::Error> {
     let task = task_from(row)?;
@@ -153,12 +155,9 @@ pub(crate) fn serves(labels: &[String], key: &str) -> bool {
         .all(|needed| labels.iter().any(|l| l == needed))
 }
 
-async fn task_in(
-    tx: &mut Transaction<'_, Sqlite>,
-    id: &str,
-) -> Result<Option<TaskRow>, sqlx::Error> {
+async fn task_in(tx: &mut Transaction<'_, Any>, id: &str) -> Result<Option<TaskRow>, sqlx::Error> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE id = $1"
     )))
     .bind(id)
     .fetch_optional(&mut **tx)
@@ -166,12 +165,9 @@ async fn task_in(
     row.as_ref().map(task_from).transpose()
 }
 
-async fn by_key(
-    tx: &mut Transaction<'_, Sqlite>,
-    key: &str,
-) -> Result<Option<TaskRow>, sqlx::Error> {
+async fn by_key(tx: &mut Transaction<'_, Any>, key: &str) -> Result<Option<TaskRow>, sqlx::Error> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {TASK_COLUMNS} FROM tasks WHERE idempotency_key = ?"
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE idempotency_key = $1"
     )))
     .bind(key)
     .fetch_optional(&mut **tx)
@@ -227,7 +223,7 @@ fn next_attempt(retry: &RetryPolicy, attempts: i64, run: &RunRow, now_ms: i64) -
 /// one. An older attempt (replaced) moves nothing. Called by every status change of a
 /// run, in its transaction.
 pub(super) async fn follow(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     run: &RunRow,
     now_ms: i64,
     events: &mut Vec<EventRow>,
@@ -270,10 +266,10 @@ pub(super) async fn follow(
         return Ok(());
     }
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE tasks SET status = ?1, reason = ?2, updated_at_ms = ?3, \
-         next_attempt_at_ms = ?4, \
-         finished_at_ms = CASE WHEN ?5 THEN ?3 ELSE finished_at_ms END \
-         WHERE id = ?6 AND last_run_id = ?7 RETURNING {TASK_COLUMNS}"
+        "UPDATE tasks SET status = $1, reason = $2, updated_at_ms = $3, \
+         next_attempt_at_ms = $4, \
+         finished_at_ms = CASE WHEN $5 THEN $3 ELSE finished_at_ms END \
+         WHERE id = $6 AND last_run_id = $7 RETURNING {TASK_COLUMNS}"
     )))
     .bind(to.as_str())
     .bind(&run.reason)
@@ -295,7 +291,7 @@ pub(super) async fn follow(
 /// schedule's `policies.retry` asks for one; recorded on the run. A follow-up (`chain`)
 /// and a task's attempt are not a schedule's occurrence.
 pub(super) async fn schedule_retry(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     run: &RunRow,
     now_ms: i64,
 ) -> Result<Option<i64>, sqlx::Error> {
@@ -305,7 +301,7 @@ pub(super) async fn schedule_retry(
     if run.task_id.is_some() || run.kind == RunKind::Chain.as_str() || outcome(run).is_none() {
         return Ok(None);
     }
-    let spec: Option<String> = sqlx::query_scalar("SELECT spec FROM schedules WHERE id = ?")
+    let spec: Option<String> = sqlx::query_scalar("SELECT spec FROM schedules WHERE id = $1")
         .bind(schedule_id)
         .fetch_optional(&mut **tx)
         .await?;
@@ -318,7 +314,7 @@ pub(super) async fn schedule_retry(
     let Some(at) = next_attempt(&retry, run.attempt, run, now_ms) else {
         return Ok(None);
     };
-    sqlx::query("UPDATE runs SET retry_at_ms = ? WHERE id = ?")
+    sqlx::query("UPDATE runs SET retry_at_ms = $1 WHERE id = $2")
         .bind(at)
         .bind(&run.id)
         .execute(&mut **tx)
@@ -327,7 +323,7 @@ pub(super) async fn schedule_retry(
 }
 
 /// The next fencing token: every lease takes a larger one than any before.
-pub(super) async fn next_fence(tx: &mut Transaction<'_, Sqlite>) -> Result<i64, sqlx::Error> {
+pub(super) async fn next_fence(tx: &mut Transaction<'_, Any>) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("UPDATE fences SET last = last + 1 RETURNING last")
         .fetch_one(&mut **tx)
         .await
@@ -336,30 +332,32 @@ pub(super) async fn next_fence(tx: &mut Transaction<'_, Sqlite>) -> Result<i64, 
 /// Puts run `run_id` under `worker`'s lease until `until_ms`, with the next fencing
 /// token; the token.
 pub(super) async fn lease_run(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     run_id: &str,
     worker: &str,
     until_ms: i64,
 ) -> Result<i64, sqlx::Error> {
     let fence = next_fence(tx).await?;
-    sqlx::query("UPDATE runs SET worker_id = ?, fence = ?, lease_expires_at_ms = ? WHERE id = ?")
-        .bind(worker)
-        .bind(fence)
-        .bind(until_ms)
-        .bind(run_id)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(
+        "UPDATE runs SET worker_id = $1, fence = $2, lease_expires_at_ms = $3 WHERE id = $4",
+    )
+    .bind(worker)
+    .bind(fence)
+    .bind(until_ms)
+    .bind(run_id)
+    .execute(&mut **tx)
+    .await?;
     Ok(fence)
 }
 
 /// A replacement of a task's never-launched attempt becomes its latest.
 pub(super) async fn replace_attempt(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     task_id: &str,
     old_run: &str,
     new_run: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE tasks SET last_run_id = ? WHERE id = ? AND last_run_id = ?")
+    sqlx::query("UPDATE tasks SET last_run_id = $1 WHERE id = $2 AND last_run_id = $3")
         .bind(new_run)
         .bind(task_id)
         .bind(old_run)
@@ -382,8 +380,8 @@ const QUEUED_LABEL_SETS: &str = "WITH RECURSIVE k(key) AS ( \
 /// `?3` whose concurrency key is below its limit: one seek of `tasks_queued`.
 const LEVEL_HEAD: &str = "SELECT t.id, t.priority FROM (SELECT id, priority, concurrency_key, \
     concurrency_limit, created_at_ms FROM tasks INDEXED BY tasks_queued \
-    WHERE status = 'queued' AND labels_key = ?1 AND priority = ?2 \
-    ORDER BY created_at_ms, id LIMIT ?3) t \
+    WHERE status = 'queued' AND labels_key = $1 AND priority = $2 \
+    ORDER BY created_at_ms, id LIMIT $3) t \
     WHERE t.concurrency_key IS NULL OR (SELECT COUNT(*) FROM tasks h \
     WHERE h.concurrency_key = t.concurrency_key \
     AND h.status IN ('leased', 'running')) < t.concurrency_limit \
@@ -420,7 +418,7 @@ impl SchedStore {
             let (holders, waiters): (i64, i64) = sqlx::query_as(
                 "SELECT COUNT(*) FILTER (WHERE status IN ('leased', 'running')), \
                  COUNT(*) FILTER (WHERE status IN ('queued', 'retry_wait')) \
-                 FROM tasks WHERE concurrency_key = ?",
+                 FROM tasks WHERE concurrency_key = $1",
             )
             .bind(key)
             .fetch_one(&mut *tx)
@@ -432,7 +430,7 @@ impl SchedStore {
         let inserted = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO tasks (id, idempotency_key, spec, spec_sha256, labels_key, priority, \
              concurrency_key, concurrency_limit, status, submitted_by, created_at_ms, \
-             updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             updated_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
              RETURNING {TASK_COLUMNS}"
         )))
         .bind(&new.id)
@@ -490,7 +488,7 @@ impl SchedStore {
     /// this run, which the claim then takes over.
     async fn await_approval(
         &self,
-        tx: &mut Transaction<'_, Sqlite>,
+        tx: &mut Transaction<'_, Any>,
         task: TaskRow,
         request: &NewApproval,
         now_ms: i64,
@@ -516,7 +514,7 @@ impl SchedStore {
             task: None,
         };
         let mut row = insert_run(tx, &run, now_ms).await?;
-        sqlx::query("UPDATE runs SET task_id = ? WHERE id = ?")
+        sqlx::query("UPDATE runs SET task_id = $1 WHERE id = $2")
             .bind(&task.id)
             .bind(&row.id)
             .execute(&mut **tx)
@@ -526,7 +524,7 @@ impl SchedStore {
             approvals::raise(tx, &self.evidence_key, &row, request, now_ms).await?;
         row.approval_id = Some(approval.id);
         let updated = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE tasks SET last_run_id = ? WHERE id = ? RETURNING {TASK_COLUMNS}"
+            "UPDATE tasks SET last_run_id = $1 WHERE id = $2 RETURNING {TASK_COLUMNS}"
         )))
         .bind(&row.id)
         .bind(&task.id)
@@ -549,13 +547,13 @@ impl SchedStore {
         labels: &[String],
     ) -> Result<Vec<Candidate>, StoreError> {
         // The distinct label sets queued, one seek each (a skip scan of `tasks_queued`).
-        let keys: Vec<String> = sqlx::query_scalar(QUEUED_LABEL_SETS)
+        let keys: Vec<String> = sqlx::query_scalar(dialect::adapt(self.dialect, QUEUED_LABEL_SETS))
             .fetch_all(&self.pool)
             .await?;
         let mut out = Vec::new();
         for key in keys.iter().filter(|k| serves(labels, k)) {
             for priority in (0..=9).rev() {
-                let heads = sqlx::query(LEVEL_HEAD)
+                let heads = sqlx::query(dialect::adapt(self.dialect, LEVEL_HEAD))
                     .bind(key)
                     .bind(priority)
                     .bind(CLAIM_SCAN)
@@ -586,7 +584,7 @@ impl SchedStore {
         // A granted task's first attempt is waiting already: the claim takes it over.
         let granted: Option<String> = sqlx::query_scalar(
             "SELECT r.id FROM tasks t JOIN runs r ON r.id = t.last_run_id \
-             WHERE t.id = ? AND t.status = 'queued' AND r.status = 'queued' \
+             WHERE t.id = $1 AND t.status = 'queued' AND r.status = 'queued' \
              AND r.worker_id IS NULL",
         )
         .bind(id)
@@ -599,8 +597,8 @@ impl SchedStore {
         }
         let run_id = uuid::Uuid::now_v7().to_string();
         let claimed = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE tasks SET status = ?, attempts = attempts + 1, last_run_id = ?, \
-             reason = NULL, updated_at_ms = ? WHERE id = ? AND status = 'queued' \
+            "UPDATE tasks SET status = $1, attempts = attempts + 1, last_run_id = $2, \
+             reason = NULL, updated_at_ms = $3 WHERE id = $4 AND status = 'queued' \
              RETURNING {TASK_COLUMNS}"
         )))
         .bind(if worker == BUILTIN {
@@ -655,15 +653,15 @@ impl SchedStore {
     /// the worker's lease and a fresh fencing token) and the grant is consumed, in `tx`.
     async fn take_over(
         &self,
-        mut tx: Transaction<'_, Sqlite>,
+        mut tx: Transaction<'_, Any>,
         id: &str,
         run_id: &str,
         (worker, lease_ms): (&str, i64),
         now_ms: i64,
     ) -> Result<Option<(TaskRow, RunRow, Vec<EventRow>)>, StoreError> {
         let claimed = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE tasks SET status = ?, attempts = attempts + 1, reason = NULL, \
-             updated_at_ms = ? WHERE id = ? AND status = 'queued' RETURNING {TASK_COLUMNS}"
+            "UPDATE tasks SET status = $1, attempts = attempts + 1, reason = NULL, \
+             updated_at_ms = $2 WHERE id = $3 AND status = 'queued' RETURNING {TASK_COLUMNS}"
         )))
         .bind(if worker == BUILTIN {
             "running"
@@ -684,7 +682,7 @@ impl SchedStore {
             return Ok(None);
         }
         let moved =
-            sqlx::query("UPDATE runs SET status = 'running' WHERE id = ? AND status = 'queued'")
+            sqlx::query("UPDATE runs SET status = 'running' WHERE id = $1 AND status = 'queued'")
                 .bind(run_id)
                 .execute(&mut *tx)
                 .await?;
@@ -717,8 +715,8 @@ impl SchedStore {
     ) -> Result<Vec<EventRow>, StoreError> {
         let mut tx = self.writer.begin().await?;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE tasks SET status = 'queued', next_attempt_at_ms = NULL, updated_at_ms = ?1 \
-             WHERE status = 'retry_wait' AND next_attempt_at_ms <= ?1 RETURNING {TASK_COLUMNS}"
+            "UPDATE tasks SET status = 'queued', next_attempt_at_ms = NULL, updated_at_ms = $1 \
+             WHERE status = 'retry_wait' AND next_attempt_at_ms <= $1 RETURNING {TASK_COLUMNS}"
         )))
         .bind(now_ms)
         .fetch_all(&mut *tx)
@@ -753,7 +751,7 @@ impl SchedStore {
         let mut tx = self.writer.begin().await?;
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE tasks SET status = 'queued', next_attempt_at_ms = NULL, reason = NULL, \
-             finished_at_ms = NULL, updated_at_ms = ?1 WHERE id = ?2 \
+             finished_at_ms = NULL, updated_at_ms = $1 WHERE id = $2 \
              AND status IN ('failed', 'timed_out', 'cancelled', 'retry_wait') \
              RETURNING {TASK_COLUMNS}"
         )))
@@ -781,8 +779,8 @@ impl SchedStore {
         let mut tx = self.writer.begin().await?;
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE tasks SET status = 'cancelled', reason = 'cancelled_by_user', \
-             next_attempt_at_ms = NULL, updated_at_ms = ?1, finished_at_ms = ?1 \
-             WHERE id = ?2 AND status IN ('queued', 'retry_wait') \
+             next_attempt_at_ms = NULL, updated_at_ms = $1, finished_at_ms = $1 \
+             WHERE id = $2 AND status IN ('queued', 'retry_wait') \
              RETURNING {TASK_COLUMNS}"
         )))
         .bind(now_ms)
@@ -805,29 +803,25 @@ impl SchedStore {
 
     /// Tasks newest first, filtered, after the cursor.
     pub(crate) async fn tasks(&self, f: &TaskFilter) -> Result<Vec<TaskRow>, StoreError> {
-        let mut sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE 1");
-        if !f.statuses.is_empty() {
-            sql.push_str(" AND status IN (SELECT value FROM json_each(?))");
-        }
-        if f.label.is_some() {
-            sql.push_str(" AND instr(',' || labels_key || ',', ',' || ? || ',') > 0");
-        }
-        if f.before.is_some() {
-            sql.push_str(" AND (created_at_ms < ? OR (created_at_ms = ? AND id < ?))");
-        }
-        sql.push_str(" ORDER BY created_at_ms DESC, id DESC LIMIT ?");
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        let mut sql = Statement::new(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE TRUE"));
         if !f.statuses.is_empty() {
             let words: Vec<&str> = f.statuses.iter().map(|s| s.as_str()).collect();
-            q = q.bind(serde_json::to_string(&words).unwrap_or_default());
+            sql.push(" AND status IN (SELECT value FROM json_each(?))")
+                .bind(serde_json::to_string(&words).unwrap_or_default());
         }
         if let Some(label) = &f.label {
-            q = q.bind(label);
+            sql.push(" AND instr(',' || labels_key || ',', ',' || ? || ',') > 0")
+                .bind(label.clone());
         }
         if let Some((at, id)) = &f.before {
-            q = q.bind(at).bind(at).bind(id);
+            sql.push(" AND (created_at_ms < ? OR (created_at_ms = ? AND id < ?))")
+                .bind(*at)
+                .bind(*at)
+                .bind(id.clone());
         }
-        let rows = q.bind(f.limit).fetch_all(&self.pool).await?;
+        sql.push(" ORDER BY created_at_ms DESC, id DESC LIMIT ?")
+            .bind(f.limit);
+        let rows = sql.query(self.dialect)?.fetch_all(&self.pool).await?;
         Ok(rows.iter().map(task_from).collect::<Result<_, _>>()?)
     }
 
@@ -866,7 +860,7 @@ impl SchedStore {
     /// The attempts of a task, in order.
     pub(crate) async fn task_attempts(&self, task_id: &str) -> Result<Vec<String>, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT id FROM runs WHERE task_id = ? ORDER BY attempt, created_at_ms",
+            "SELECT id FROM runs WHERE task_id = $1 ORDER BY attempt, created_at_ms",
         )
         .bind(task_id)
         .fetch_all(&self.pool)

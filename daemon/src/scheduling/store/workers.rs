@@ -5,11 +5,12 @@
 //! fencing token; a superseded report writes nothing.
 
 use serde_json::json;
-use sqlx::{Row, Sqlite, Transaction, sqlite::SqliteRow};
+use sqlx::{Any, Row, Transaction, any::AnyRow};
 
 use super::{
     SchedStore,
     audit::{self, Note},
+    dialect,
     events::{append_event, run_event},
     runs::{Finish, Step, run_by_id, step_in},
     tasks::{lease_run, task_event_in},
@@ -24,7 +25,7 @@ const WORKER_COLUMNS: &str = "id, name, labels, offered, capacity, version, cert
 
 /// Whether a run is still running under a worker with a fence (`id`, `worker`, `fence`).
 const HELD: &str =
-    "SELECT 1 FROM runs WHERE id = ? AND worker_id = ? AND fence = ? AND status = 'running'";
+    "SELECT 1 FROM runs WHERE id = $1 AND worker_id = $2 AND fence = $3 AND status = 'running'";
 
 /// The built-in worker's id in `runs.worker_id` (its attempts are followed by pidfd and
 /// have no lease to renew).
@@ -64,7 +65,7 @@ pub(crate) fn split(key: &str) -> Vec<String> {
         .collect()
 }
 
-fn worker_from(r: &SqliteRow) -> Result<WorkerRow, sqlx::Error> {
+fn worker_from(r: &AnyRow) -> Result<WorkerRow, sqlx::Error> {
     Ok(WorkerRow {
         id: r.try_get("id")?,
         name: r.try_get("name")?,
@@ -101,7 +102,7 @@ pub(crate) struct Ended<'a> {
 
 /// A row of the audit trail written by studiod itself (no principal): a worker's join.
 async fn append_system(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     kind: &str,
     object: &str,
     detail: &serde_json::Value,
@@ -109,7 +110,7 @@ async fn append_system(
     at_ms: i64,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO admin_events (at_ms, kind, epoch, object, detail) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO admin_events (at_ms, kind, epoch, object, detail) VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(at_ms)
     .bind(kind)
@@ -124,7 +125,7 @@ async fn append_system(
 /// The fenced check of a report: the run, when it is still running under `worker` with
 /// `fence`.
 async fn held_in(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     run_id: &str,
     worker: &str,
     fence: i64,
@@ -154,7 +155,7 @@ impl SchedStore {
         let mut tx = self.writer.begin().await?;
         sqlx::query(
             "INSERT INTO worker_join_tokens (digest, labels, created_by, created_at_ms, \
-             expires_at_ms) VALUES (?, ?, ?, ?, ?)",
+             expires_at_ms) VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(digest)
         .bind(labels_key)
@@ -176,8 +177,8 @@ impl SchedStore {
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let found: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM worker_join_tokens WHERE digest = ? AND used_at_ms IS NULL \
-             AND expires_at_ms > ?",
+            "SELECT 1 FROM worker_join_tokens WHERE digest = $1 AND used_at_ms IS NULL \
+             AND expires_at_ms > $2",
         )
         .bind(digest)
         .bind(now_ms)
@@ -197,8 +198,8 @@ impl SchedStore {
     ) -> Result<Option<WorkerRow>, StoreError> {
         let mut tx = self.writer.begin().await?;
         let labels: Option<(String, Option<String>)> = sqlx::query_as(
-            "UPDATE worker_join_tokens SET used_at_ms = ?1, worker_id = ?2 \
-             WHERE digest = ?3 AND used_at_ms IS NULL AND expires_at_ms > ?1 \
+            "UPDATE worker_join_tokens SET used_at_ms = $1, worker_id = $2 \
+             WHERE digest = $3 AND used_at_ms IS NULL AND expires_at_ms > $1 \
              RETURNING labels, created_by",
         )
         .bind(now_ms)
@@ -211,7 +212,7 @@ impl SchedStore {
         };
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO workers (id, name, labels, cert_sha256, cert_serial, cert_not_after_ms, \
-             enrolled_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING {WORKER_COLUMNS}"
+             enrolled_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {WORKER_COLUMNS}"
         )))
         .bind(&worker.id)
         .bind(&worker.name)
@@ -241,7 +242,7 @@ impl SchedStore {
     /// The enrolled worker whose certificate has this SHA-256.
     pub(crate) async fn worker_by_cert(&self, sha: &str) -> Result<Option<WorkerRow>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {WORKER_COLUMNS} FROM workers WHERE cert_sha256 = ?"
+            "SELECT {WORKER_COLUMNS} FROM workers WHERE cert_sha256 = $1"
         )))
         .bind(sha)
         .fetch_optional(&self.pool)
@@ -251,7 +252,7 @@ impl SchedStore {
 
     pub(crate) async fn worker(&self, id: &str) -> Result<Option<WorkerRow>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {WORKER_COLUMNS} FROM workers WHERE id = ?"
+            "SELECT {WORKER_COLUMNS} FROM workers WHERE id = $1"
         )))
         .bind(id)
         .fetch_optional(&self.pool)
@@ -279,8 +280,8 @@ impl SchedStore {
         now_ms: i64,
     ) -> Result<Option<WorkerRow>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE workers SET offered = ?, capacity = ?, version = ?, last_seen_at_ms = ? \
-             WHERE id = ? AND revoked_at_ms IS NULL RETURNING {WORKER_COLUMNS}"
+            "UPDATE workers SET offered = $1, capacity = $2, version = $3, last_seen_at_ms = $4 \
+             WHERE id = $5 AND revoked_at_ms IS NULL RETURNING {WORKER_COLUMNS}"
         )))
         .bind(offered_key)
         .bind(capacity)
@@ -302,7 +303,7 @@ impl SchedStore {
     ) -> Result<Option<WorkerRow>, StoreError> {
         let mut tx = self.writer.begin().await?;
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE workers SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms IS NULL \
+            "UPDATE workers SET revoked_at_ms = $1 WHERE id = $2 AND revoked_at_ms IS NULL \
              RETURNING {WORKER_COLUMNS}"
         )))
         .bind(now_ms)
@@ -352,8 +353,8 @@ impl SchedStore {
         let mut renewed = Vec::with_capacity(held.len());
         for (run_id, fence) in held {
             let done = sqlx::query(
-                "UPDATE runs SET lease_expires_at_ms = ? WHERE id = ? AND worker_id = ? \
-                 AND fence = ? AND status = 'running'",
+                "UPDATE runs SET lease_expires_at_ms = $1 WHERE id = $2 AND worker_id = $3 \
+                 AND fence = $4 AND status = 'running'",
             )
             .bind(until_ms)
             .bind(run_id)
@@ -365,7 +366,7 @@ impl SchedStore {
                 renewed.push(run_id.clone());
             }
         }
-        sqlx::query("UPDATE workers SET last_seen_at_ms = ? WHERE id = ?")
+        sqlx::query("UPDATE workers SET last_seen_at_ms = $1 WHERE id = $2")
             .bind(now_ms)
             .bind(worker)
             .execute(&mut *tx)
@@ -390,8 +391,8 @@ impl SchedStore {
             return Ok(None);
         }
         let stamped = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE runs SET dispatched_at_ms = ?1, pid = ?2, lease_expires_at_ms = ?3, \
-             deadline_at_ms = ?1 + ?4 WHERE id = ?5 AND dispatched_at_ms IS NULL RETURNING {}",
+            "UPDATE runs SET dispatched_at_ms = $1, pid = $2, lease_expires_at_ms = $3, \
+             deadline_at_ms = $1 + $4 WHERE id = $5 AND dispatched_at_ms IS NULL RETURNING {}",
             super::runs::RUN_COLUMNS
         )))
         .bind(now_ms)
@@ -406,8 +407,8 @@ impl SchedStore {
             let run = super::runs::run_from(&row)?;
             if let Some(task_id) = &run.task_id {
                 let task = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "UPDATE tasks SET status = 'running', updated_at_ms = ? WHERE id = ? \
-                     AND last_run_id = ? AND status = 'leased' RETURNING {}",
+                    "UPDATE tasks SET status = 'running', updated_at_ms = $1 WHERE id = $2 \
+                     AND last_run_id = $3 AND status = 'leased' RETURNING {}",
                     super::tasks::TASK_COLUMNS
                 )))
                 .bind(now_ms)
@@ -440,7 +441,7 @@ impl SchedStore {
         };
         if before.dispatched_at_ms.is_none() {
             // Ended before its start was reported (a job that failed to spawn).
-            sqlx::query("UPDATE runs SET dispatched_at_ms = ? WHERE id = ?")
+            sqlx::query("UPDATE runs SET dispatched_at_ms = $1 WHERE id = $2")
                 .bind(now_ms)
                 .bind(run_id)
                 .execute(&mut *tx)
@@ -471,7 +472,7 @@ impl SchedStore {
         Ok(sqlx::query_as(
             "SELECT r.id, s.spec FROM runs r JOIN schedules s ON s.id = r.schedule_id \
              WHERE r.status = 'queued' AND json_extract(s.spec, '$.target') IS NOT NULL \
-             ORDER BY r.created_at_ms, r.id LIMIT ?",
+             ORDER BY r.created_at_ms, r.id LIMIT $1",
         )
         .bind(limit)
         .fetch_all(&self.pool)
@@ -514,10 +515,11 @@ impl SchedStore {
 
     /// The remote attempts whose lease ended before `now_ms`.
     pub(crate) async fn expired_leases(&self, now_ms: i64) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar(
+        Ok(sqlx::query_scalar(dialect::adapt(
+            self.dialect,
             "SELECT id FROM runs INDEXED BY runs_leases WHERE status = 'running' \
-             AND worker_id <> 'builtin' AND lease_expires_at_ms < ? ORDER BY lease_expires_at_ms",
-        )
+             AND worker_id <> 'builtin' AND lease_expires_at_ms < $1 ORDER BY lease_expires_at_ms",
+        ))
         .bind(now_ms)
         .fetch_all(&self.pool)
         .await?)
@@ -533,8 +535,8 @@ impl SchedStore {
     ) -> Result<Option<(RunRow, Vec<EventRow>)>, StoreError> {
         let mut tx = self.writer.begin().await?;
         let expired: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM runs WHERE id = ? AND status = 'running' AND worker_id <> 'builtin' \
-             AND lease_expires_at_ms < ?",
+            "SELECT 1 FROM runs WHERE id = $1 AND status = 'running' AND worker_id <> 'builtin' \
+             AND lease_expires_at_ms < $2",
         )
         .bind(run_id)
         .bind(now_ms)
@@ -570,10 +572,11 @@ impl SchedStore {
     /// Extends every running remote attempt's lease to at least `until_ms` (a studiod
     /// start gives its workers one lease to reconnect).
     pub(crate) async fn extend_leases(&self, until_ms: i64) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE runs INDEXED BY runs_leases SET lease_expires_at_ms = ?1 \
-             WHERE status = 'running' AND worker_id <> 'builtin' AND lease_expires_at_ms < ?1",
-        )
+        sqlx::query(dialect::adapt(
+            self.dialect,
+            "UPDATE runs INDEXED BY runs_leases SET lease_expires_at_ms = $1 \
+             WHERE status = 'running' AND worker_id <> 'builtin' AND lease_expires_at_ms < $1",
+        ))
         .bind(until_ms)
         .execute(&self.writer)
         .await?;
@@ -582,10 +585,11 @@ impl SchedStore {
 
     /// When the earliest lease of a running remote attempt ends.
     pub(crate) async fn next_lease_expiry(&self) -> Result<Option<i64>, StoreError> {
-        Ok(sqlx::query_scalar(
+        Ok(sqlx::query_scalar(dialect::adapt(
+            self.dialect,
             "SELECT MIN(lease_expires_at_ms) FROM runs INDEXED BY runs_leases \
              WHERE status = 'running' AND worker_id <> 'builtin'",
-        )
+        ))
         .fetch_one(&self.pool)
         .await?)
     }
@@ -609,7 +613,7 @@ impl SchedStore {
     /// The fencing token of a run's lease.
     pub(crate) async fn fence_of(&self, run_id: &str) -> Result<Option<i64>, StoreError> {
         Ok(
-            sqlx::query_scalar::<_, Option<i64>>("SELECT fence FROM runs WHERE id = ?")
+            sqlx::query_scalar::<_, Option<i64>>("SELECT fence FROM runs WHERE id = $1")
                 .bind(run_id)
                 .fetch_optional(&self.pool)
                 .await?
