@@ -80,30 +80,13 @@ pub(crate) async fn open_store(dir: &TempDir) -> crate::store::Store {
 /// Makes a new, empty database on the server of `server` (a `postgres://` URL) and
 /// returns its URL.
 async fn fresh_database(server: &str) -> studio_store::DatabaseUrl {
-    use sqlx::Connection;
-    sqlx::any::install_default_drivers();
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
+    let server = studio_store::DatabaseUrl::parse(server).expect("STUDIO_TEST_DATABASE_URL");
     let name = format!("studio_t_{}_{n}_{nanos}", std::process::id());
-    let mut admin = sqlx::AnyConnection::connect(server)
+    studio_store::create_database(&server, &name)
         .await
-        .expect("connect to STUDIO_TEST_DATABASE_URL");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut admin)
-        .await
-        .expect("create the test's database");
-    admin.close().await.expect("close");
-    // postgres://user@host:port/DB?params: the same server, the new database.
-    let (scheme, rest) = server.split_once("://").expect("a URL");
-    let (before_query, query) = rest
-        .split_once('?')
-        .map_or((rest, None), |(a, q)| (a, Some(q)));
-    let authority = before_query.split('/').next().unwrap_or_default();
-    let url = match query {
-        Some(q) => format!("{scheme}://{authority}/{name}?{q}"),
-        None => format!("{scheme}://{authority}/{name}"),
-    };
-    studio_store::DatabaseUrl::parse(&url).expect("the test database's URL")
+        .expect("create the test's database")
 }

@@ -138,6 +138,42 @@ impl DatabaseUrl {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// The same server, user and options, database `name`.
+    pub fn with_database(&self, name: &str) -> Self {
+        let (scheme, rest) = self.0.split_once("://").unwrap_or(("postgres", &self.0));
+        let (before_query, query) = rest
+            .split_once('?')
+            .map_or((rest, None), |(a, q)| (a, Some(q)));
+        let authority = before_query.split('/').next().unwrap_or_default();
+        Self(match query {
+            Some(q) => format!("{scheme}://{authority}/{name}?{q}"),
+            None => format!("{scheme}://{authority}/{name}"),
+        })
+    }
+}
+
+/// Creates the empty database `name` (lowercase ASCII letters, digits and `_`, starting
+/// with a letter) on the server of `server`, connecting to `server`'s own database to do
+/// so; the new database's URL. For test suites and first set-ups.
+pub async fn create_database(server: &DatabaseUrl, name: &str) -> Result<DatabaseUrl, sqlx::Error> {
+    use sqlx::Connection;
+    let plain = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !plain || name.len() > 63 {
+        return Err(sqlx::Error::Configuration(
+            format!("{name:?} is not a plain database name").into(),
+        ));
+    }
+    sqlx::any::install_default_drivers();
+    let mut admin = AnyConnection::connect(server.expose()).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await?;
+    admin.close().await?;
+    Ok(server.with_database(name))
 }
 
 impl std::fmt::Display for DatabaseUrl {
@@ -384,6 +420,11 @@ mod tests {
         assert_eq!(url.to_string(), "postgres://studio@db.internal:5432/studio");
         assert!(!format!("{url:?}").contains("s3cret"));
         assert!(url.expose().contains("s3cret"));
+        assert_eq!(
+            url.with_database("other").expose(),
+            "postgres://studio:s3cret@db.internal:5432/other?sslmode=require"
+        );
+        assert!(DatabaseUrl::parse("postgres:///studio?host=/run/postgresql").is_ok());
         for bad in [
             "mysql://h/db",
             "postgres://",

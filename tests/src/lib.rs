@@ -17,6 +17,7 @@ pub mod api;
 pub mod bench;
 pub mod browser;
 pub mod fill;
+pub mod postgres;
 
 pub use api::Reply;
 
@@ -315,6 +316,10 @@ impl Studio {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr);
+        // The second run of the suites keeps studiod's state in PostgreSQL.
+        if let Some(url) = postgres::database_for(home.path()) {
+            cmd.env("STUDIO_DATABASE_URL", url);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }

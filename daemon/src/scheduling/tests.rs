@@ -660,6 +660,64 @@ async fn health_in_sql_agrees_with_each_row() {
     );
 }
 
+/// What a job writes is kept whatever its bytes: a NUL (which PostgreSQL's text cannot
+/// hold) is kept as U+FFFD on both databases, and a real number's cost round-trips after
+/// a NULL one went through the same statement.
+#[tokio::test]
+async fn output_with_nul_bytes_and_costs_after_no_cost_are_kept() {
+    let dir = TempDir::new("nul");
+    let s = store(&dir).await;
+    s.insert_schedule(&schedule("a", Some(0), None), None)
+        .await
+        .expect("insert");
+    let mut ended = Vec::new();
+    for (i, cost) in [None, Some(0.125), None, Some(2.5)].into_iter().enumerate() {
+        let i = i64::try_from(i).expect("small");
+        let Claim::Claimed(r, _, _) = s
+            .claim(
+                &run("a", Some(format!("a:{i}")), RunKind::Scheduled),
+                Cursor::Advance {
+                    expected: i,
+                    next: Some(i + 1),
+                },
+                i,
+                None,
+            )
+            .await
+            .expect("claim")
+        else {
+            panic!("claimed");
+        };
+        s.mark_dispatched(&r.id, 1, None, Some("/bin/true"), None, i)
+            .await
+            .expect("stamp");
+        let finish = Finish {
+            stdout_tail: Some("abcd\0e".into()),
+            stderr_tail: Some("boom\0\n".into()),
+            cost_usd: cost,
+            ..Finish::default()
+        };
+        s.transition(
+            &r.id,
+            RunStatus::Running,
+            RunStatus::Failed,
+            Some("exit_1"),
+            Some(&finish),
+            i,
+        )
+        .await
+        .expect("finish");
+        ended.push((r.id, cost));
+    }
+    for (id, cost) in ended {
+        let row = s.run(&id).await.expect("read").expect("row");
+        // A tail stays within its size: the replacement's extra bytes cost its oldest.
+        assert_eq!(row.stdout_tail.as_deref(), Some("cd\u{FFFD}e"));
+        assert_eq!(row.stderr_tail.as_deref(), Some("om\u{FFFD}\n"));
+        assert_eq!(row.cost_usd, cost);
+    }
+}
+
 /// Not a timed assertion: prints what one fire's database work costs (run with
 /// `--release -- --ignored --nocapture`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -375,16 +375,17 @@ impl Launch<'_> {
 
     /// How to start a child. The daemon token is studiod's alone: it reaches studiod
     /// through `run/token`, or as the user's own `STUDIO_TOKEN` when one is set; the app
-    /// holds no secret and never inherits it.
+    /// holds no secret and never inherits it, nor the database URL (which may hold a
+    /// password).
     fn spec(&self, program: PathBuf, args: Vec<OsString>, daemon: bool) -> Spec {
         Spec {
             program,
             args,
             app_key: Some(self.key.clone()),
-            env_remove: if daemon && self.config.token_from_env {
-                vec![]
-            } else {
-                vec!["STUDIO_TOKEN"]
+            env_remove: match (daemon, self.config.token_from_env) {
+                (true, true) => vec![],
+                (true, false) => vec!["STUDIO_TOKEN"],
+                (false, _) => vec!["STUDIO_TOKEN", "STUDIO_DATABASE_URL"],
             },
         }
     }

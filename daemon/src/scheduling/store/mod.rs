@@ -87,6 +87,26 @@ fn real(value: Option<f64>) -> Option<String> {
     value.map(|v| v.to_string())
 }
 
+/// Text a job or a receiver wrote (a log tail, an answer), as both databases keep it: PostgreSQL's text holds no
+/// NUL character, so each one is kept as U+FFFD (on SQLite too, so both show the same),
+/// and the tail stays within its size by losing its oldest characters. The run's log
+/// file keeps the bytes as written.
+fn without_nul(text: Option<String>) -> Option<String> {
+    text.map(|t| {
+        if !t.contains('\0') {
+            return t;
+        }
+        let limit = t.len();
+        let mut kept = t.replace('\0', "\u{FFFD}");
+        let over = kept.len().saturating_sub(limit);
+        let cut = (over..=kept.len())
+            .find(|&i| kept.is_char_boundary(i))
+            .unwrap_or(kept.len());
+        kept.drain(..cut);
+        kept
+    })
+}
+
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }

@@ -504,7 +504,8 @@ impl SchedStore {
         .bind(now_ms)
         .bind(a.took_ms)
         .bind(a.status.map(i64::from))
-        .bind(&a.detail)
+        // A receiver's answer is its own bytes.
+        .bind(super::without_nul(a.detail.clone()))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -56,6 +56,11 @@ async fn rows(path: &Path) -> Vec<(String, i64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_under_load_restores_to_the_same_rows() {
+    if studio_tests::postgres::enabled() {
+        // studiod refuses it, naming pg_dump (its unit tests check the answer).
+        eprintln!("skipped: a PostgreSQL state is backed up by pg_dump, not `studio backup`");
+        return;
+    }
     let studio = start(&[]);
     let api = Api::new(&studio);
     for i in 0..5 {

@@ -30,6 +30,7 @@ mod events;
 mod gates;
 mod health;
 mod notify;
+mod postgres;
 mod recovery;
 mod retention;
 mod runner;

@@ -17,6 +17,12 @@ fn json_of(out: &std::process::Output) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_thousand_runs_are_archived_pruned_verified_and_restored() {
+    if studio_tests::postgres::enabled() {
+        // The 100,000 runs are written straight into state.db; on PostgreSQL, studiod's
+        // retention unit suite runs the same passes and restores.
+        eprintln!("skipped: the runs are filled into state.db directly");
+        return;
+    }
     let studio = start(&[]);
     let api = Api::new(&studio);
     let quiet = api
