@@ -285,6 +285,11 @@ impl Store {
         self.pools.dialect
     }
 
+    /// The PostgreSQL database's URL (`None` for a SQLite file).
+    pub(crate) fn url(&self) -> Option<&studio_store::DatabaseUrl> {
+        self.pools.url.as_ref()
+    }
+
     /// The reader pool, for the scheduler's own store module.
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pools.readers

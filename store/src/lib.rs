@@ -218,6 +218,9 @@ pub struct Pools {
     pub readers: AnyPool,
     pub writer: AnyPool,
     pub dialect: Dialect,
+    /// The PostgreSQL database's URL, for what needs a connection of its own (a
+    /// listener for notifications); `None` for a SQLite file.
+    pub url: Option<DatabaseUrl>,
 }
 
 impl Pools {
@@ -287,6 +290,10 @@ pub async fn open(
         readers,
         writer,
         dialect,
+        url: match at {
+            Location::Postgres(url) => Some(url.clone()),
+            Location::File(_) => None,
+        },
     })
 }
 

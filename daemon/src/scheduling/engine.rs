@@ -449,6 +449,7 @@ impl Scheduler {
         tokio::spawn(self.clone().leases_forever());
         tokio::spawn(self.clone().notify_forever());
         tokio::spawn(self.clone().retention_forever());
+        tokio::spawn(self.clone().listen_forever());
         let stop = self.stop.clone();
         loop {
             let due = self.queue().pop_due(now_ms());

@@ -19,6 +19,7 @@ pub(crate) mod engine;
 pub(crate) mod export;
 pub(crate) mod health;
 mod launch;
+mod listen;
 pub(crate) mod model;
 pub(crate) mod notify;
 mod recovery;

@@ -204,13 +204,19 @@ impl Scheduler {
                     continue;
                 }
             }
-            // Until a task is submitted or a slot frees, or the next retry is due.
+            // Until a task is submitted or a slot frees, or the next retry is due; on a
+            // shared database, at most the slow poll under other processes' notices.
+            let idle = if self.store.shared_url().is_some() {
+                super::listen::SHARED_IDLE
+            } else {
+                IDLE
+            };
             let idle = match self.store.next_retry().await {
                 Ok(Some(at)) => {
                     let wait = u64::try_from(at.saturating_sub(now_ms())).unwrap_or(0);
-                    IDLE.min(std::time::Duration::from_millis(wait + 1))
+                    idle.min(std::time::Duration::from_millis(wait + 1))
                 }
-                Ok(None) => IDLE,
+                Ok(None) => idle,
                 Err(error) => {
                     tracing::error!(error = %chain(&error), "cannot read the next retry");
                     std::time::Duration::from_secs(1)

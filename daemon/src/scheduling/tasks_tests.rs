@@ -600,3 +600,43 @@ async fn a_task_waits_for_its_grant_and_the_claim_takes_its_run_over() {
         .expect("deny");
     assert_eq!(s.task("t2").await.expect("t").expect("t").status, "denied");
 }
+
+/// On PostgreSQL several studiod claim at once: a task another claim has locked is
+/// skipped at once (the claimer looks at its next candidate), not waited for; once that
+/// claim is gone the task is claimable again. (SQLite's one writer orders claims.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_another_claim_holds_is_skipped_not_waited_for() {
+    if !crate::testing::on_postgres() {
+        return;
+    }
+    let dir = TempDir::new("skip-locked");
+    let first = crate::testing::open_store(&dir).await;
+    let url = first.url().cloned().expect("a PostgreSQL store");
+    let second = crate::store::Store::open_at(studio_store::Location::Postgres(&url))
+        .await
+        .expect("a second studiod's store");
+    let s = SchedStore::with_test_key(&first);
+    submit(&s, &task("t1", "", 5), 1).await;
+    // Another studiod's claim holds the row.
+    let mut holder = second.writer().begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM tasks WHERE id = 't1' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .expect("lock");
+    let claim = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        s.claim_task("t1", "builtin", 30_000, 2),
+    )
+    .await
+    .expect("the claim did not wait for the lock")
+    .expect("claim");
+    assert!(claim.is_none(), "a locked task is skipped");
+    holder.rollback().await.expect("rollback");
+    let (task, run, _) = s
+        .claim_task("t1", "builtin", 30_000, 3)
+        .await
+        .expect("claim")
+        .expect("claimed once the lock is gone");
+    assert_eq!(task.id, "t1");
+    assert_eq!(run.task_id.as_deref(), Some("t1"));
+}

@@ -905,6 +905,54 @@ pub(super) async fn scheduler(dir: &TempDir) -> Arc<super::Scheduler> {
     .expect("scheduler")
 }
 
+/// On a shared database (PostgreSQL), work one studiod announces wakes the claimers of
+/// another: its listener hears the notification. (SQLite has one studiod.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_announced_by_one_studiod_wakes_another() {
+    if !crate::testing::on_postgres() {
+        return;
+    }
+    let dirs = [TempDir::new("listen-a"), TempDir::new("listen-b")];
+    let first = crate::testing::open_store(&dirs[0]).await;
+    let url = first.url().cloned().expect("a PostgreSQL store");
+    let second = Store::open_at(studio_store::Location::Postgres(&url))
+        .await
+        .expect("a second studiod's store");
+    let mut members = Vec::new();
+    for (store, (dir, epoch)) in [first, second].iter().zip(dirs.iter().zip(["a", "b"])) {
+        members.push(
+            super::Scheduler::new(
+                SchedStore::with_test_key(store),
+                super::SchedulerConfig {
+                    epoch: epoch.into(),
+                    ..super::SchedulerConfig::default()
+                },
+                studio_schedule::Zone::utc(),
+                dir.path().join("runs"),
+                dir.path().join("run"),
+                studio_contract::lifecycle::Shutdown::new(),
+                None,
+            )
+            .await
+            .expect("scheduler"),
+        );
+    }
+    let (a, b) = (&members[0], &members[1]);
+    let mut changes = b.work_changes();
+    tokio::spawn(b.clone().listen_forever());
+    let wait = std::time::Duration::from_secs(10);
+    // The listener's own first look, once it listens.
+    tokio::time::timeout(wait, changes.changed())
+        .await
+        .expect("listening")
+        .expect("open");
+    a.tasks_changed();
+    tokio::time::timeout(wait, changes.changed())
+        .await
+        .expect("b heard a's announcement")
+        .expect("open");
+}
+
 /// A process the test started, killed when the test ends however it ends.
 struct Bystander(std::process::Child);
 

@@ -728,8 +728,23 @@ impl Scheduler {
     }
 
     /// Something a worker may claim changed: the built-in worker and every remote
-    /// worker's stream look again.
+    /// worker's stream look again, here and (on a shared database) in every other
+    /// studiod.
     pub(super) fn tasks_changed(&self) {
+        self.work_arrived();
+        if self.store.shared_url().is_some() {
+            let store = self.store.clone();
+            let sender = self.config.epoch.clone();
+            tokio::spawn(async move {
+                if let Err(error) = store.announce_work(&sender).await {
+                    tracing::warn!(error = %crate::error::chain(&error), "cannot announce work");
+                }
+            });
+        }
+    }
+
+    /// Work may be claimable: this process's claimers look again.
+    pub(super) fn work_arrived(&self) {
         self.task_wake.notify_one();
         self.work_signal.send_modify(|n| *n += 1);
     }

@@ -53,6 +53,8 @@ pub(crate) struct SchedStore {
     writer: AnyPool,
     /// The SQL both speak, for the few statements written once per dialect.
     dialect: studio_store::Dialect,
+    /// The PostgreSQL database's URL, for the work listener (`None` on SQLite).
+    url: Option<studio_store::DatabaseUrl>,
     /// Seals evidence rows (`run/evidence.key`; never in the database).
     evidence_key: std::sync::Arc<studio_evidence::Key>,
     /// Seals secrets' values (`run/secrets.key`; never in the database).
@@ -61,6 +63,10 @@ pub(crate) struct SchedStore {
     /// submission), for `/metrics`.
     write_time: prometheus_client::metrics::histogram::Histogram,
 }
+
+/// The PostgreSQL notification channel on which studiod processes tell each other that
+/// claimable work changed (a task submitted, a slot freed, a lease ended).
+pub(crate) const WORK_CHANNEL: &str = "studio_work";
 
 /// Observes the time from its making to its drop into a histogram.
 pub(super) struct Timed<'a> {
@@ -121,6 +127,7 @@ impl SchedStore {
             pool: store.pool().clone(),
             writer: store.writer().clone(),
             dialect: store.dialect(),
+            url: store.url().cloned(),
             evidence_key,
             sealer,
             write_time: crate::metrics::store_write_histogram(),
@@ -145,6 +152,26 @@ impl SchedStore {
     #[cfg(test)]
     pub(crate) fn plans_are_sqlites(&self) -> bool {
         self.dialect == studio_store::Dialect::Sqlite
+    }
+
+    /// The database's URL when it is PostgreSQL (shared with other studiod processes).
+    pub(crate) fn shared_url(&self) -> Option<&studio_store::DatabaseUrl> {
+        self.url.as_ref()
+    }
+
+    /// Tells every studiod on this database that claimable work changed (PostgreSQL's
+    /// `NOTIFY` on [`WORK_CHANNEL`], delivered once this statement commits; the payload
+    /// names the sender, so it can skip its own). Nothing on SQLite, where the one studiod
+    /// already knows.
+    pub(crate) async fn announce_work(&self, sender: &str) -> Result<(), crate::store::StoreError> {
+        if self.dialect == studio_store::Dialect::Postgres {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(WORK_CHANNEL)
+                .bind(sender)
+                .execute(&self.writer)
+                .await?;
+        }
+        Ok(())
     }
 
     /// What seals and opens secrets' values.

@@ -581,6 +581,22 @@ impl SchedStore {
         now_ms: i64,
     ) -> Result<Option<(TaskRow, RunRow, Vec<EventRow>)>, StoreError> {
         let mut tx = self.writer.begin().await?;
+        // On PostgreSQL several studiod claim at once: the row is locked for this claim,
+        // and one another claimer holds is skipped at once rather than waited for (its
+        // claim will take it; the caller looks at its next candidate). SQLite's one
+        // writer orders claims already.
+        if self.dialect == studio_store::Dialect::Postgres {
+            let free: Option<i64> = sqlx::query_scalar(
+                "SELECT 1 FROM tasks WHERE id = $1 AND status = 'queued' \
+                 FOR UPDATE SKIP LOCKED",
+            )
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if free.is_none() {
+                return Ok(None);
+            }
+        }
         // A granted task's first attempt is waiting already: the claim takes it over.
         let granted: Option<String> = sqlx::query_scalar(
             "SELECT r.id FROM tasks t JOIN runs r ON r.id = t.last_run_id \

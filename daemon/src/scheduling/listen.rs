@@ -1,0 +1,56 @@
+//! On PostgreSQL, what the other studiod processes sharing the database announce: a
+//! listener on the work channel (`LISTEN studio_work`) wakes this process's built-in
+//! worker and its workers' assignment streams, as a submission through this process
+//! does. A lost connection is made again after a second; whatever was announced
+//! meanwhile is caught by the claimers' slow poll ([`SHARED_IDLE`]) and by the look the
+//! listener takes as soon as it listens again. Nothing of this runs on SQLite.
+
+use std::{sync::Arc, time::Duration};
+
+use super::{Scheduler, store::WORK_CHANNEL};
+use crate::error::chain;
+
+/// How long a claimer waits without news before looking again when the database is
+/// shared: the safety net under the notifications.
+pub(super) const SHARED_IDLE: Duration = Duration::from_secs(10);
+
+impl Scheduler {
+    /// Listens on the work channel until stopped (returns at once on SQLite).
+    pub(super) async fn listen_forever(self: Arc<Self>) {
+        let Some(url) = self.store.shared_url().cloned() else {
+            return;
+        };
+        let stop = self.stop.clone();
+        loop {
+            match self.listen(&url).await {
+                Ok(()) => return,
+                Err(error) => {
+                    tracing::warn!(error = %chain(&error), "work listener lost; again in 1 s");
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = stop.triggered() => return,
+            }
+        }
+    }
+
+    /// One listening session: `Ok` once stopped.
+    async fn listen(&self, url: &studio_store::DatabaseUrl) -> Result<(), sqlx::Error> {
+        let mut listener = sqlx::postgres::PgListener::connect(url.expose()).await?;
+        listener.listen(WORK_CHANNEL).await?;
+        // What another process announced while this one was not listening.
+        self.work_arrived();
+        let stop = self.stop.clone();
+        loop {
+            tokio::select! {
+                note = listener.recv() => {
+                    if note?.payload() != self.config.epoch {
+                        self.work_arrived();
+                    }
+                }
+                () = stop.triggered() => return Ok(()),
+            }
+        }
+    }
+}
