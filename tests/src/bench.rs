@@ -22,7 +22,12 @@ impl Daemon {
     /// studiod on `home`, on a free port, once it said it is ready.
     pub fn start(home: &Path) -> Self {
         let addr = format!("127.0.0.1:{}", free_port());
-        let mut child = Command::new(&bins().studiod)
+        let mut cmd = Command::new(&bins().studiod);
+        // With STUDIO_TEST_DATABASE_URL, the state is in a new PostgreSQL database.
+        if let Some(url) = crate::postgres::database_for(home) {
+            cmd.env("STUDIO_DATABASE_URL", url);
+        }
+        let mut child = cmd
             .arg("--home")
             .arg(home)
             .args(["--addr", &addr])

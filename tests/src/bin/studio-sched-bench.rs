@@ -1,6 +1,9 @@
 //! studio-sched-bench: the scheduler's figures for `docs/PERFORMANCE.md`.
 //!
-//! `cargo run --release -p studio-tests --bin studio-sched-bench [-- --quick]`
+//! `cargo run --release -p studio-tests --bin studio-sched-bench [-- --quick] [--timing-only]`
+//!
+//! With `STUDIO_TEST_DATABASE_URL` naming a PostgreSQL server, each studiod keeps its state
+//! in a new database there.
 //!
 //! 1. Timing error: N schedules, each `every: 1s` running `true`, for a measured window;
 //!    lateness = dispatched_at − scheduled_at of every occurrence in the window, for rising
@@ -53,6 +56,10 @@ impl Daemon {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // With STUDIO_TEST_DATABASE_URL, the state is in a new PostgreSQL database.
+        if let Some(url) = studio_tests::postgres::database_for(home) {
+            cmd.env("STUDIO_DATABASE_URL", url);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -440,6 +447,8 @@ async fn many_cron(count: usize) {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    // Only the fire timing table (with STUDIO_TEST_DATABASE_URL: on PostgreSQL).
+    let timing_only = std::env::args().any(|a| a == "--timing-only");
     let window = Duration::from_secs(if quick { 5 } else { 10 });
     println!("# studio-sched-bench\n");
     println!(
@@ -474,6 +483,9 @@ async fn main() {
         }
     }
     println!("\nHighest sustained rate with every occurrence within 100 ms: {best} fires/s\n");
+    if timing_only {
+        return;
+    }
     println!("## Memory while a job runs\n");
     shim_memory().await;
     println!();
