@@ -56,13 +56,36 @@ pub struct Args {
         long,
         env = "STUDIO_DATABASE_URL",
         hide_env_values = true,
-        value_parser = parse_database_url
+        value_parser = DatabaseUrlParser
     )]
     pub database_url: Option<studio_store::DatabaseUrl>,
 }
 
-fn parse_database_url(text: &str) -> Result<studio_store::DatabaseUrl, String> {
-    studio_store::DatabaseUrl::parse(text)
+/// Reads `--database-url`; a refusal names the flag and why, never the value (which may
+/// hold a password: clap's own message would quote it).
+#[derive(Clone)]
+struct DatabaseUrlParser;
+
+impl clap::builder::TypedValueParser for DatabaseUrlParser {
+    type Value = studio_store::DatabaseUrl;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        value
+            .to_str()
+            .ok_or_else(|| "is not UTF-8".to_owned())
+            .and_then(studio_store::DatabaseUrl::parse)
+            .map_err(|why| {
+                clap::Error::raw(
+                    clap::error::ErrorKind::InvalidValue,
+                    format!("--database-url (STUDIO_DATABASE_URL) {why}\n"),
+                )
+            })
+    }
 }
 
 /// What the daemon runs on; tests build one directly.
@@ -387,6 +410,29 @@ mod tests {
         assert_eq!(c.lock_wait, Duration::from_millis(250));
         let env = |k: &str| (k == "STUDIO_DAEMON_LOCK_WAIT_MS").then(|| "soon".to_owned());
         assert!(args(&[]).into_config(env, no_key).is_err());
+    }
+
+    #[test]
+    fn a_bad_database_url_is_refused_without_quoting_it() {
+        let err = Args::try_parse_from([
+            "studiod",
+            "--database-url",
+            "mysql://studio:s3cret@db/studio",
+        ])
+        .expect_err("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains("--database-url") && text.contains("postgres://"),
+            "{text}"
+        );
+        assert!(!text.contains("s3cret"), "{text}");
+        let ok = Args::try_parse_from([
+            "studiod",
+            "--database-url",
+            "postgres://studio:s3cret@db/studio",
+        ])
+        .expect("a URL");
+        assert!(!format!("{ok:?}").contains("s3cret"));
     }
 
     #[test]
