@@ -16,6 +16,7 @@ pub enum Op {
     Metrics,
     Readiness,
     Backup,
+    GetCluster,
     GetRetention,
     SetRetention,
     RunRetention,
@@ -310,6 +311,17 @@ pub const ROUTES: &[Route<Op>] = &[
             "/api/admin/backup",
             "Copy state.db into a directory as one consistent snapshot while studiod runs",
             ok::<BackupFile>(),
+        )
+    },
+    Route {
+        needs: Role::Admin,
+        ..route(
+            Op::GetCluster,
+            "get_cluster",
+            Get,
+            "/api/admin/cluster",
+            "The studiod processes sharing this state's database, the one that leads and its term",
+            ok::<ClusterState>(),
         )
     },
     Route {

@@ -320,6 +320,15 @@ fn scheduler_config(env: &impl Fn(&str) -> Option<String>) -> Result<SchedulerCo
             .ok_or_else(|| bad("STUDIO_LEASE_TTL_SECS", "must be 1 to 3600 seconds"))?;
         c.lease_ttl = Duration::from_secs(secs);
     }
+    if let Some(n) = env("STUDIO_FAILOVER_SECS") {
+        let secs: u64 = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|s| (3..=600).contains(s))
+            .ok_or_else(|| bad("STUDIO_FAILOVER_SECS", "must be 3 to 600 seconds"))?;
+        c.failover = Duration::from_secs(secs);
+    }
     if let Some(list) = env("STUDIO_NOTIFY_BACKOFF_MS").filter(|s| !s.trim().is_empty()) {
         let waits: Option<Vec<Duration>> = list
             .split(',')

@@ -101,6 +101,35 @@ fn daemon_token(config: &Config) -> Result<String, DaemonError> {
     }
 }
 
+/// This home's member id (`run/member`, made once): the name under which this studiod
+/// joins the cluster of those sharing its database, and runs its own runs.
+fn member_id(config: &Config) -> Result<String, DaemonError> {
+    let path = config.home.run_dir().join("member");
+    let bad = |why: String| DaemonError::Config(ConfigError::Invalid(why));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let id = text.trim();
+            let fits = !id.is_empty()
+                && id.len() <= 64
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            if fits {
+                Ok(id.to_owned())
+            } else {
+                Err(bad(format!(
+                    "{} must hold one id of letters, digits and '-'",
+                    path.display()
+                )))
+            }
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            let id = secret::hex(&secret::random_bytes::<8>());
+            Home::write_secret(&path, &id).map_err(DaemonError::io("cannot write run/member"))?;
+            Ok(id)
+        }
+        Err(e) => Err(DaemonError::io("cannot read run/member")(e)),
+    }
+}
+
 /// The home's evidence key (`run/evidence.key`).
 fn evidence_key(config: &Config) -> Result<Arc<studio_evidence::Key>, DaemonError> {
     let bytes = home_key(&config.home.evidence_key_file(), "run/evidence.key")?;
@@ -299,12 +328,14 @@ impl Daemon {
             .and_then(|(listener, _)| listener.local_addr().ok());
         scheduler_config.own_ports = own_ports(&config, addr, worker_at);
         scheduler_config.epoch = authority.epoch().to_owned();
+        scheduler_config.addr = addr.to_string();
         let scheduler = scheduling::Scheduler::new(
             scheduling::store::SchedStore::new(
                 &store,
                 evidence_key(&config)?,
                 secrets_key(&config)?,
-            ),
+            )
+            .for_member(&member_id(&config)?),
             scheduler_config,
             default_zone,
             config.home.runs_dir(),

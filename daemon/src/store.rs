@@ -24,6 +24,11 @@ const POSTGRES_MIGRATIONS: studio_store::Migrations = &[
         "sqlite functions",
         include_str!("../../migrations/postgres/0002_sqlite_functions.sql"),
     ),
+    (
+        3,
+        "cluster",
+        include_str!("../../migrations/postgres/0003_cluster.sql"),
+    ),
 ];
 
 /// The daemon's migrations, embedded so the binary carries its schema.
@@ -157,6 +162,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         26,
         "retention",
         include_str!("../../migrations/daemon/0026_retention.sql"),
+    ),
+    (
+        27,
+        "cluster",
+        include_str!("../../migrations/daemon/0027_cluster.sql"),
     ),
 ];
 

@@ -148,6 +148,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
             done(up(config, shutdown).await)
         }
         Command::Status { json } => done(commands::status(&home, json).await),
+        Command::Cluster { remote } => cli::cluster::show(&home, &remote).await,
         Command::Restart { child } => done(commands::restart(&home, child.into()).await),
         Command::Stop => done(commands::stop(&home).await),
         Command::Pair { open, role } => done(commands::pair(&home, open, role.into()).await),

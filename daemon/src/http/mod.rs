@@ -4,6 +4,7 @@
 mod allowlist;
 mod approvals;
 mod audit;
+mod cluster;
 mod cursor;
 mod declarations;
 mod events;
@@ -96,6 +97,7 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::Metrics => on(m, health::metrics),
         Op::Readiness => on(m, health::readiness),
         Op::Backup => on(m, health::backup),
+        Op::GetCluster => on(m, cluster::get),
         Op::GetRetention => on(m, retention::get),
         Op::SetRetention => on(m, retention::set),
         Op::RunRetention => on(m, retention::run),

@@ -1,5 +1,5 @@
 //! `/api/admin/retention` and `/api/admin/archives/restore`: who may set the policy, run
-//! a pass and restore, and what bad input gets.
+//! a pass and restore, and what bad input gets; and who reads `/api/admin/cluster`.
 
 use http::{Method, StatusCode, header};
 use serde_json::{Value, json};
@@ -236,4 +236,44 @@ async fn a_pass_and_a_restore_are_the_machine_owners() {
             "{what}: {body}"
         );
     }
+}
+
+/// `GET /api/admin/cluster`: an admin's (the daemon token, an admin browser), not an
+/// operator's; before the scheduler's loop has joined it, no member and term 0.
+#[tokio::test]
+async fn the_cluster_is_an_admins_to_read() {
+    let api = api().await;
+    let (status, cluster) = send(
+        &api,
+        empty(authed(Method::GET, "/api/admin/cluster", DAEMON_TOKEN)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{cluster}");
+    let database = if crate::testing::on_postgres() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    assert_eq!(
+        cluster,
+        json!({"database": database, "term": 0, "leader": null, "leader_since": null,
+            "answered_by": "lone", "failover_secs": 5, "members": []})
+    );
+    let operator = api.token_as(Role::Operator).await;
+    let (status, body) = send(
+        &api,
+        empty(authed(Method::GET, "/api/admin/cluster", &operator).header(header::ORIGIN, APP)),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden"))
+    );
+    let admin = api.token_as(Role::Admin).await;
+    let (status, _) = send(
+        &api,
+        empty(authed(Method::GET, "/api/admin/cluster", &admin).header(header::ORIGIN, APP)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
 }

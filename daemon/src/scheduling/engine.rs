@@ -166,6 +166,11 @@ impl DueQueue {
     fn earliest(&self) -> Option<i64> {
         self.by_time.first().map(|(t, _)| *t)
     }
+
+    fn clear(&mut self) {
+        self.by_time.clear();
+        self.by_id.clear();
+    }
 }
 
 pub(crate) struct Scheduler {
@@ -221,6 +226,11 @@ pub(crate) struct Scheduler {
     pub(super) retention_wake: Notify,
     /// When the next retention pass runs on its own (ms; 0 until planned).
     pub(super) retention_next: AtomicI64,
+    /// The term whose lock this studiod holds, while it holds it (`leader`).
+    pub(super) leader: tokio::sync::watch::Sender<Option<i64>>,
+    /// The term this studiod leads in once it has taken office (armed the schedules,
+    /// extended the leases): what the leader-only loops wait for.
+    pub(super) office: tokio::sync::watch::Sender<Option<i64>>,
 }
 
 /// Whether a schedule's runs go to workers (its spec names a target).
@@ -314,6 +324,8 @@ impl Scheduler {
             retention_lock: tokio::sync::Mutex::default(),
             retention_wake: Notify::new(),
             retention_next: AtomicI64::new(0),
+            leader: tokio::sync::watch::Sender::new(None),
+            office: tokio::sync::watch::Sender::new(None),
         });
         this.load_allowlist().await?;
         this.load_retention_policy().await?;
@@ -409,24 +421,104 @@ impl Scheduler {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Puts a schedule's current cursor in the queue (or takes it out) and wakes the loop.
+    /// Puts a schedule's current cursor in the queue (or takes it out) and wakes the loop;
+    /// a member that does not lead tells the leader instead.
     pub(super) fn rearm(&self, row: &ScheduleRow) {
         let at = row.enabled.then_some(row.next_fire_at_ms).flatten();
         self.queue().set(&row.id, at);
         self.wake.notify_one();
+        self.tell_leader(&row.id);
     }
 
-    /// Takes a schedule out of the queue and wakes the loop.
+    /// Takes a schedule out of the queue and wakes the loop (and tells the leader).
     pub(super) fn forget(&self, id: &str) {
         self.queue().set(id, None);
         self.wake.notify_one();
+        self.tell_leader(id);
     }
 
-    /// Loads every armed schedule, recovers interrupted runs, then fires until stopped.
+    /// On a shared database, a member that does not lead announces a schedule it changed,
+    /// so the leader arms it as it now stands (`listen`). The write has committed: the
+    /// leader reads it back.
+    fn tell_leader(&self, id: &str) {
+        if self.store.shared_url().is_none() || self.term().is_some() {
+            return;
+        }
+        let (store, id) = (self.store.clone(), id.to_owned());
+        tokio::spawn(async move {
+            if let Err(error) = store.announce_schedule(&id).await {
+                tracing::warn!(schedule = %id, error = %chain(&error), "cannot tell the leader");
+            }
+        });
+    }
+
+    /// The leader arms schedule `id` as stored now (another member changed it).
+    pub(super) async fn rearm_from_store(&self, id: &str) -> Result<(), StoreError> {
+        let at = self
+            .store
+            .schedule(id)
+            .await?
+            .and_then(|row| row.enabled.then_some(row.next_fire_at_ms).flatten());
+        self.queue().set(id, at);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Arms the queue as the store has it (the leader's safety net under the
+    /// announcements on a shared database).
+    async fn resync(&self) -> Result<(), StoreError> {
+        let armed = self.store.armed().await?;
+        let mut q = self.queue();
+        q.clear();
+        for (id, at) in armed {
+            q.set(&id, Some(at));
+        }
+        Ok(())
+    }
+
+    /// Recovers this member's interrupted runs, then runs its own loops and, whenever it
+    /// leads (`leader`), the scheduler's: fires until stopped.
     pub(crate) async fn run(self: Arc<Self>) {
         if let Err(error) = self.recover().await {
             tracing::error!(error = %chain(&error), "startup recovery failed");
         }
+        tokio::spawn(self.clone().campaign_forever());
+        tokio::spawn(self.clone().reap_forever());
+        tokio::spawn(self.clone().work_forever());
+        tokio::spawn(self.clone().listen_forever());
+        let expiry = self
+            .clone()
+            .while_leading("approval expiry", Self::expire_forever);
+        tokio::spawn(expiry);
+        tokio::spawn(self.clone().while_leading("retries", Self::retry_forever));
+        tokio::spawn(
+            self.clone()
+                .while_leading("lease reaper", Self::leases_forever),
+        );
+        tokio::spawn(
+            self.clone()
+                .while_leading("notifications", Self::notify_forever),
+        );
+        tokio::spawn(
+            self.clone()
+                .while_leading("retention", Self::retention_forever),
+        );
+        let mut holding = self.leader.subscribe();
+        while let Some(term) = self.next_term(&mut holding).await {
+            self.take_office(term).await;
+            // Only now the leader-only loops start: the lease reaper, say, must not
+            // run before the leases were extended.
+            self.office.send_replace(Some(term));
+            self.fire_while_leading(term, &mut holding).await;
+            self.office.send_replace(None);
+            self.queue().clear();
+        }
+        self.drain().await;
+    }
+
+    /// What a leader does as it starts its term: arms every schedule, gives remote
+    /// workers one full lease to reconnect, and derives missing cadences.
+    async fn take_office(self: &Arc<Self>, term: i64) {
         let loading = std::time::Instant::now();
         match self.store.armed().await {
             Ok(armed) => {
@@ -438,19 +530,29 @@ impl Scheduler {
                     }
                 }
                 let elapsed_ms = loading.elapsed().as_millis();
-                tracing::info!(schedules = count, elapsed_ms, "scheduler armed");
+                tracing::info!(term, schedules = count, elapsed_ms, "scheduler armed");
             }
             Err(error) => tracing::error!(error = %chain(&error), "cannot load schedules"),
         }
-        tokio::spawn(self.clone().reap_forever());
-        tokio::spawn(self.clone().expire_forever());
-        tokio::spawn(self.clone().work_forever());
-        tokio::spawn(self.clone().retry_forever());
-        tokio::spawn(self.clone().leases_forever());
-        tokio::spawn(self.clone().notify_forever());
-        tokio::spawn(self.clone().retention_forever());
-        tokio::spawn(self.clone().listen_forever());
+        let now = now_ms();
+        let cluster_wide = async {
+            self.store.extend_leases(now + self.lease_ttl_ms()).await?;
+            self.fill_cadences(now).await
+        };
+        if let Err(error) = cluster_wide.await {
+            tracing::error!(error = %chain(&error), "cannot extend leases or fill cadences");
+        }
+    }
+
+    /// Fires due schedules while this studiod leads in `term`.
+    async fn fire_while_leading(
+        self: &Arc<Self>,
+        term: i64,
+        leading: &mut tokio::sync::watch::Receiver<Option<i64>>,
+    ) {
         let stop = self.stop.clone();
+        let shared = self.store.shared_url().is_some();
+        let mut resynced = std::time::Instant::now();
         loop {
             let due = self.queue().pop_due(now_ms());
             for (at, id) in due {
@@ -458,11 +560,11 @@ impl Scheduler {
                 // at the writer instead of each waiting for the one before. A schedule is
                 // in the queue once, so no two fires of one schedule overlap here.
                 let Ok(permit) = self.firing.clone().acquire_owned().await else {
-                    break;
+                    return;
                 };
                 let this = self.clone();
                 tokio::spawn(async move {
-                    if let Err(error) = this.fire_due(&id, at).await {
+                    if let Err(error) = this.fire_due(&id, at, term).await {
                         tracing::error!(schedule = %id, error = %chain(&error), "fire failed; retrying in 1 s");
                         this.queue().set(&id, Some(now_ms() + 1_000));
                         this.wake.notify_one();
@@ -479,15 +581,21 @@ impl Scheduler {
             tokio::select! {
                 () = tokio::time::sleep(sleep) => {}
                 () = self.wake.notified() => {}
-                () = stop.triggered() => break,
+                () = super::leader::until_not(leading, term) => return,
+                () = stop.triggered() => return,
+            }
+            if shared && resynced.elapsed() >= super::listen::SHARED_IDLE {
+                resynced = std::time::Instant::now();
+                if let Err(error) = self.resync().await {
+                    tracing::warn!(error = %chain(&error), "cannot re-read the armed schedules");
+                }
             }
         }
-        self.drain().await;
     }
 
     /// One due instant of one schedule.
     #[tracing::instrument(skip_all, fields(schedule = id, at))]
-    async fn fire_due(self: &Arc<Self>, id: &str, at: i64) -> Result<(), EngineError> {
+    async fn fire_due(self: &Arc<Self>, id: &str, at: i64, term: i64) -> Result<(), EngineError> {
         let Some(row) = self.store.schedule(id).await? else {
             return Ok(());
         };
@@ -527,7 +635,11 @@ impl Scheduler {
             };
         }
         let run = self.new_run(&row, &spec, kind, Some(at), skip, approval);
-        let cursor = Cursor::Advance { expected: at, next };
+        let cursor = Cursor::Advance {
+            expected: at,
+            next,
+            term,
+        };
         match self.claim_and_launch(run, &row, cursor, None).await? {
             Claim::MaxRunsReached => {
                 tracing::info!("max_runs reached: schedule disarmed");

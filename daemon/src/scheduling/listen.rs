@@ -1,13 +1,18 @@
 //! On PostgreSQL, what the other studiod processes sharing the database announce: a
 //! listener on the work channel (`LISTEN studio_work`) wakes this process's built-in
 //! worker and its workers' assignment streams, as a submission through this process
-//! does. A lost connection is made again after a second; whatever was announced
+//! does; one on the schedule channel (`studio_schedules`) lets the leader arm a schedule
+//! another member changed (its fire loop also re-reads every armed schedule each
+//! [`SHARED_IDLE`]). A lost connection is made again after a second; whatever was announced
 //! meanwhile is caught by the claimers' slow poll ([`SHARED_IDLE`]) and by the look the
 //! listener takes as soon as it listens again. Nothing of this runs on SQLite.
 
 use std::{sync::Arc, time::Duration};
 
-use super::{Scheduler, store::WORK_CHANNEL};
+use super::{
+    Scheduler,
+    store::{SCHEDULE_CHANNEL, WORK_CHANNEL},
+};
 use crate::error::chain;
 
 /// How long a claimer waits without news before looking again when the database is
@@ -38,19 +43,38 @@ impl Scheduler {
     /// One listening session: `Ok` once stopped.
     async fn listen(&self, url: &studio_store::DatabaseUrl) -> Result<(), sqlx::Error> {
         let mut listener = sqlx::postgres::PgListener::connect(url.expose()).await?;
-        listener.listen(WORK_CHANNEL).await?;
+        listener
+            .listen_all([WORK_CHANNEL, SCHEDULE_CHANNEL])
+            .await?;
         // What another process announced while this one was not listening.
         self.work_arrived();
         let stop = self.stop.clone();
         loop {
             tokio::select! {
                 note = listener.recv() => {
-                    if note?.payload() != self.config.epoch {
+                    let note = note?;
+                    if note.channel() == SCHEDULE_CHANNEL {
+                        self.schedule_changed(note.payload()).await;
+                    } else if note.payload() != self.config.epoch {
                         self.work_arrived();
                     }
                 }
                 () = stop.triggered() => return Ok(()),
             }
+        }
+    }
+
+    /// Another member changed a schedule (`<member> <schedule id>`): the leader arms it
+    /// as it now stands.
+    async fn schedule_changed(&self, payload: &str) {
+        let Some((member, id)) = payload.split_once(' ') else {
+            return;
+        };
+        if member == self.store.member() || self.term().is_none() {
+            return;
+        }
+        if let Err(error) = self.rearm_from_store(id).await {
+            tracing::warn!(schedule = %id, error = %chain(&error), "cannot re-arm a schedule");
         }
     }
 }

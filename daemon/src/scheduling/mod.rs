@@ -19,6 +19,7 @@ pub(crate) mod engine;
 pub(crate) mod export;
 pub(crate) mod health;
 mod launch;
+mod leader;
 mod listen;
 pub(crate) mod model;
 pub(crate) mod notify;
@@ -89,6 +90,11 @@ pub struct SchedulerConfig {
     pub retention: Option<studio_api::types::RetentionPolicy>,
     /// This studiod's epoch, for the audit rows of what it does by itself.
     pub epoch: String,
+    /// This studiod's HTTP address, as its member row shows it.
+    pub addr: String,
+    /// `STUDIO_FAILOVER_SECS` (default 5, at least 3): on a shared database, how soon
+    /// another member leads once the leader is gone or silent (`leader`).
+    pub failover: Duration,
 }
 
 impl Default for SchedulerConfig {
@@ -111,6 +117,8 @@ impl Default for SchedulerConfig {
             own_ports: Vec::new(),
             retention: None,
             epoch: String::new(),
+            addr: String::new(),
+            failover: Duration::from_secs(5),
         }
     }
 }

@@ -47,7 +47,7 @@ fn remote_worker(run: &RunRow) -> Option<&str> {
 impl Scheduler {
     pub(super) async fn recover(self: &Arc<Self>) -> Result<(), StoreError> {
         let now = now_ms();
-        for run in self.store.active_runs().await? {
+        for run in self.store.own_active_runs().await? {
             if let Some(worker) = remote_worker(&run) {
                 // Its worker runs it, and reconnects: its lease decides, not this start.
                 self.active().insert(
@@ -75,10 +75,9 @@ impl Scheduler {
                 _ => {}
             }
         }
-        // The leases of remote attempts run from now: a worker gets one full lease to
-        // reconnect to a studiod that was away.
-        self.store.extend_leases(now + self.lease_ttl_ms()).await?;
-        self.fill_cadences(now).await
+        // (The leader gives remote attempts a full lease to reconnect as it takes
+        // office: `Scheduler::take_office`.)
+        Ok(())
     }
 
     /// Tombstones a run that never started and launches its replacement.
@@ -177,7 +176,7 @@ impl Scheduler {
 
     /// Derives the cadence of schedules stored before it was kept (migration 0006); a
     /// spec that cannot be armed keeps none and is simply never `overdue`.
-    async fn fill_cadences(&self, now: i64) -> Result<(), StoreError> {
+    pub(super) async fn fill_cadences(&self, now: i64) -> Result<(), StoreError> {
         for row in self.store.schedules_without_cadence().await? {
             match arm(&row, &self.default_zone) {
                 Ok((_, armed)) => {
@@ -273,7 +272,7 @@ impl Scheduler {
         let now = now_ms();
         let stale: Vec<RunRow> = self
             .store
-            .active_runs()
+            .own_active_runs()
             .await?
             .into_iter()
             .filter(|r| {
@@ -292,10 +291,13 @@ impl Scheduler {
                 found => self.settle_by_evidence(run, found).await?,
             }
         }
-        self.store.prune_events(EVENTS_KEPT).await?;
-        self.store
-            .prune_run_counts(now - RUN_COUNTS_KEPT_MS)
-            .await?;
+        if self.term().is_some() {
+            // The cluster's tables: pruned by the leader alone.
+            self.store.prune_events(EVENTS_KEPT).await?;
+            self.store
+                .prune_run_counts(now - RUN_COUNTS_KEPT_MS)
+                .await?;
+        }
         Ok(())
     }
 }

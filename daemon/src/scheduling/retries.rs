@@ -74,7 +74,14 @@ impl Scheduler {
         run.attempt = failed.attempt + 1;
         run.replaces_run_id = Some(failed.id.clone());
         run.counted = false;
-        match self.claim_and_launch(run, &row, Cursor::Keep, None).await {
+        let Some(term) = self.term() else {
+            // No longer leading: the next leader makes the attempt.
+            return Ok(());
+        };
+        match self
+            .claim_and_launch(run, &row, Cursor::Retry { term }, None)
+            .await
+        {
             Ok(Claim::Claimed(..)) => {
                 self.metrics.retries.inc();
             }

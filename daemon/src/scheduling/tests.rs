@@ -73,6 +73,7 @@ async fn a_cursor_is_claimed_once() {
     let cursor = Cursor::Advance {
         expected: 1_000,
         next: Some(2_000),
+        term: 0,
     };
     let first = s
         .claim(
@@ -101,6 +102,51 @@ async fn a_cursor_is_claimed_once() {
     assert_eq!(
         (row.next_fire_at_ms, row.last_fired_at_ms, row.runs_counted),
         (Some(2_000), Some(1_000), 1)
+    );
+}
+
+/// A leader that paused while another took the next term fires nothing, however the
+/// cursor stands: the term is checked in the claim's own statement.
+#[tokio::test]
+async fn a_claim_under_a_passed_term_writes_nothing() {
+    let dir = TempDir::new("term");
+    let s = store(&dir).await;
+    s.insert_schedule(&schedule("a", Some(1_000), None), None)
+        .await
+        .expect("insert");
+    let old = s.take_term(1).await.expect("a term");
+    let new = s.take_term(2).await.expect("the next term");
+    assert_eq!(new, old + 1, "each leader takes the next term");
+    let fire = |term| Cursor::Advance {
+        expected: 1_000,
+        next: Some(2_000),
+        term,
+    };
+    let stale = s
+        .claim(
+            &run("a", Some("a:1000".into()), RunKind::Scheduled),
+            fire(old),
+            1_000,
+            None,
+        )
+        .await
+        .expect("claim");
+    assert!(matches!(stale, Claim::Lost), "a passed term fires nothing");
+    let row = s.schedule("a").await.expect("read").expect("row");
+    assert_eq!((row.next_fire_at_ms, row.runs_counted), (Some(1_000), 0));
+    assert!(s.active_runs().await.expect("read").is_empty(), "no run");
+    let current = s
+        .claim(
+            &run("a", Some("a:1000".into()), RunKind::Scheduled),
+            fire(new),
+            1_000,
+            None,
+        )
+        .await
+        .expect("claim");
+    assert!(
+        matches!(current, Claim::Claimed(..)),
+        "the current term fires"
     );
 }
 
@@ -169,6 +215,7 @@ async fn max_runs_holds_under_concurrent_claims() {
     let cursor = Cursor::Advance {
         expected: 1_000,
         next: Some(2_000),
+        term: 0,
     };
     let fire = s
         .claim(
@@ -207,6 +254,7 @@ async fn a_never_dispatched_run_is_tombstoned_and_replaced_once() {
     let cursor = Cursor::Advance {
         expected: 1_000,
         next: Some(2_000),
+        term: 0,
     };
     let Claim::Claimed(orphan, _, _) = s
         .claim(
@@ -679,6 +727,7 @@ async fn output_with_nul_bytes_and_costs_after_no_cost_are_kept() {
                 Cursor::Advance {
                     expected: i,
                     next: Some(i + 1),
+                    term: 0,
                 },
                 i,
                 None,
@@ -738,6 +787,7 @@ async fn measure_fire_database_work() {
         let cursor = Cursor::Advance {
             expected: i,
             next: Some(i + 1),
+            term: 0,
         };
         let Claim::Claimed(r, _, _) = s
             .claim(
@@ -1675,4 +1725,168 @@ async fn health_is_read_from_its_index_not_from_the_specs() {
         assert!(plan.contains("INDEX schedules_health"), "{plan}");
         assert!(!plan.contains("TEMP B-TREE"), "{plan}");
     }
+}
+
+/// The leader's lock on PostgreSQL: one session holds it and takes the next term; no
+/// other takes it until the holder resigns (a clean stop) or falls silent past its
+/// timeout (a frozen or cut-off leader, whose socket stays open), and the silent one's
+/// next ping fails. A fire under the silent leader's term is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leaders_lock_has_one_holder_and_a_silent_one_loses_it() {
+    if !crate::testing::on_postgres() {
+        return;
+    }
+    use super::store::LeaderSession;
+    let dir = TempDir::new("lead");
+    let store = crate::testing::open_store(&dir).await;
+    let url = store.url().cloned().expect("a PostgreSQL store");
+    let s = SchedStore::with_test_key(&store);
+    let silence = std::time::Duration::from_secs(1);
+    let session = || async { LeaderSession::connect(&url).await.expect("a session") };
+    let (mut a, mut b) = (session().await, session().await);
+    let first = a
+        .try_lead(silence, "a", 1)
+        .await
+        .expect("try")
+        .expect("a leads");
+    assert_eq!(
+        b.try_lead(silence, "b", 2).await.expect("try"),
+        None,
+        "one holder"
+    );
+    a.ping(None).await.expect("the holder's session answers");
+    a.resign().await;
+    let second = b
+        .try_lead(silence, "b", 3)
+        .await
+        .expect("try")
+        .expect("b leads");
+    assert_eq!(second, first + 1, "each leader takes the next term");
+    let cluster = s.cluster().await.expect("cluster");
+    assert_eq!(
+        (cluster.term, cluster.leader.as_deref()),
+        (second, Some("b"))
+    );
+
+    s.insert_schedule(&schedule("a", Some(1_000), None), None)
+        .await
+        .expect("insert");
+    // b falls silent, as a SIGSTOPped leader would: the server ends its session.
+    let mut c = session().await;
+    tokio::time::sleep(silence * 3).await;
+    let third = c
+        .try_lead(silence, "c", 4)
+        .await
+        .expect("try")
+        .expect("c leads");
+    assert_eq!(third, second + 1);
+    assert!(
+        b.ping(Some(("b", 5))).await.is_err(),
+        "the silent leader learns it lost the lock"
+    );
+    let fire = |term| Cursor::Advance {
+        expected: 1_000,
+        next: Some(2_000),
+        term,
+    };
+    let occurrence = || run("a", Some("a:1000".into()), RunKind::Scheduled);
+    let stale = s.claim(&occurrence(), fire(second), 1_000, None).await;
+    assert!(
+        matches!(stale.expect("claim"), Claim::Lost),
+        "b's term fires nothing"
+    );
+    let current = s.claim(&occurrence(), fire(third), 1_000, None).await;
+    assert!(matches!(current.expect("claim"), Claim::Claimed(..)));
+}
+
+/// Two studiod schedulers on one PostgreSQL database: exactly one leads; when it stops,
+/// the other takes the next term within the failover budget, and the stopped one's
+/// member row says it stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_the_leader_stops_the_other_member_leads() {
+    if !crate::testing::on_postgres() {
+        return;
+    }
+    let dirs = [TempDir::new("member-a"), TempDir::new("member-b")];
+    let first = crate::testing::open_store(&dirs[0]).await;
+    let url = first.url().cloned().expect("a PostgreSQL store");
+    let second = Store::open_at(studio_store::Location::Postgres(&url))
+        .await
+        .expect("a second studiod's store");
+    let mut members = Vec::new();
+    for (store, (dir, id)) in [first, second].iter().zip(dirs.iter().zip(["a", "b"])) {
+        let stop = studio_contract::lifecycle::Shutdown::new();
+        let scheduler = super::Scheduler::new(
+            SchedStore::with_test_key(store).for_member(id),
+            super::SchedulerConfig {
+                epoch: id.into(),
+                addr: format!("127.0.0.1:{id}"),
+                failover: std::time::Duration::from_secs(3),
+                ..super::SchedulerConfig::default()
+            },
+            studio_schedule::Zone::utc(),
+            dir.path().join("runs"),
+            dir.path().join("run"),
+            stop.clone(),
+            None,
+        )
+        .await
+        .expect("scheduler");
+        let task = tokio::spawn(scheduler.clone().run());
+        members.push((scheduler, stop, task));
+    }
+    let within =
+        |limit_s: u64| tokio::time::Instant::now() + std::time::Duration::from_secs(limit_s);
+    let deadline = within(10);
+    let leader = loop {
+        let leading: Vec<usize> = (0..2).filter(|&i| members[i].0.term().is_some()).collect();
+        assert!(leading.len() <= 1, "two leaders at once");
+        if let [one] = leading[..] {
+            break one;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "nobody leads");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let term = members[leader].0.term().expect("a term");
+    let (stopped, _, task) = {
+        let (s, stop, task) = &members[leader];
+        stop.trigger();
+        (s.clone(), stop.clone(), task)
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while !task.is_finished() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let other = &members[1 - leader].0;
+    let deadline = within(5);
+    while other.term().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no failover within 5 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(other.term(), Some(term + 1));
+    assert_eq!(stopped.term(), None);
+    let deadline = within(5);
+    loop {
+        let cluster = other.reads().cluster().await.expect("cluster");
+        assert_eq!(cluster.leader.as_deref(), Some(other.reads().member()));
+        let gone = cluster
+            .members
+            .iter()
+            .find(|m| m.id == stopped.reads().member())
+            .expect("the stopped member's row");
+        if gone.stopped_at_ms.is_some() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "its stop is recorded"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    members[1 - leader].1.trigger();
 }

@@ -12,11 +12,17 @@ use studio_contract::{home::Home, role::Role};
 
 use crate::{
     Error,
+    cli::{
+        Remote, cluster,
+        table::{Style, now_ms},
+    },
     control::{ChildName, ChildStatus, Reply, Request, Status, ask, unexpected},
     logs::Follower,
     pairing::{self, print_link, supervisor_link},
 };
 
+/// How long `studio status` waits for studiod's account of the cluster.
+const CLUSTER_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long `studio stop` waits for the supervisor to finish its ordered stop.
 const STOP_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -25,13 +31,25 @@ pub(crate) async fn status(home: &Home, json: bool) -> Result<(), Error> {
     let Reply::Status(status) = &reply else {
         return Err(unexpected(&reply));
     };
+    let cluster = tokio::time::timeout(CLUSTER_TIMEOUT, cluster::fetch(home, &Remote::default()))
+        .await
+        .unwrap_or_else(|_| Err(Error::Failed("studiod did not answer within 3 s".into())));
     if json {
+        let mut value = serde_json::to_value(&reply).map_err(|e| Error::Failed(e.to_string()))?;
+        if let (Some(object), Ok(c)) = (value.as_object_mut(), &cluster) {
+            let c = serde_json::to_value(c).map_err(|e| Error::Failed(e.to_string()))?;
+            object.insert("cluster".into(), c);
+        }
         outln!(
             "{}",
-            serde_json::to_string_pretty(&reply).map_err(|e| Error::Failed(e.to_string()))?
+            serde_json::to_string_pretty(&value).map_err(|e| Error::Failed(e.to_string()))?
         )?;
     } else {
         out!("{}", table(status))?;
+        match &cluster {
+            Ok(c) => out!("\n{}", cluster::render(c, now_ms(), Style::detect()))?,
+            Err(e) => outln!("\ncluster: unknown ({e})")?,
+        }
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ pub(crate) mod archive;
 pub(crate) mod audit;
 pub(crate) mod backup;
 pub(crate) mod client;
+pub(crate) mod cluster;
 pub(crate) mod commands;
 pub(crate) mod declare;
 pub(crate) mod evidence;
@@ -66,11 +67,17 @@ pub struct Cli {
 pub enum Command {
     /// Start studiod and studio-app in the foreground and print a pairing link.
     Up(UpArgs),
-    /// Show the supervisor and its children.
+    /// Show the supervisor and its children, and the cluster as studiod reports it.
     Status {
         /// The control socket's JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// The studiod processes sharing the home's database: the leader, its term and each
+    /// member (also shown by `status`; this works without a supervisor).
+    Cluster {
+        #[command(flatten)]
+        remote: Remote,
     },
     /// Restart one child (also brings back a failed one).
     Restart { child: ChildArg },
@@ -809,7 +816,7 @@ pub enum ScheduleCommand {
 }
 
 /// How a command reaches studiod and prints its answer.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct Remote {
     /// studiod's URL (default: the home's running daemon, else http://127.0.0.1:8766).
     #[arg(long, env = "STUDIO_DAEMON_URL", value_name = "URL")]

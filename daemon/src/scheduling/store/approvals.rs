@@ -623,6 +623,14 @@ impl SchedStore {
             // The run moved on (cancelled with its schedule): nothing is decided.
             return Ok(Decided::NotPending(a.status));
         };
+        if run.status() == Some(RunStatus::Queued) && run.task_id.is_none() {
+            // A granted occurrence runs on the member that granted it.
+            sqlx::query("UPDATE runs SET member_id = $1 WHERE id = $2")
+                .bind(&*self.member)
+                .bind(&run.id)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(Decided::Done {
             approval: Box::new(approval),

@@ -2,7 +2,8 @@
 //! (rows, cursors, the derived cadence, health counts), `runs` (runs, their transitions,
 //! the fire transaction, the hourly counts), `events` (the event log), `plans` (a
 //! declarations plan's one transaction), `allowlist` (the command allow-list) and
-//! `approvals` (requests for a person's decision and the evidence log), `audit` (the
+//! `approvals` (requests for a person's decision and the evidence log), `cluster` (the
+//! members sharing the database, the leader's term and its session), `audit` (the
 //! trail's row of each change made through the API, in its transaction,
 //! and the trail's reads). Each
 //! change of a run or schedule writes its event in the same transaction, so the event
@@ -16,6 +17,7 @@ use sqlx::AnyPool;
 mod allowlist;
 mod approvals;
 mod audit;
+mod cluster;
 mod dialect;
 mod events;
 mod health;
@@ -32,6 +34,7 @@ mod workers;
 pub(crate) use allowlist::AllowEntry;
 pub(crate) use approvals::{ApprovalFilter, ApprovalRow, Decided, Verdict};
 pub(crate) use audit::{AuditFilter, AuditRow, Note};
+pub(crate) use cluster::{LeaderSession, MemberRow, NewMember, SCHEDULE_CHANNEL};
 pub(crate) use notify::{Attempted, DeliveryFilter, DeliveryRow, EndpointDeleted, EndpointRow};
 pub(crate) use plans::{PlanError, PlanWrite};
 pub(crate) use retention::{Chunk, Deleted, EvidenceChunk, PassRow, PolicyRow, RestoreError, Rows};
@@ -62,7 +65,12 @@ pub(crate) struct SchedStore {
     /// How long the hot write transactions take (a fire's claim, a transition, a task's
     /// submission), for `/metrics`.
     write_time: prometheus_client::metrics::histogram::Histogram,
+    /// This studiod's member id (`run/member`): stamped on the runs it runs itself.
+    member: std::sync::Arc<str>,
 }
+
+/// The member id of a store made without one (unit tests' single studiod).
+const LONE_MEMBER: &str = "lone";
 
 /// The PostgreSQL notification channel on which studiod processes tell each other that
 /// claimable work changed (a task submitted, a slot freed, a lease ended).
@@ -131,7 +139,19 @@ impl SchedStore {
             evidence_key,
             sealer,
             write_time: crate::metrics::store_write_histogram(),
+            member: LONE_MEMBER.into(),
         }
+    }
+
+    /// The store of member `id` of a cluster (every studiod is one: see `cluster`).
+    pub(crate) fn for_member(mut self, id: &str) -> Self {
+        self.member = id.into();
+        self
+    }
+
+    /// This studiod's member id.
+    pub(crate) fn member(&self) -> &str {
+        &self.member
     }
 
     /// The histogram of the hot write transactions' times.

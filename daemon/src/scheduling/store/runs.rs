@@ -133,10 +133,18 @@ pub(crate) struct Attempt {
 /// How the schedule's cursor moves with a claim.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Cursor {
-    /// A scheduled occurrence: compare-and-set `next_fire_at_ms` from `expected` to `next`.
-    Advance { expected: i64, next: Option<i64> },
+    /// A scheduled occurrence: compare-and-set `next_fire_at_ms` from `expected` to `next`,
+    /// by the leader of `term` (written only while that is still the cluster's term).
+    Advance {
+        expected: i64,
+        next: Option<i64>,
+        term: i64,
+    },
     /// A manual trigger or a chain step: the cursor is not touched.
     Keep,
+    /// The next attempt of a failed occurrence (`replaces_run_id`), by the leader of
+    /// `term`: the cursor is not touched.
+    Retry { term: i64 },
 }
 
 /// What a claim did.
@@ -257,9 +265,11 @@ pub(super) async fn record_transition(
     Ok(())
 }
 
+/// Inserts `run`, run (or to be run) by `member` when it runs on a studiod's own machine.
 pub(super) async fn insert_run(
     tx: &mut Transaction<'_, Any>,
     run: &NewRun,
+    member: &str,
     now_ms: i64,
 ) -> Result<RunRow, sqlx::Error> {
     let finished = run.status.is_terminal().then_some(now_ms);
@@ -267,9 +277,9 @@ pub(super) async fn insert_run(
         "INSERT INTO runs (id, schedule_id, schedule_name, occurrence_key, kind, status, reason, \
          action, scheduled_at_ms, created_at_ms, finished_at_ms, counted, chain_parent_id, \
          chain_depth, replaces_run_id, follow_ups, attempt, approval_id, task_id, worker_id, \
-         fence, lease_expires_at_ms) \
+         fence, lease_expires_at_ms, member_id) \
          VALUES ($1, $2, (SELECT name FROM schedules WHERE id = $2), $3, $4, $5, $6, $7, $8, $9, \
-         $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) RETURNING {RUN_COLUMNS}"
+         $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) RETURNING {RUN_COLUMNS}"
     )))
     .bind(&run.id)
     .bind(&run.schedule_id)
@@ -292,6 +302,7 @@ pub(super) async fn insert_run(
     .bind(run.task.as_ref().map(|t| &t.worker_id))
     .bind(run.task.as_ref().map(|t| t.fence))
     .bind(run.task.as_ref().map(|t| t.lease_expires_at_ms))
+    .bind(member)
     .fetch_one(&mut **tx)
     .await?;
     let row = run_from(&row)?;
@@ -414,18 +425,26 @@ impl SchedStore {
             // Column references in SET read the old row: `runs_counted + counted` is the
             // count after this claim.
             let moved: Option<Option<i64>> = match cursor {
-                Cursor::Advance { expected, next } => sqlx::query_scalar(
+                // The fence is in the statement: a leader whose term has passed moves no
+                // cursor, however long it paused between deciding and writing.
+                Cursor::Advance {
+                    expected,
+                    next,
+                    term,
+                } => sqlx::query_scalar(
                     "UPDATE schedules SET last_fired_at_ms = $1, runs_counted = runs_counted + $2, \
                      next_fire_at_ms = CASE WHEN max_runs IS NOT NULL AND runs_counted + $2 >= max_runs \
                      THEN NULL ELSE $3 END \
                      WHERE id = $4 AND enabled = 1 AND next_fire_at_ms = $1 \
-                     AND ($2 = 0 OR max_runs IS NULL OR runs_counted < max_runs) RETURNING next_fire_at_ms",
+                     AND ($2 = 0 OR max_runs IS NULL OR runs_counted < max_runs) \
+                     AND (SELECT term FROM cluster WHERE id = 1) = $5 RETURNING next_fire_at_ms",
                 )
                 .bind(expected)
                 .bind(counted)
                 .bind(next)
-                .bind(schedule_id),
-                Cursor::Keep => sqlx::query_scalar(
+                .bind(schedule_id)
+                .bind(term),
+                Cursor::Keep | Cursor::Retry { .. } => sqlx::query_scalar(
                     "UPDATE schedules SET runs_counted = runs_counted + $1, \
                      next_fire_at_ms = CASE WHEN max_runs IS NOT NULL AND runs_counted + $1 >= max_runs \
                      THEN NULL ELSE next_fire_at_ms END \
@@ -447,10 +466,14 @@ impl SchedStore {
                 if exhausted.is_none() || !run.counted {
                     return Ok(Claim::Lost);
                 }
-                if let Cursor::Advance { expected, .. } = cursor {
-                    sqlx::query("UPDATE schedules SET next_fire_at_ms = NULL WHERE id = $1 AND next_fire_at_ms = $2")
+                if let Cursor::Advance { expected, term, .. } = cursor {
+                    sqlx::query(
+                        "UPDATE schedules SET next_fire_at_ms = NULL WHERE id = $1 AND next_fire_at_ms = $2 \
+                         AND (SELECT term FROM cluster WHERE id = 1) = $3",
+                    )
                         .bind(schedule_id)
                         .bind(expected)
+                        .bind(term)
                         .execute(&mut *tx)
                         .await?;
                     tx.commit().await?;
@@ -461,18 +484,25 @@ impl SchedStore {
         }
         // A retry takes over its failed run's occurrence, once.
         if let Some(failed) = &run.replaces_run_id {
+            // A retry is the leader's (`Cursor::Retry`): fenced by its term as a fire is.
+            let term = match cursor {
+                Cursor::Retry { term } | Cursor::Advance { term, .. } => Some(term),
+                Cursor::Keep => None,
+            };
             let taken = sqlx::query(
                 "UPDATE runs SET retry_at_ms = NULL, occurrence_key = NULL \
-                 WHERE id = $1 AND retry_at_ms IS NOT NULL",
+                 WHERE id = $1 AND retry_at_ms IS NOT NULL \
+                 AND ($2 IS NULL OR (SELECT term FROM cluster WHERE id = 1) = $2)",
             )
             .bind(failed)
+            .bind(term)
             .execute(&mut *tx)
             .await?;
             if taken.rows_affected() == 0 {
                 return Ok(Claim::Lost);
             }
         }
-        let row = match insert_run(&mut tx, run, now_ms).await {
+        let row = match insert_run(&mut tx, run, &self.member, now_ms).await {
             // The occurrence exists already: it cannot be written twice.
             Err(e) if is_unique_violation(&e) => return Ok(Claim::Lost),
             other => other?,
@@ -676,7 +706,7 @@ impl SchedStore {
                 lease_expires_at_ms: 0,
             }),
         };
-        let row = insert_run(&mut tx, &replacement, now_ms).await?;
+        let row = insert_run(&mut tx, &replacement, &self.member, now_ms).await?;
         if let Some(task_id) = &old.task_id {
             tasks::replace_attempt(&mut tx, task_id, &old.id, &row.id).await?;
         }
@@ -725,6 +755,19 @@ impl SchedStore {
     }
 
     /// Runs not yet terminal, oldest first.
+    /// The unfinished runs this member runs itself (or will), and those of the time
+    /// before members were recorded: what its recovery and its stale-run reaper settle.
+    pub(crate) async fn own_active_runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('queued', 'running') \
+             AND (member_id = $1 OR member_id IS NULL) ORDER BY created_at_ms, id"
+        )))
+        .bind(&*self.member)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)
+    }
+
     pub(crate) async fn active_runs(&self) -> Result<Vec<RunRow>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('queued', 'running') ORDER BY created_at_ms, id"

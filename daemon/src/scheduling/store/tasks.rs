@@ -513,7 +513,7 @@ impl SchedStore {
             approval_id: None,
             task: None,
         };
-        let mut row = insert_run(tx, &run, now_ms).await?;
+        let mut row = insert_run(tx, &run, &self.member, now_ms).await?;
         sqlx::query("UPDATE runs SET task_id = $1 WHERE id = $2")
             .bind(&task.id)
             .bind(&row.id)
@@ -656,7 +656,7 @@ impl SchedStore {
                 lease_expires_at_ms: now_ms.saturating_add(lease_ms),
             }),
         };
-        let run = insert_run(&mut tx, &run, now_ms).await?;
+        let run = insert_run(&mut tx, &run, &self.member, now_ms).await?;
         let events = vec![
             append_event(&mut tx, "task", &task_event(&task), now_ms).await?,
             append_event(&mut tx, "run", &run_event(&run), now_ms).await?,
@@ -698,7 +698,8 @@ impl SchedStore {
             return Ok(None);
         }
         let moved =
-            sqlx::query("UPDATE runs SET status = 'running' WHERE id = $1 AND status = 'queued'")
+            sqlx::query("UPDATE runs SET status = 'running', member_id = $1 WHERE id = $2 AND status = 'queued'")
+                .bind(&*self.member)
                 .bind(run_id)
                 .execute(&mut *tx)
                 .await?;

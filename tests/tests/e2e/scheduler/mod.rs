@@ -25,6 +25,7 @@ mod allowlist;
 mod api;
 mod approvals;
 mod backup;
+mod cluster;
 mod disk;
 mod events;
 mod gates;

@@ -1,0 +1,360 @@
+//! A hot-standby scheduler (docs/FLEETS.md, "Leadership and terms"): three studiod on one
+//! PostgreSQL database, each with a home of its own, schedules firing every second. The
+//! leader is killed (`kill -9`), frozen past its lock's timeout (SIGSTOP, then SIGCONT)
+//! and every member is restarted in turn; afterwards every occurrence has exactly one
+//! run, each outage was bridged by one late fire (`recovery`), and after a clean stop no
+//! run is left unfinished. Runs in the PostgreSQL pass of `scripts/test`.
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+};
+
+use studio_api::{ClusterState, RunListItem, schedule::MissedFire};
+use studio_tests::{WORKER_ADDR, bins, free_port};
+
+use super::*;
+
+/// The members' failover budget: short, so the test is.
+const FAILOVER_SECS: u64 = 4;
+const TOKEN: &str = "cluster-test-daemon-token";
+
+/// One studiod of the cluster: its home (kept across restarts) and its process, killed
+/// when the test ends however it ends.
+struct Member {
+    home: TempDir,
+    addr: String,
+    url: String,
+    child: Option<Child>,
+}
+
+impl Member {
+    fn new(url: &str, keys: &[(&str, String)]) -> Self {
+        let home = TempDir::new("cluster");
+        let run = home.path().join("run");
+        std::fs::create_dir_all(&run).expect("run/");
+        // The cluster's keys: one evidence chain and one set of secrets for all members.
+        for (name, key) in keys {
+            write_private(&run.join(name), key);
+        }
+        let mut member = Self {
+            home,
+            addr: format!("127.0.0.1:{}", free_port()),
+            url: url.to_owned(),
+            child: None,
+        };
+        member.start();
+        member
+    }
+
+    /// Starts studiod and waits for its readiness line.
+    fn start(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.home.path().join("studiod.log"))
+            .expect("log file");
+        let mut child = Command::new(&bins().studiod)
+            .arg("--home")
+            .arg(self.home.path())
+            .args(["--addr", &self.addr])
+            .env("STUDIO_DATABASE_URL", &self.url)
+            .env("STUDIO_TOKEN", TOKEN)
+            .env("STUDIO_COMMAND_ALLOWLIST", ALLOW)
+            .env("STUDIO_FAILOVER_SECS", FAILOVER_SECS.to_string())
+            .env("RUST_LOG", "studiod=info,studio_daemon=info")
+            .env(WORKER_ADDR.0, WORKER_ADDR.1)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("spawn studiod");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("readiness line");
+        assert!(
+            line.contains(&self.addr),
+            "not ready: {line:?}\n{}",
+            self.log()
+        );
+        self.child = Some(child);
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    fn api(&self) -> Api {
+        Api::at(format!("http://{}", self.addr), TOKEN.to_owned())
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("studiod.log")).unwrap_or_default()
+    }
+
+    /// `kill -9`, and reaps it.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A clean stop (TERM), waited for.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal(child.id(), Signal::TERM);
+            let deadline = Instant::now() + WAIT;
+            while child.try_wait().expect("wait").is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "studiod did not stop:\n{}",
+                    self.log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // A frozen one first wakes, to die.
+            signal(child.id(), Signal::CONT);
+        }
+        self.kill();
+    }
+}
+
+fn write_private(path: &Path, text: &str) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .expect("key file");
+    std::io::Write::write_all(&mut file, text.as_bytes()).expect("write key");
+}
+
+/// The cluster as `member` reports it, if it answers.
+async fn cluster_of(member: &Member) -> Option<ClusterState> {
+    let reply = member
+        .api()
+        .try_send(Method::GET, "/api/admin/cluster", None)
+        .await?;
+    (reply.status == 200).then(|| reply.json())
+}
+
+/// Waits until a member other than the ones in `not` leads in a term above `after`, as
+/// `asked` reports it; that term and its leader's member id.
+async fn new_leader(asked: &Member, after: i64, not: &[&str]) -> (i64, String) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(c) = cluster_of(asked).await
+            && c.term > after
+            && let Some(leader) = c.leader.filter(|l| !not.contains(&l.as_str()))
+        {
+            return (c.term, leader);
+        }
+        assert!(Instant::now() < deadline, "no new leader:\n{}", asked.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The index in `members` of the member with id `id`.
+fn index_of(members: &[Member], id: &str) -> usize {
+    members
+        .iter()
+        .position(|m| {
+            std::fs::read_to_string(m.home.path().join("run/member")).is_ok_and(|m| m.trim() == id)
+        })
+        .unwrap_or_else(|| panic!("no member {id}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
+    if !studio_tests::postgres::enabled() {
+        eprintln!("skipped: runs in the PostgreSQL pass of scripts/test");
+        return;
+    }
+    let keeper = TempDir::new("cluster-db");
+    let url = studio_tests::postgres::database_for(keeper.path()).expect("a database");
+    let key = || {
+        (0..4)
+            .map(|_| format!("{:016x}", rand_u64()))
+            .collect::<String>()
+    };
+    let keys = [("evidence.key", key()), ("secrets.key", key())];
+    let mut members: Vec<Member> = (0..3).map(|_| Member::new(&url, &keys)).collect();
+
+    // Made through a member that may or may not lead: the leader arms them either way.
+    let (term, leader) = new_leader(&members[0], 0, &[]).await;
+    let follower = (index_of(&members, &leader) + 1) % 3;
+    let api = members[follower].api();
+    // An occurrence due while nobody leads fires late, once (`run_once`: as a
+    // `recovery` run), when the next leader takes over.
+    let mut ids = Vec::new();
+    for name in ["tick-a", "tick-b"] {
+        let mut spec = command(name, every("1s"), "true", &[]);
+        spec.policies.missed_fire = MissedFire::RunOnce;
+        ids.push(api.create(&spec).await.id);
+    }
+    let started = Instant::now();
+    wait_for_runs(&api, &ids, 3).await;
+
+    // kill -9 the leader: another leads within the budget, in the next term.
+    let l = index_of(&members, &leader);
+    let killed_at = Instant::now();
+    members[l].kill();
+    let survivor = (l + 1) % 3;
+    let (term2, leader2) = new_leader(&members[survivor], term, &[&leader]).await;
+    let failover = killed_at.elapsed();
+    assert!(
+        failover < Duration::from_secs(FAILOVER_SECS + 2),
+        "failover took {failover:?}"
+    );
+    members[l].start();
+    wait_for_runs(&members[survivor].api(), &ids, 2).await;
+
+    // Freeze the leader past its lock's timeout: another leads; woken, the frozen one
+    // finds it leads no more (and stays up, following).
+    let l2 = index_of(&members, &leader2);
+    let frozen_pid = members[l2].pid();
+    signal(frozen_pid, Signal::STOP);
+    let asked = &members[(l2 + 1) % 3];
+    let (term3, leader3) = new_leader(asked, term2, &[&leader2]).await;
+    // Its heartbeat stops too: the others show it silent.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let c = cluster_of(asked).await.expect("cluster");
+        let frozen = c.members.iter().find(|m| m.id == leader2).expect("row");
+        if frozen.state == "silent" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never shown silent: {c:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    signal(frozen_pid, Signal::CONT);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(alive(frozen_pid), "the woken member keeps running");
+    let after = cluster_of(&members[l2])
+        .await
+        .expect("the woken member answers");
+    assert_eq!(
+        (after.term, after.leader.as_deref()),
+        (term3, Some(leader3.as_str())),
+        "the lead moved again: {after:?}\n{}",
+        members
+            .iter()
+            .map(Member::log)
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    );
+    let woken = after.members.iter().find(|m| m.id == leader2).expect("row");
+    assert_eq!(woken.state, "following", "{after:?}");
+
+    // Every member restarted in turn, cleanly.
+    for i in 0..3 {
+        members[i].stop();
+        members[i].start();
+        wait_for_runs(&members[(i + 1) % 3].api(), &ids, 1).await;
+    }
+    let c = cluster_of(&members[0]).await.expect("cluster");
+    let leading: Vec<&str> = c
+        .members
+        .iter()
+        .filter(|m| m.state == "leading")
+        .map(|m| m.id.as_str())
+        .collect();
+    assert_eq!(leading.len(), 1, "one leader: {c:?}");
+    assert_eq!(c.members.len(), 3, "{c:?}");
+
+    // A clean stop of all; then, read from a member started again, every run is
+    // finished and every occurrence has exactly one.
+    for m in &mut members {
+        m.stop();
+    }
+    let window = started.elapsed();
+    members[0].start();
+    let api = members[0].api();
+    for id in &ids {
+        let runs = api.runs(id).await;
+        check_occurrences(id, &runs, window);
+    }
+}
+
+/// Waits until each schedule has `more` runs beyond those it has now.
+async fn wait_for_runs(api: &Api, ids: &[String], more: usize) {
+    for id in ids {
+        let before = api.try_runs(id).await.map_or(0, |r| r.len());
+        let deadline = Instant::now() + WAIT;
+        while api.try_runs(id).await.map_or(0, |r| r.len()) < before + more {
+            assert!(Instant::now() < deadline, "{id} did not fire");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Each occurrence once; every run finished; one second between occurrences except after
+/// a late fire (`recovery`: it ran the first occurrence an outage missed, standing for
+/// the rest, and the next is the first due after it).
+fn check_occurrences(id: &str, runs: &[RunListItem], window: Duration) {
+    let mut per_instant: BTreeMap<i64, usize> = BTreeMap::new();
+    for r in runs {
+        let at = ms_opt(r.core.scheduled_at.as_deref()).expect("a scheduled run");
+        *per_instant.entry(at).or_default() += 1;
+        assert!(
+            r.core.status.is_terminal(),
+            "{id}: run {} left {:?} after a clean stop",
+            r.core.id,
+            r.core.status
+        );
+    }
+    let late = runs
+        .iter()
+        .filter(|r| r.core.kind == RunKind::Recovery)
+        .count();
+    eprintln!("{id}: {} runs over {window:?}, {late} late", runs.len());
+    let twice: Vec<_> = per_instant.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{id}: occurrences with more than one run: {twice:?}"
+    );
+    // The gaps below make the runs contiguous from the first to the last: they must
+    // span the window (less the first fire's wait and the last stop).
+    let span = per_instant
+        .keys()
+        .next_back()
+        .zip(per_instant.keys().next());
+    let span_ms = span.map_or(0, |(last, first)| last - first);
+    let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+    assert!(
+        span_ms >= window_ms - 6_000,
+        "{id}: runs span {span_ms} ms of a {window_ms} ms window"
+    );
+    for pair in runs.windows(2) {
+        let (a, b) = (&pair[0].core, &pair[1].core);
+        let gap = ms_opt(b.scheduled_at.as_deref()).unwrap_or(0)
+            - ms_opt(a.scheduled_at.as_deref()).unwrap_or(0);
+        assert!(
+            gap <= 1_000 || a.kind == RunKind::Recovery,
+            "{id}: {gap} ms between {} and {} without a late fire ({:?})",
+            a.id,
+            b.id,
+            a.kind
+        );
+    }
+}
+
+/// A random number (the test's own keys).
+fn rand_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .expect("random bytes");
+    u64::from_le_bytes(bytes)
+}
