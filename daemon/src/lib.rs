@@ -130,6 +130,34 @@ fn member_id(config: &Config) -> Result<String, DaemonError> {
     }
 }
 
+/// On a shared database, every member must seal evidence and secrets with the same keys:
+/// the first member's keys are recorded (as digests, never the keys) and a member that
+/// brings another is refused before it writes anything.
+async fn check_cluster_keys(config: &Config, store: &Store) -> Result<(), DaemonError> {
+    if config.database.is_none() {
+        return Ok(());
+    }
+    let mut keys = Vec::new();
+    for (path, name) in [
+        (config.home.evidence_key_file(), "run/evidence.key"),
+        (config.home.secrets_key_file(), "run/secrets.key"),
+    ] {
+        let bytes = home_key(&path, name)?;
+        let digest = secret::hex(&secret::digest(&format!(
+            "studio cluster key check:{}",
+            secret::hex(&bytes)
+        )));
+        keys.push((name, digest));
+    }
+    match store.differing_key(&keys).await? {
+        None => Ok(()),
+        Some(name) => Err(DaemonError::Config(ConfigError::Invalid(format!(
+            "{name} is not the one the other studiod sharing this database use: copy \
+             run/evidence.key and run/secrets.key from a member's home"
+        )))),
+    }
+}
+
 /// The home's evidence key (`run/evidence.key`).
 fn evidence_key(config: &Config) -> Result<Arc<studio_evidence::Key>, DaemonError> {
     let bytes = home_key(&config.home.evidence_key_file(), "run/evidence.key")?;
@@ -244,6 +272,7 @@ impl Daemon {
             None => studio_store::Location::File(&state_db),
         })
         .await?;
+        check_cluster_keys(&config, &store).await?;
         let epoch = secret::hex(&secret::random_bytes::<16>());
         let started_at_ms = now_ms();
         store

@@ -337,6 +337,35 @@ impl Store {
         Ok(())
     }
 
+    /// On a database several studiod share: records the digest of each key (`name`,
+    /// `digest`) the first member brought, and answers the name of the first key of
+    /// `keys` whose digest differs from the one recorded (`None`: all are the cluster's).
+    #[tracing::instrument(skip_all)]
+    pub async fn differing_key<'a>(
+        &self,
+        keys: &[(&'a str, String)],
+    ) -> Result<Option<&'a str>, StoreError> {
+        for (name, digest) in keys {
+            let fact = format!("cluster_key:{name}");
+            sqlx::query(
+                "INSERT INTO daemon_facts (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(&fact)
+            .bind(digest)
+            .execute(&self.pools.writer)
+            .await?;
+            let recorded: String =
+                sqlx::query_scalar("SELECT value FROM daemon_facts WHERE name = $1")
+                    .bind(&fact)
+                    .fetch_one(&self.pools.writer)
+                    .await?;
+            if recorded != *digest {
+                return Ok(Some(name));
+            }
+        }
+        Ok(None)
+    }
+
     /// Every recorded epoch but `current`: their codes and tokens answer `epoch_ended`.
     #[tracing::instrument(skip_all)]
     pub async fn past_epochs(&self, current: &str) -> Result<Vec<String>, StoreError> {

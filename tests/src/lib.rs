@@ -16,6 +16,7 @@ use serde_json::Value;
 pub mod api;
 pub mod bench;
 pub mod browser;
+pub mod cluster;
 pub mod fill;
 pub mod postgres;
 

@@ -3,147 +3,26 @@
 //! leader is killed (`kill -9`), frozen past its lock's timeout (SIGSTOP, then SIGCONT)
 //! and every member is restarted in turn; afterwards every occurrence has exactly one
 //! run, each outage was bridged by one late fire (`recovery`), and after a clean stop no
-//! run is left unfinished. Runs in the PostgreSQL pass of `scripts/test`.
+//! run is left unfinished. A studiod whose keys are not the cluster's is refused. Runs in
+//! the PostgreSQL pass of `scripts/test`.
 
-use std::{
-    collections::BTreeMap,
-    io::{BufRead, BufReader},
-    process::{Child, Command, Stdio},
-};
+use std::collections::BTreeMap;
 
 use studio_api::{ClusterState, RunListItem, schedule::MissedFire};
-use studio_tests::{WORKER_ADDR, bins, free_port};
+use studio_tests::cluster::{Member, TOKEN, index_of, keys};
 
 use super::*;
 
 /// The members' failover budget: short, so the test is.
 const FAILOVER_SECS: u64 = 4;
-const TOKEN: &str = "cluster-test-daemon-token";
 
-/// One studiod of the cluster: its home (kept across restarts) and its process, killed
-/// when the test ends however it ends.
-struct Member {
-    home: TempDir,
-    addr: String,
-    url: String,
-    child: Option<Child>,
-}
-
-impl Member {
-    fn new(url: &str, keys: &[(&str, String)]) -> Self {
-        let home = TempDir::new("cluster");
-        let run = home.path().join("run");
-        std::fs::create_dir_all(&run).expect("run/");
-        // The cluster's keys: one evidence chain and one set of secrets for all members.
-        for (name, key) in keys {
-            write_private(&run.join(name), key);
-        }
-        let mut member = Self {
-            home,
-            addr: format!("127.0.0.1:{}", free_port()),
-            url: url.to_owned(),
-            child: None,
-        };
-        member.start();
-        member
-    }
-
-    /// Starts studiod and waits for its readiness line.
-    fn start(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.home.path().join("studiod.log"))
-            .expect("log file");
-        let mut child = Command::new(&bins().studiod)
-            .arg("--home")
-            .arg(self.home.path())
-            .args(["--addr", &self.addr])
-            .env("STUDIO_DATABASE_URL", &self.url)
-            .env("STUDIO_TOKEN", TOKEN)
-            .env("STUDIO_COMMAND_ALLOWLIST", ALLOW)
-            .env("STUDIO_FAILOVER_SECS", FAILOVER_SECS.to_string())
-            .env("RUST_LOG", "studiod=info,studio_daemon=info")
-            .env(WORKER_ADDR.0, WORKER_ADDR.1)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("spawn studiod");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("readiness line");
-        assert!(
-            line.contains(&self.addr),
-            "not ready: {line:?}\n{}",
-            self.log()
-        );
-        self.child = Some(child);
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").id()
-    }
-
-    fn api(&self) -> Api {
-        Api::at(format!("http://{}", self.addr), TOKEN.to_owned())
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.home.path().join("studiod.log")).unwrap_or_default()
-    }
-
-    /// `kill -9`, and reaps it.
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// A clean stop (TERM), waited for.
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            signal(child.id(), Signal::TERM);
-            let deadline = Instant::now() + WAIT;
-            while child.try_wait().expect("wait").is_none() {
-                assert!(
-                    Instant::now() < deadline,
-                    "studiod did not stop:\n{}",
-                    self.log()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        if let Some(child) = &self.child {
-            // A frozen one first wakes, to die.
-            signal(child.id(), Signal::CONT);
-        }
-        self.kill();
-    }
-}
-
-fn write_private(path: &Path, text: &str) {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .create_new(true)
-        .write(true)
-        .mode(0o600)
-        .open(path)
-        .expect("key file");
-    std::io::Write::write_all(&mut file, text.as_bytes()).expect("write key");
+fn api_of(member: &Member) -> Api {
+    Api::at(member.base(), TOKEN.to_owned())
 }
 
 /// The cluster as `member` reports it, if it answers.
 async fn cluster_of(member: &Member) -> Option<ClusterState> {
-    let reply = member
-        .api()
+    let reply = api_of(member)
         .try_send(Method::GET, "/api/admin/cluster", None)
         .await?;
     (reply.status == 200).then(|| reply.json())
@@ -165,16 +44,6 @@ async fn new_leader(asked: &Member, after: i64, not: &[&str]) -> (i64, String) {
     }
 }
 
-/// The index in `members` of the member with id `id`.
-fn index_of(members: &[Member], id: &str) -> usize {
-    members
-        .iter()
-        .position(|m| {
-            std::fs::read_to_string(m.home.path().join("run/member")).is_ok_and(|m| m.trim() == id)
-        })
-        .unwrap_or_else(|| panic!("no member {id}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
     if !studio_tests::postgres::enabled() {
@@ -183,18 +52,28 @@ async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
     }
     let keeper = TempDir::new("cluster-db");
     let url = studio_tests::postgres::database_for(keeper.path()).expect("a database");
-    let key = || {
-        (0..4)
-            .map(|_| format!("{:016x}", rand_u64()))
-            .collect::<String>()
-    };
-    let keys = [("evidence.key", key()), ("secrets.key", key())];
-    let mut members: Vec<Member> = (0..3).map(|_| Member::new(&url, &keys)).collect();
+    let keys = keys();
+    let failover = FAILOVER_SECS.to_string();
+    let env = [
+        ("STUDIO_COMMAND_ALLOWLIST", ALLOW),
+        ("STUDIO_FAILOVER_SECS", failover.as_str()),
+    ];
+    let mut members: Vec<Member> = (0..3).map(|_| Member::start(&url, &keys, &env)).collect();
+    // A studiod with keys of its own would seal evidence and secrets the others cannot
+    // read: refused before it writes anything.
+    let (code, said) = Member::refused(&url, &studio_tests::cluster::keys(), &env);
+    assert_eq!(code, 64, "{said}");
+    assert!(
+        said.contains(
+            "run/evidence.key is not the one the other studiod sharing this database use"
+        ),
+        "{said}"
+    );
 
     // Made through a member that may or may not lead: the leader arms them either way.
     let (term, leader) = new_leader(&members[0], 0, &[]).await;
     let follower = (index_of(&members, &leader) + 1) % 3;
-    let api = members[follower].api();
+    let api = api_of(&members[follower]);
     // An occurrence due while nobody leads fires late, once (`run_once`: as a
     // `recovery` run), when the next leader takes over.
     let mut ids = Vec::new();
@@ -217,8 +96,8 @@ async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
         failover < Duration::from_secs(FAILOVER_SECS + 2),
         "failover took {failover:?}"
     );
-    members[l].start();
-    wait_for_runs(&members[survivor].api(), &ids, 2).await;
+    members[l].restart();
+    wait_for_runs(&api_of(&members[survivor]), &ids, 2).await;
 
     // Freeze the leader past its lock's timeout: another leads; woken, the frozen one
     // finds it leads no more (and stays up, following).
@@ -260,8 +139,8 @@ async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
     // Every member restarted in turn, cleanly.
     for i in 0..3 {
         members[i].stop();
-        members[i].start();
-        wait_for_runs(&members[(i + 1) % 3].api(), &ids, 1).await;
+        members[i].restart();
+        wait_for_runs(&api_of(&members[(i + 1) % 3]), &ids, 1).await;
     }
     let c = cluster_of(&members[0]).await.expect("cluster");
     let leading: Vec<&str> = c
@@ -279,8 +158,8 @@ async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
         m.stop();
     }
     let window = started.elapsed();
-    members[0].start();
-    let api = members[0].api();
+    members[0].restart();
+    let api = api_of(&members[0]);
     for id in &ids {
         let runs = api.runs(id).await;
         check_occurrences(id, &runs, window);
@@ -348,13 +227,4 @@ fn check_occurrences(id: &str, runs: &[RunListItem], window: Duration) {
             a.kind
         );
     }
-}
-
-/// A random number (the test's own keys).
-fn rand_u64() -> u64 {
-    let mut bytes = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .expect("random bytes");
-    u64::from_le_bytes(bytes)
 }

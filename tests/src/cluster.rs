@@ -1,0 +1,191 @@
+//! Several studiod on one PostgreSQL database, each with a home of its own (docs/FLEETS.md):
+//! started directly (no supervisor), each with the cluster's shared keys and one daemon
+//! token, and killed when dropped however the test or bench ends.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use crate::{TempDir, WORKER_ADDR, bins, free_port, signal};
+
+/// The daemon token every member of a test cluster is given.
+pub const TOKEN: &str = "cluster-test-daemon-token";
+
+/// The keys every member must share (`run/evidence.key`, `run/secrets.key`), fresh.
+pub fn keys() -> [(&'static str, String); 2] {
+    let key = || {
+        let mut bytes = [0u8; 32];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+            .expect("random bytes");
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    [("evidence.key", key()), ("secrets.key", key())]
+}
+
+/// One studiod of the cluster: its home (kept across restarts) and its process.
+pub struct Member {
+    home: TempDir,
+    addr: String,
+    env: Vec<(String, String)>,
+    child: Option<Child>,
+}
+
+impl Member {
+    /// A new home holding `keys`, and its studiod started on database `url` with `env`.
+    pub fn start(url: &str, keys: &[(&str, String)], env: &[(&str, &str)]) -> Self {
+        let home = TempDir::new("cluster");
+        let run = home.path().join("run");
+        std::fs::create_dir_all(&run).expect("run/");
+        for (name, key) in keys {
+            write_private(&run.join(name), key);
+        }
+        let mut all = vec![
+            ("STUDIO_DATABASE_URL".to_owned(), url.to_owned()),
+            ("STUDIO_TOKEN".to_owned(), TOKEN.to_owned()),
+        ];
+        all.extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+        let mut member = Self {
+            home,
+            addr: format!("127.0.0.1:{}", free_port()),
+            env: all,
+            child: None,
+        };
+        member.restart();
+        member
+    }
+
+    /// A new home holding `keys` whose studiod on `url` must refuse to start: its exit
+    /// code and its log.
+    pub fn refused(url: &str, keys: &[(&str, String)], env: &[(&str, &str)]) -> (i32, String) {
+        let home = TempDir::new("cluster-refused");
+        let run = home.path().join("run");
+        std::fs::create_dir_all(&run).expect("run/");
+        for (name, key) in keys {
+            write_private(&run.join(name), key);
+        }
+        let output = Command::new(&bins().studiod)
+            .arg("--home")
+            .arg(home.path())
+            .args(["--addr", &format!("127.0.0.1:{}", free_port())])
+            .env(WORKER_ADDR.0, WORKER_ADDR.1)
+            .env("STUDIO_DATABASE_URL", url)
+            .env("STUDIO_TOKEN", TOKEN)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run studiod");
+        let said = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        (output.status.code().unwrap_or(-1), said)
+    }
+
+    /// Starts studiod again in the same home and waits for its readiness line.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "running already");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.home.path().join("studiod.log"))
+            .expect("log file");
+        let mut child = Command::new(&bins().studiod)
+            .arg("--home")
+            .arg(self.home.path())
+            .args(["--addr", &self.addr])
+            .env("RUST_LOG", "studio_daemon=info")
+            .env(WORKER_ADDR.0, WORKER_ADDR.1)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("spawn studiod");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("readiness line");
+        self.child = Some(child);
+        assert!(
+            line.contains(&self.addr),
+            "not ready: {line:?}\n{}",
+            self.log()
+        );
+    }
+
+    /// Its id (`run/member`).
+    pub fn id(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("run/member"))
+            .expect("run/member")
+            .trim()
+            .to_owned()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// `http://host:port` of its API.
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("studiod.log")).unwrap_or_default()
+    }
+
+    /// `kill -9`, reaped.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A clean stop (TERM), waited for.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal(child.id(), rustix::process::Signal::TERM);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while child.try_wait().expect("wait").is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "studiod did not stop:\n{}",
+                    self.log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // A frozen one first wakes, to die.
+            signal(child.id(), rustix::process::Signal::CONT);
+        }
+        self.kill();
+    }
+}
+
+fn write_private(path: &Path, text: &str) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .expect("key file");
+    std::io::Write::write_all(&mut file, text.as_bytes()).expect("write key");
+}
+
+/// The index of the member with id `id`.
+pub fn index_of(members: &[Member], id: &str) -> usize {
+    members
+        .iter()
+        .position(|m| m.id() == id)
+        .unwrap_or_else(|| panic!("no member {id}"))
+}
