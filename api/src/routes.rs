@@ -670,13 +670,14 @@ pub const ROUTES: &[Route<Op>] = &[
             Code::RunNotFound,
             Code::RunNotActive,
             Code::DecisionRequired,
+            Code::Conflict,
         ],
         ..route(
             Op::CancelRun,
             "cancel_run",
             Post,
             "/api/runs/{id}/cancel",
-            "Cancel a queued or running run (from a browser, one another session asked for also needs the decision token)",
+            "Cancel a queued or running run (from a browser, one another session asked for also needs the decision token; 409 while the studiod that runs it does not answer)",
             ok::<Run>(),
         )
     },

@@ -68,6 +68,13 @@ pub(crate) fn engine_error(e: EngineError) -> ApiError {
         ),
         EngineError::RunNotFound => ApiError::new(Code::RunNotFound, "no such run"),
         EngineError::RunNotActive => ApiError::new(Code::RunNotActive, "the run has already ended"),
+        EngineError::MemberAway(member) => ApiError::new(
+            Code::Conflict,
+            format!(
+                "the studiod that runs it (member {member}) does not answer; the run is settled \
+                 when that studiod starts again"
+            ),
+        ),
         EngineError::MaxRunsReached => ApiError::new(
             Code::MaxRunsReached,
             "the schedule has reached its max_runs",

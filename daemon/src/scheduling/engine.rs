@@ -67,6 +67,10 @@ pub(crate) enum EngineError {
     RunNotFound,
     #[error("the run has already ended")]
     RunNotActive,
+    /// It runs on another member (studiod) of the cluster, which has not been seen within
+    /// the failover budget: nobody can end it now.
+    #[error("the studiod that runs it (member {0}) does not answer")]
+    MemberAway(String),
     #[error("max_runs is reached")]
     MaxRunsReached,
     #[error("the budget is exhausted")]
@@ -899,22 +903,63 @@ impl Scheduler {
                 if let (true, Some(note)) = (asked, note("running")) {
                     self.store.append_audit(&note, now_ms()).await?;
                 }
-                let mut active = self.active();
-                if let Some(a) = active.get_mut(run_id) {
-                    a.cancel_reason = Some(reason.to_owned());
-                    if let Some(c) = &a.canceller {
-                        c.cancel();
+                {
+                    let mut active = self.active();
+                    if let Some(a) = active.get_mut(run_id) {
+                        a.cancel_reason = Some(reason.to_owned());
+                        if let Some(c) = &a.canceller {
+                            c.cancel();
+                        }
+                        if a.worker.is_some() {
+                            // Its worker's assignment stream passes the cancel on.
+                            self.work_signal.send_modify(|n| *n += 1);
+                        }
+                        return Ok(row);
                     }
-                    if a.worker.is_some() {
-                        // Its worker's assignment stream passes the cancel on.
-                        self.work_signal.send_modify(|n| *n += 1);
-                    }
-                    return Ok(row);
+                }
+                if let Some(owner) = self.run_elsewhere(&row) {
+                    let note = if asked { None } else { note("running") };
+                    return self.cancel_elsewhere(&row, &owner, reason, note).await;
                 }
             }
             _ => {}
         }
         Err(EngineError::RunNotActive)
+    }
+
+    /// The other member that runs `row` on its own machine, on a shared database.
+    fn run_elsewhere(&self, row: &RunRow) -> Option<String> {
+        let on_a_worker = row
+            .worker_id
+            .as_deref()
+            .is_some_and(|w| w != super::store::BUILTIN);
+        let owner = row.member_id.as_deref()?;
+        (self.store.shared_url().is_some() && !on_a_worker && owner != self.store.member())
+            .then(|| owner.to_owned())
+    }
+
+    /// Asks member `owner`, which runs `row`, to cancel it (`listen`), once the audit row
+    /// of who asked is written; refused while that member is not seen alive.
+    async fn cancel_elsewhere(
+        &self,
+        row: &RunRow,
+        owner: &str,
+        reason: &str,
+        note: Option<Note<'_>>,
+    ) -> Result<RunRow, EngineError> {
+        let cluster = self.store.cluster().await?;
+        let silent_after = i64::try_from(self.config.failover.as_millis()).unwrap_or(i64::MAX);
+        let alive = cluster.members.iter().any(|m| {
+            m.id == owner && m.stopped_at_ms.is_none() && now_ms() - m.seen_at_ms <= silent_after
+        });
+        if !alive {
+            return Err(EngineError::MemberAway(owner.to_owned()));
+        }
+        if let Some(note) = note {
+            self.store.append_audit(&note, now_ms()).await?;
+        }
+        self.store.announce_cancel(owner, &row.id, reason).await?;
+        Ok(row.clone())
     }
 
     /// Asks that a stop within [`DETACH_WINDOW_MS`] leave running jobs to their shims;

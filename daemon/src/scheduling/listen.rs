@@ -3,7 +3,8 @@
 //! worker and its workers' assignment streams, as a submission through this process
 //! does; one on the schedule channel (`studio_schedules`) lets the leader arm a schedule
 //! another member changed (its fire loop also re-reads every armed schedule each
-//! [`SHARED_IDLE`]). A lost connection is made again after a second; whatever was announced
+//! [`SHARED_IDLE`]); one on the cancel channel (`studio_cancels`) lets a member cancel
+//! a run it runs when a person asked another member. A lost connection is made again after a second; whatever was announced
 //! meanwhile is caught by the claimers' slow poll ([`SHARED_IDLE`]) and by the look the
 //! listener takes as soon as it listens again. Nothing of this runs on SQLite.
 
@@ -11,7 +12,7 @@ use std::{sync::Arc, time::Duration};
 
 use super::{
     Scheduler,
-    store::{SCHEDULE_CHANNEL, WORK_CHANNEL},
+    store::{CANCEL_CHANNEL, CancelAsk, SCHEDULE_CHANNEL, WORK_CHANNEL},
 };
 use crate::error::chain;
 
@@ -44,7 +45,7 @@ impl Scheduler {
     async fn listen(&self, url: &studio_store::DatabaseUrl) -> Result<(), sqlx::Error> {
         let mut listener = sqlx::postgres::PgListener::connect(url.expose()).await?;
         listener
-            .listen_all([WORK_CHANNEL, SCHEDULE_CHANNEL])
+            .listen_all([WORK_CHANNEL, SCHEDULE_CHANNEL, CANCEL_CHANNEL])
             .await?;
         // What another process announced while this one was not listening.
         self.work_arrived();
@@ -55,11 +56,30 @@ impl Scheduler {
                     let note = note?;
                     if note.channel() == SCHEDULE_CHANNEL {
                         self.schedule_changed(note.payload()).await;
+                    } else if note.channel() == CANCEL_CHANNEL {
+                        self.cancel_asked(note.payload()).await;
                     } else if note.payload() != self.config.epoch {
                         self.work_arrived();
                     }
                 }
                 () = stop.triggered() => return Ok(()),
+            }
+        }
+    }
+
+    /// Another member asks this one to cancel a run it runs (a person asked there; the
+    /// audit row is written there).
+    async fn cancel_asked(&self, payload: &str) {
+        let Ok(ask) = serde_json::from_str::<CancelAsk>(payload) else {
+            return;
+        };
+        if ask.member != self.store.member() {
+            return;
+        }
+        match self.cancel(&ask.run, &ask.reason, None).await {
+            Ok(_) => tracing::info!(run = %ask.run, "cancelled at another member's request"),
+            Err(error) => {
+                tracing::info!(run = %ask.run, error = %error, "cancel request not applied")
             }
         }
     }

@@ -110,6 +110,8 @@ pub(crate) struct RunRow {
     pub worker_id: Option<String>,
     /// When the next attempt of its occurrence is due (`policies.retry`).
     pub retry_at_ms: Option<i64>,
+    /// The member (studiod) that runs it on its own machine (`scheduling::leader`).
+    pub member_id: Option<String>,
 }
 
 impl RunRow {

@@ -23,6 +23,18 @@ const LEADER_LOCK: i64 = 0x5354_5544_494f_0001;
 /// `<member> <schedule id>`), so the leader re-arms it.
 pub(crate) const SCHEDULE_CHANNEL: &str = "studio_schedules";
 
+/// The PostgreSQL channel on which a member asks the member that runs a run to cancel
+/// it (payload: JSON `{"member", "run", "reason"}`).
+pub(crate) const CANCEL_CHANNEL: &str = "studio_cancels";
+
+/// What a cancel announcement carries.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct CancelAsk {
+    pub member: String,
+    pub run: String,
+    pub reason: String,
+}
+
 /// A member as it joins.
 #[derive(Debug, Clone)]
 pub(crate) struct NewMember {
@@ -153,6 +165,32 @@ impl SchedStore {
             sqlx::query("SELECT pg_notify($1, $2)")
                 .bind(SCHEDULE_CHANNEL)
                 .bind(format!("{} {id}", self.member))
+                .execute(&self.writer)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+impl SchedStore {
+    /// Asks member `member` to cancel run `run` (nothing on SQLite, where every run is
+    /// this studiod's).
+    pub(crate) async fn announce_cancel(
+        &self,
+        member: &str,
+        run: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        if self.url.is_some() {
+            let ask = CancelAsk {
+                member: member.to_owned(),
+                run: run.to_owned(),
+                reason: reason.to_owned(),
+            };
+            let payload = serde_json::to_string(&ask).unwrap_or_default();
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(CANCEL_CHANNEL)
+                .bind(payload)
                 .execute(&self.writer)
                 .await?;
         }

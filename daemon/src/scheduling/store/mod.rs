@@ -34,7 +34,9 @@ mod workers;
 pub(crate) use allowlist::AllowEntry;
 pub(crate) use approvals::{ApprovalFilter, ApprovalRow, Decided, Verdict};
 pub(crate) use audit::{AuditFilter, AuditRow, Note};
-pub(crate) use cluster::{LeaderSession, MemberRow, NewMember, SCHEDULE_CHANNEL};
+pub(crate) use cluster::{
+    CANCEL_CHANNEL, CancelAsk, LeaderSession, MemberRow, NewMember, SCHEDULE_CHANNEL,
+};
 pub(crate) use notify::{Attempted, DeliveryFilter, DeliveryRow, EndpointDeleted, EndpointRow};
 pub(crate) use plans::{PlanError, PlanWrite};
 pub(crate) use retention::{Chunk, Deleted, EvidenceChunk, PassRow, PolicyRow, RestoreError, Rows};

@@ -28,7 +28,7 @@ pub(super) const RUN_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, sta
     stdout_tail, stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, counted, \
     chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
     pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id, task_id, \
-    worker_id, retry_at_ms";
+    worker_id, retry_at_ms, member_id";
 
 /// A run as lists read it: its log tails (up to 64 KiB each) are left in the table.
 const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, reason, action, \
@@ -36,7 +36,7 @@ const RUN_LIST_COLUMNS: &str = "id, schedule_id, occurrence_key, kind, status, r
     NULL AS stdout_tail, NULL AS stderr_tail, stdout_bytes, stderr_bytes, cost_usd, tokens, \
     counted, chain_parent_id, chain_depth, replaces_run_id, follow_ups, program, attempt, \
     pid_start_ticks, boot_id, schedule_name, error_line, deadline_at_ms, approval_id, task_id, \
-    worker_id, retry_at_ms";
+    worker_id, retry_at_ms, member_id";
 
 pub(super) fn run_from(r: &AnyRow) -> Result<RunRow, sqlx::Error> {
     Ok(RunRow {
@@ -91,6 +91,7 @@ pub(super) fn run_from(r: &AnyRow) -> Result<RunRow, sqlx::Error> {
         task_id: r.try_get("task_id")?,
         worker_id: r.try_get("worker_id")?,
         retry_at_ms: r.try_get("retry_at_ms")?,
+        member_id: r.try_get("member_id")?,
     })
 }
 

@@ -3,12 +3,13 @@
 //! leader is killed (`kill -9`), frozen past its lock's timeout (SIGSTOP, then SIGCONT)
 //! and every member is restarted in turn; afterwards every occurrence has exactly one
 //! run, each outage was bridged by one late fire (`recovery`), and after a clean stop no
-//! run is left unfinished. A studiod whose keys are not the cluster's is refused. Runs in
-//! the PostgreSQL pass of `scripts/test`.
+//! run is left unfinished. A run is cancelled through any member (refused, saying why,
+//! while the member that runs it is frozen), and a studiod whose keys are not the
+//! cluster's is refused. Runs in the PostgreSQL pass of `scripts/test`.
 
 use std::collections::BTreeMap;
 
-use studio_api::{ClusterState, RunListItem, schedule::MissedFire};
+use studio_api::{ClusterState, Code, RunListItem, schedule::MissedFire};
 use studio_tests::cluster::{Member, TOKEN, index_of, keys};
 
 use super::*;
@@ -82,6 +83,11 @@ async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
         spec.policies.missed_fire = MissedFire::RunOnce;
         ids.push(api.create(&spec).await.id);
     }
+    // A long job, started by hand where it runs (on the member asked).
+    let sleeper = api
+        .create(&command("sleeper", every("1h"), "sleep", &["60"]))
+        .await
+        .id;
     let started = Instant::now();
     wait_for_runs(&api, &ids, 3).await;
 
@@ -102,6 +108,12 @@ async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
     // Freeze the leader past its lock's timeout: another leads; woken, the frozen one
     // finds it leads no more (and stays up, following).
     let l2 = index_of(&members, &leader2);
+    let sleeping = api_of(&members[l2]).trigger(&sleeper).await.core.id;
+    api_of(&members[l2])
+        .wait_run(&sleeping, "the sleeper to run", |r| {
+            r.run.core.status == RunStatus::Running && r.run.core.pid.is_some()
+        })
+        .await;
     let frozen_pid = members[l2].pid();
     signal(frozen_pid, Signal::STOP);
     let asked = &members[(l2 + 1) % 3];
@@ -117,6 +129,12 @@ async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
         assert!(Instant::now() < deadline, "never shown silent: {c:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Its runs are its own: a cancel asked elsewhere cannot reach it now, and says so.
+    let refused = api_of(asked)
+        .act(&format!("/api/runs/{sleeping}/cancel"))
+        .await;
+    assert_eq!(refused.code(), (409, Code::Conflict), "{refused}");
+    assert!(refused.error().message.contains(&leader2), "{refused}");
     signal(frozen_pid, Signal::CONT);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(alive(frozen_pid), "the woken member keeps running");
@@ -135,6 +153,16 @@ async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
     );
     let woken = after.members.iter().find(|m| m.id == leader2).expect("row");
     assert_eq!(woken.state, "following", "{after:?}");
+    // Awake, it ends its run when another member is asked to.
+    let asked_api = api_of(&members[(l2 + 2) % 3]);
+    let reply = asked_api.act(&format!("/api/runs/{sleeping}/cancel")).await;
+    assert_eq!(reply.status, 200, "{reply}");
+    let cancelled = asked_api.finished(&sleeping).await;
+    assert_eq!(
+        cancelled.run.core.status,
+        RunStatus::Cancelled,
+        "{cancelled:?}"
+    );
 
     // Every member restarted in turn, cleanly.
     for i in 0..3 {
