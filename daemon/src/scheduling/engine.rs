@@ -689,12 +689,17 @@ impl Scheduler {
         spec: &ScheduleSpec,
     ) -> Result<Option<&'static str>, EngineError> {
         let p = &spec.policies;
-        let running: Vec<String> = self
-            .active()
-            .iter()
-            .filter(|(_, a)| a.schedule_id.as_deref() == Some(row.id.as_str()))
-            .map(|(id, _)| id.clone())
-            .collect();
+        // On a shared database other members run some of its runs (started by hand
+        // there): the database knows them all. Alone, this studiod's own list does.
+        let running: Vec<String> = if self.store.shared_url().is_some() {
+            self.store.unfinished_runs_of(&row.id).await?
+        } else {
+            self.active()
+                .iter()
+                .filter(|(_, a)| a.schedule_id.as_deref() == Some(row.id.as_str()))
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
         if !running.is_empty() {
             match p.overlap {
                 Overlap::Skip => return Ok(Some("overlap")),

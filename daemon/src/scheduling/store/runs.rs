@@ -769,6 +769,21 @@ impl SchedStore {
         Ok(rows.iter().map(run_from).collect::<Result<_, _>>()?)
     }
 
+    /// The ids of `schedule`'s unfinished runs, wherever they run (the overlap policy on
+    /// a shared database, where other members run some of them).
+    pub(crate) async fn unfinished_runs_of(
+        &self,
+        schedule: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM runs WHERE schedule_id = $1 AND status IN ('queued', 'running') \
+             ORDER BY created_at_ms, id",
+        )
+        .bind(schedule)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     pub(crate) async fn active_runs(&self) -> Result<Vec<RunRow>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('queued', 'running') ORDER BY created_at_ms, id"

@@ -3,7 +3,8 @@
 //! leader is killed (`kill -9`), frozen past its lock's timeout (SIGSTOP, then SIGCONT)
 //! and every member is restarted in turn; afterwards every occurrence has exactly one
 //! run, each outage was bridged by one late fire (`recovery`), and after a clean stop no
-//! run is left unfinished. A run is cancelled through any member (refused, saying why,
+//! run is left unfinished. A run started by hand through a follower holds the leader's
+//! fires of its schedule back (`overlap: skip`). A run is cancelled through any member (refused, saying why,
 //! while the member that runs it is frozen), and a studiod whose keys are not the
 //! cluster's is refused. Runs in the PostgreSQL pass of `scripts/test`.
 
@@ -88,6 +89,7 @@ async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
         .create(&command("sleeper", every("1h"), "sleep", &["60"]))
         .await
         .id;
+    overlap_across_members(&api, &api_of(&members[index_of(&members, &leader)])).await;
     let started = Instant::now();
     wait_for_runs(&api, &ids, 3).await;
 
@@ -192,6 +194,43 @@ async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
         let runs = api.runs(id).await;
         check_occurrences(id, &runs, window);
     }
+}
+
+/// A run started by hand through a follower (`follower`) holds back the leader's fires
+/// of its schedule (`overlap: skip`), and is cancelled through the leader.
+async fn overlap_across_members(follower: &Api, leader: &Api) {
+    let mut spec = command("guarded", every("1s"), "sleep", &["60"]);
+    spec.enabled = false;
+    let id = follower.create(&spec).await.id;
+    let by_hand = follower.trigger(&id).await.core.id;
+    follower
+        .wait_run(&by_hand, "the run by hand to start", |r| {
+            r.run.core.status == RunStatus::Running
+        })
+        .await;
+    let enabled = follower.act(&format!("/api/schedules/{id}/enable")).await;
+    assert_eq!(enabled.status, 200, "{enabled}");
+    let held = until("two fires held back", WAIT, async || {
+        let runs = follower.try_runs(&id).await?;
+        let skipped = runs
+            .iter()
+            .filter(|r| r.core.reason.as_deref() == Some("overlap"))
+            .count();
+        (skipped >= 2).then_some(runs)
+    })
+    .await;
+    let running: Vec<_> = held
+        .iter()
+        .filter(|r| r.core.status == RunStatus::Running)
+        .map(|r| r.core.id.clone())
+        .collect();
+    assert_eq!(running, vec![by_hand.clone()], "{held:?}");
+    let disabled = follower.act(&format!("/api/schedules/{id}/disable")).await;
+    assert_eq!(disabled.status, 200, "{disabled}");
+    let reply = leader.act(&format!("/api/runs/{by_hand}/cancel")).await;
+    assert_eq!(reply.status, 200, "{reply}");
+    let ended = leader.finished(&by_hand).await;
+    assert_eq!(ended.run.core.status, RunStatus::Cancelled, "{ended:?}");
 }
 
 /// Waits until each schedule has `more` runs beyond those it has now.
