@@ -130,10 +130,15 @@ fn member_id(config: &Config) -> Result<String, DaemonError> {
     }
 }
 
-/// On a shared database, every member must seal evidence and secrets with the same keys:
-/// the first member's keys are recorded (as digests, never the keys) and a member that
-/// brings another is refused before it writes anything.
-async fn check_cluster_keys(config: &Config, store: &Store) -> Result<(), DaemonError> {
+/// On a shared database, every member must seal evidence and secrets with the same keys
+/// and enrol workers under the same authority: the first member's are recorded (as
+/// digests, never the keys) and a member that brings another is refused before it
+/// writes anything.
+async fn check_cluster_keys(
+    config: &Config,
+    store: &Store,
+    worker_ca: Option<&studio_pki::Authority>,
+) -> Result<(), DaemonError> {
     if config.database.is_none() {
         return Ok(());
     }
@@ -149,11 +154,15 @@ async fn check_cluster_keys(config: &Config, store: &Store) -> Result<(), Daemon
         )));
         keys.push((name, digest));
     }
+    // Workers enrolled through one member reconnect to any: one authority for all.
+    if let Some(ca) = worker_ca {
+        keys.push(("run/ca", ca.fingerprint()));
+    }
     match store.differing_key(&keys).await? {
         None => Ok(()),
         Some(name) => Err(DaemonError::Config(ConfigError::Invalid(format!(
             "{name} is not the one the other studiod sharing this database use: copy \
-             run/evidence.key and run/secrets.key from a member's home"
+             run/evidence.key, run/secrets.key and run/ca/ from a member's home"
         )))),
     }
 }
@@ -272,7 +281,12 @@ impl Daemon {
             None => studio_store::Location::File(&state_db),
         })
         .await?;
-        check_cluster_keys(&config, &store).await?;
+        check_cluster_keys(
+            &config,
+            &store,
+            worker_listener.as_ref().map(|(_, ca)| &**ca),
+        )
+        .await?;
         let epoch = secret::hex(&secret::random_bytes::<16>());
         let started_at_ms = now_ms();
         store

@@ -1,6 +1,7 @@
 //! Several studiod on one PostgreSQL database, each with a home of its own (docs/FLEETS.md):
-//! started directly (no supervisor), each with the cluster's shared keys and one daemon
-//! token, and killed when dropped however the test or bench ends.
+//! started directly (no supervisor), each with the first member's keys and workers'
+//! authority and one daemon token, and killed when dropped however the test or bench
+//! ends.
 
 use std::{
     io::{BufRead, BufReader},
@@ -14,16 +15,25 @@ use crate::{TempDir, WORKER_ADDR, bins, free_port, signal};
 /// The daemon token every member of a test cluster is given.
 pub const TOKEN: &str = "cluster-test-daemon-token";
 
-/// The keys every member must share (`run/evidence.key`, `run/secrets.key`), fresh.
-pub fn keys() -> [(&'static str, String); 2] {
-    let key = || {
-        let mut bytes = [0u8; 32];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-            .expect("random bytes");
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    };
-    [("evidence.key", key()), ("secrets.key", key())]
+/// What every member must share, under `run/` of its home: the evidence and secrets
+/// keys and the workers' authority (made by the first member's start).
+const SHARED: &[&str] = &["evidence.key", "secrets.key", "ca"];
+
+/// Copies `from/run/<shared>` into `to/run/`, files keeping their modes.
+fn copy_shared(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to.join("run")).expect("run/");
+    for name in SHARED {
+        let (src, dst) = (from.join("run").join(name), to.join("run").join(name));
+        if src.is_dir() {
+            std::fs::create_dir_all(&dst).expect("a folder");
+            for entry in std::fs::read_dir(&src).expect("read the folder") {
+                let entry = entry.expect("an entry");
+                std::fs::copy(entry.path(), dst.join(entry.file_name())).expect("copy");
+            }
+        } else {
+            std::fs::copy(&src, &dst).expect("copy a key");
+        }
+    }
 }
 
 /// One studiod of the cluster: its home (kept across restarts) and its process.
@@ -35,13 +45,22 @@ pub struct Member {
 }
 
 impl Member {
-    /// A new home holding `keys`, and its studiod started on database `url` with `env`.
-    pub fn start(url: &str, keys: &[(&str, String)], env: &[(&str, &str)]) -> Self {
+    /// The first member: a new home (its keys and authority made at its start), its
+    /// studiod started on database `url` with `env`.
+    pub fn first(url: &str, env: &[(&str, &str)]) -> Self {
+        Self::start(url, env, None)
+    }
+
+    /// Another member: a new home holding `first`'s keys and authority.
+    pub fn joining(first: &Member, env: &[(&str, &str)]) -> Self {
+        let url = first.url();
+        Self::start(&url, env, Some(first.home.path()))
+    }
+
+    fn start(url: &str, env: &[(&str, &str)], like: Option<&Path>) -> Self {
         let home = TempDir::new("cluster");
-        let run = home.path().join("run");
-        std::fs::create_dir_all(&run).expect("run/");
-        for (name, key) in keys {
-            write_private(&run.join(name), key);
+        if let Some(like) = like {
+            copy_shared(like, home.path());
         }
         let mut all = vec![
             ("STUDIO_DATABASE_URL".to_owned(), url.to_owned()),
@@ -58,21 +77,25 @@ impl Member {
         member
     }
 
-    /// A new home holding `keys` whose studiod on `url` must refuse to start: its exit
-    /// code and its log.
-    pub fn refused(url: &str, keys: &[(&str, String)], env: &[(&str, &str)]) -> (i32, String) {
-        let home = TempDir::new("cluster-refused");
-        let run = home.path().join("run");
-        std::fs::create_dir_all(&run).expect("run/");
-        for (name, key) in keys {
-            write_private(&run.join(name), key);
-        }
+    /// The database it keeps its state in.
+    fn url(&self) -> String {
+        self.env
+            .iter()
+            .find(|(k, _)| k == "STUDIO_DATABASE_URL")
+            .map(|(_, v)| v.clone())
+            .expect("a database")
+    }
+
+    /// A new home with keys of its own, whose studiod on this member's database must
+    /// refuse to start: its exit code and what it said.
+    pub fn stranger(&self, env: &[(&str, &str)]) -> (i32, String) {
+        let home = TempDir::new("cluster-stranger");
         let output = Command::new(&bins().studiod)
             .arg("--home")
             .arg(home.path())
             .args(["--addr", &format!("127.0.0.1:{}", free_port())])
             .env(WORKER_ADDR.0, WORKER_ADDR.1)
-            .env("STUDIO_DATABASE_URL", url)
+            .env("STUDIO_DATABASE_URL", self.url())
             .env("STUDIO_TOKEN", TOKEN)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
@@ -169,17 +192,6 @@ impl Drop for Member {
         }
         self.kill();
     }
-}
-
-fn write_private(path: &Path, text: &str) {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .create_new(true)
-        .write(true)
-        .mode(0o600)
-        .open(path)
-        .expect("key file");
-    std::io::Write::write_all(&mut file, text.as_bytes()).expect("write key");
 }
 
 /// The index of the member with id `id`.

@@ -20,7 +20,7 @@ use rustix::process::Signal;
 use studio_api::{ClusterState, RunPage, Schedule, schedule::MissedFire};
 use studio_tests::{
     api::{command_spec, every},
-    cluster::{Member, TOKEN, index_of, keys},
+    cluster::{Member, TOKEN, index_of},
     http, signal,
 };
 
@@ -142,9 +142,10 @@ async fn main() {
     println!("# studio-failover-bench\n");
     let keeper = studio_tests::TempDir::new("failover-db");
     let url = studio_tests::postgres::database_for(keeper.path()).expect("a database");
-    let keys = keys();
     let env = [("STUDIO_COMMAND_ALLOWLIST", "true")];
-    let mut members: Vec<Member> = (0..3).map(|_| Member::start(&url, &keys, &env)).collect();
+    let first = Member::first(&url, &env);
+    let mut members = vec![Member::joining(&first, &env), Member::joining(&first, &env)];
+    members.insert(0, first);
     let (mut term, mut leader, _) = next_term(&members[0], 0).await;
     let mut spec = command_spec("tick", every("1s"), "true", &[]);
     spec.policies.missed_fire = MissedFire::RunOnce;

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use studio_api::{ClusterState, Code, RunListItem, schedule::MissedFire};
-use studio_tests::cluster::{Member, TOKEN, index_of, keys};
+use studio_tests::cluster::{Member, TOKEN, index_of};
 
 use super::*;
 
@@ -54,16 +54,17 @@ async fn three_studiods_schedule_once_through_kills_freezes_and_restarts() {
     }
     let keeper = TempDir::new("cluster-db");
     let url = studio_tests::postgres::database_for(keeper.path()).expect("a database");
-    let keys = keys();
     let failover = FAILOVER_SECS.to_string();
     let env = [
         ("STUDIO_COMMAND_ALLOWLIST", ALLOW),
         ("STUDIO_FAILOVER_SECS", failover.as_str()),
     ];
-    let mut members: Vec<Member> = (0..3).map(|_| Member::start(&url, &keys, &env)).collect();
+    let first = Member::first(&url, &env);
+    let mut members = vec![Member::joining(&first, &env), Member::joining(&first, &env)];
+    members.insert(0, first);
     // A studiod with keys of its own would seal evidence and secrets the others cannot
     // read: refused before it writes anything.
-    let (code, said) = Member::refused(&url, &studio_tests::cluster::keys(), &env);
+    let (code, said) = members[0].stranger(&env);
     assert_eq!(code, 64, "{said}");
     assert!(
         said.contains(
