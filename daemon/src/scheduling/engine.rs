@@ -661,7 +661,15 @@ impl Scheduler {
             }
             Claim::Lost => {
                 if let Some(fresh) = self.store.schedule(id).await? {
-                    self.rearm(&fresh);
+                    if fresh.enabled && fresh.next_fire_at_ms == Some(at) {
+                        // Nothing moved the cursor: the term fenced this fire off (another
+                        // member leads now). Look again in a second, not at once, until
+                        // this loop learns it no longer leads.
+                        self.queue().set(id, Some(now_ms() + 1_000));
+                        self.wake.notify_one();
+                    } else {
+                        self.rearm(&fresh);
+                    }
                 }
             }
         }

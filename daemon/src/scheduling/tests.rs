@@ -955,6 +955,47 @@ pub(super) async fn scheduler(dir: &TempDir) -> Arc<super::Scheduler> {
     .expect("scheduler")
 }
 
+/// Two studiod schedulers on one new PostgreSQL database, members `a` and `b`, each with
+/// folders and a stop of its own (failover budget 3 s); not yet running.
+async fn two_members(
+    label: &str,
+) -> (
+    [TempDir; 2],
+    Vec<(Arc<super::Scheduler>, studio_contract::lifecycle::Shutdown)>,
+) {
+    let dirs = [
+        TempDir::new(&format!("{label}-a")),
+        TempDir::new(&format!("{label}-b")),
+    ];
+    let first = crate::testing::open_store(&dirs[0]).await;
+    let url = first.url().cloned().expect("a PostgreSQL store");
+    let second = Store::open_at(studio_store::Location::Postgres(&url))
+        .await
+        .expect("a second studiod's store");
+    let mut members = Vec::new();
+    for (store, (dir, id)) in [first, second].iter().zip(dirs.iter().zip(["a", "b"])) {
+        let stop = studio_contract::lifecycle::Shutdown::new();
+        let scheduler = super::Scheduler::new(
+            SchedStore::with_test_key(store).for_member(id),
+            super::SchedulerConfig {
+                epoch: id.into(),
+                addr: format!("127.0.0.1:{id}"),
+                failover: std::time::Duration::from_secs(3),
+                ..super::SchedulerConfig::default()
+            },
+            studio_schedule::Zone::utc(),
+            dir.path().join("runs"),
+            dir.path().join("run"),
+            stop.clone(),
+            None,
+        )
+        .await
+        .expect("scheduler");
+        members.push((scheduler, stop));
+    }
+    (dirs, members)
+}
+
 /// On a shared database (PostgreSQL), work one studiod announces wakes the claimers of
 /// another: its listener hears the notification. (SQLite has one studiod.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -962,31 +1003,8 @@ async fn work_announced_by_one_studiod_wakes_another() {
     if !crate::testing::on_postgres() {
         return;
     }
-    let dirs = [TempDir::new("listen-a"), TempDir::new("listen-b")];
-    let first = crate::testing::open_store(&dirs[0]).await;
-    let url = first.url().cloned().expect("a PostgreSQL store");
-    let second = Store::open_at(studio_store::Location::Postgres(&url))
-        .await
-        .expect("a second studiod's store");
-    let mut members = Vec::new();
-    for (store, (dir, epoch)) in [first, second].iter().zip(dirs.iter().zip(["a", "b"])) {
-        members.push(
-            super::Scheduler::new(
-                SchedStore::with_test_key(store),
-                super::SchedulerConfig {
-                    epoch: epoch.into(),
-                    ..super::SchedulerConfig::default()
-                },
-                studio_schedule::Zone::utc(),
-                dir.path().join("runs"),
-                dir.path().join("run"),
-                studio_contract::lifecycle::Shutdown::new(),
-                None,
-            )
-            .await
-            .expect("scheduler"),
-        );
-    }
+    let (_dirs, members) = two_members("listen").await;
+    let members: Vec<_> = members.into_iter().map(|(s, _)| s).collect();
     let (a, b) = (&members[0], &members[1]);
     let mut changes = b.work_changes();
     tokio::spawn(b.clone().listen_forever());
@@ -1807,34 +1825,14 @@ async fn when_the_leader_stops_the_other_member_leads() {
     if !crate::testing::on_postgres() {
         return;
     }
-    let dirs = [TempDir::new("member-a"), TempDir::new("member-b")];
-    let first = crate::testing::open_store(&dirs[0]).await;
-    let url = first.url().cloned().expect("a PostgreSQL store");
-    let second = Store::open_at(studio_store::Location::Postgres(&url))
-        .await
-        .expect("a second studiod's store");
-    let mut members = Vec::new();
-    for (store, (dir, id)) in [first, second].iter().zip(dirs.iter().zip(["a", "b"])) {
-        let stop = studio_contract::lifecycle::Shutdown::new();
-        let scheduler = super::Scheduler::new(
-            SchedStore::with_test_key(store).for_member(id),
-            super::SchedulerConfig {
-                epoch: id.into(),
-                addr: format!("127.0.0.1:{id}"),
-                failover: std::time::Duration::from_secs(3),
-                ..super::SchedulerConfig::default()
-            },
-            studio_schedule::Zone::utc(),
-            dir.path().join("runs"),
-            dir.path().join("run"),
-            stop.clone(),
-            None,
-        )
-        .await
-        .expect("scheduler");
-        let task = tokio::spawn(scheduler.clone().run());
-        members.push((scheduler, stop, task));
-    }
+    let (_dirs, members) = two_members("member").await;
+    let members: Vec<_> = members
+        .into_iter()
+        .map(|(scheduler, stop)| {
+            let task = tokio::spawn(scheduler.clone().run());
+            (scheduler, stop, task)
+        })
+        .collect();
     let within =
         |limit_s: u64| tokio::time::Instant::now() + std::time::Duration::from_secs(limit_s);
     let deadline = within(10);

@@ -147,12 +147,21 @@ async fn a_request_appears_live_and_a_grant_with_a_reason_launches_its_run_once(
         )
         .await;
     assert_eq!(browser.find_all_css(&card(&other_run)).await.len(), 1);
-    let row = browser
-        .wait_for_css(
-            &format!(r#"[data-testid="decided-row"][data-id="{}"]"#, approval.id),
-            WAIT,
-        )
+    let decided = format!(r#"[data-testid="decided-row"][data-id="{}"]"#, approval.id);
+    // The row may first show the grant and then, live, its run's launch.
+    browser
+        .wait_until(WAIT, "the decided row to say the run launched", || async {
+            match browser.find_all_css(&decided).await.first() {
+                Some(row) => row
+                    .text()
+                    .await
+                    .unwrap_or_default()
+                    .contains("granted, its run launched"),
+                None => false,
+            }
+        })
         .await;
+    let row = browser.wait_for_css(&decided, WAIT).await;
     let text = row.text().await.unwrap_or_default();
     assert!(text.contains("granted, its run launched"), "{text}");
     assert!(text.contains("release 4.2, checked"), "{text}");
