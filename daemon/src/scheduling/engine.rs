@@ -230,6 +230,10 @@ pub(crate) struct Scheduler {
     pub(super) retention_wake: Notify,
     /// When the next retention pass runs on its own (ms; 0 until planned).
     pub(super) retention_next: AtomicI64,
+    /// The schedules whose due fire is being decided now: a re-read of the armed
+    /// schedules (`resync`, an announcement) leaves them to their fire, which arms them
+    /// from its own claim, so no two fires of one schedule overlap.
+    in_flight: Mutex<std::collections::HashSet<String>>,
     /// The term whose lock this studiod holds, while it holds it (`leader`).
     pub(super) leader: tokio::sync::watch::Sender<Option<i64>>,
     /// The term this studiod leads in once it has taken office (armed the schedules,
@@ -328,6 +332,7 @@ impl Scheduler {
             retention_lock: tokio::sync::Mutex::default(),
             retention_wake: Notify::new(),
             retention_next: AtomicI64::new(0),
+            in_flight: Mutex::default(),
             leader: tokio::sync::watch::Sender::new(None),
             office: tokio::sync::watch::Sender::new(None),
         });
@@ -456,8 +461,19 @@ impl Scheduler {
         });
     }
 
-    /// The leader arms schedule `id` as stored now (another member changed it).
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The leader arms schedule `id` as stored now (another member changed it), unless
+    /// its fire is being decided (that fire arms it; a change it missed is caught by the
+    /// next `resync`).
     pub(super) async fn rearm_from_store(&self, id: &str) -> Result<(), StoreError> {
+        if self.in_flight().contains(id) {
+            return Ok(());
+        }
         let at = self
             .store
             .schedule(id)
@@ -472,10 +488,13 @@ impl Scheduler {
     /// announcements on a shared database).
     async fn resync(&self) -> Result<(), StoreError> {
         let armed = self.store.armed().await?;
+        let in_flight = self.in_flight().clone();
         let mut q = self.queue();
         q.clear();
         for (id, at) in armed {
-            q.set(&id, Some(at));
+            if !in_flight.contains(&id) {
+                q.set(&id, Some(at));
+            }
         }
         Ok(())
     }
@@ -567,12 +586,14 @@ impl Scheduler {
                     return;
                 };
                 let this = self.clone();
+                self.in_flight().insert(id.clone());
                 tokio::spawn(async move {
                     if let Err(error) = this.fire_due(&id, at, term).await {
                         tracing::error!(schedule = %id, error = %chain(&error), "fire failed; retrying in 1 s");
                         this.queue().set(&id, Some(now_ms() + 1_000));
                         this.wake.notify_one();
                     }
+                    this.in_flight().remove(&id);
                     drop(permit);
                 });
             }
