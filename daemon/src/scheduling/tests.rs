@@ -1888,3 +1888,37 @@ async fn when_the_leader_stops_the_other_member_leads() {
     }
     members[1 - leader].1.trigger();
 }
+
+/// A member settles its own unfinished runs on a shared database; on SQLite every one is
+/// the one studiod's, whatever member id it was recorded under (a `state.db` restored
+/// into another home keeps the old home's id, and its runs must still be recovered).
+#[tokio::test]
+async fn own_runs_are_a_members_when_shared_and_all_on_sqlite() {
+    let dir = TempDir::new("own");
+    let s = store(&dir).await;
+    s.insert_schedule(&schedule("a", Some(1_000), None), None)
+        .await
+        .expect("insert");
+    let old = s.clone().for_member("old-home");
+    let claimed = old
+        .claim(&run("a", None, RunKind::Manual), Cursor::Keep, 1_000, None)
+        .await
+        .expect("claim");
+    let Claim::Claimed(r, _, _) = claimed else {
+        panic!("claimed: {claimed:?}");
+    };
+    let mine: Vec<String> = s
+        .clone()
+        .for_member("new-home")
+        .own_active_runs()
+        .await
+        .expect("read")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    if crate::testing::on_postgres() {
+        assert!(mine.is_empty(), "another member's run: {mine:?}");
+    } else {
+        assert_eq!(mine, vec![r.id.clone()]);
+    }
+}

@@ -758,7 +758,12 @@ impl SchedStore {
     /// Runs not yet terminal, oldest first.
     /// The unfinished runs this member runs itself (or will), and those of the time
     /// before members were recorded: what its recovery and its stale-run reaper settle.
+    /// On SQLite every run is this studiod's, whatever member id it was recorded under
+    /// (a `state.db` restored into another home keeps the old home's id).
     pub(crate) async fn own_active_runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        if self.url.is_none() {
+            return self.active_runs().await;
+        }
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE status IN ('queued', 'running') \
              AND (member_id = $1 OR member_id IS NULL) ORDER BY created_at_ms, id"
