@@ -90,7 +90,9 @@ impl Member {
     /// refuse to start: its exit code and what it said.
     pub fn stranger(&self, env: &[(&str, &str)]) -> (i32, String) {
         let home = TempDir::new("cluster-stranger");
-        let output = Command::new(&bins().studiod)
+        let said = home.path().join("said.log");
+        let log = std::fs::File::create(&said).expect("log file");
+        let mut child = Command::new(&bins().studiod)
             .arg("--home")
             .arg(home.path())
             .args(["--addr", &format!("127.0.0.1:{}", free_port())])
@@ -99,11 +101,24 @@ impl Member {
             .env("STUDIO_TOKEN", TOKEN)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
-            .output()
-            .expect("run studiod");
-        let said = String::from_utf8_lossy(&output.stdout).into_owned()
-            + &String::from_utf8_lossy(&output.stderr);
-        (output.status.code().unwrap_or(-1), said)
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn studiod");
+        // One that starts after all is killed, not waited for forever.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let code = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status.code().unwrap_or(-1);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break -1;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        (code, std::fs::read_to_string(&said).unwrap_or_default())
     }
 
     /// Starts studiod again in the same home and waits for its readiness line.
