@@ -17,6 +17,7 @@ pub enum Op {
     Readiness,
     Backup,
     GetCluster,
+    RotateEpoch,
     GetRetention,
     SetRetention,
     RunRetention,
@@ -322,6 +323,19 @@ pub const ROUTES: &[Route<Op>] = &[
             "/api/admin/cluster",
             "The studiod processes sharing this state's database, the one that leads and its term",
             ok::<ClusterState>(),
+        )
+    },
+    Route {
+        access: Access::DaemonToken,
+        via_app: ViaApp::Own,
+        errors: &[Code::DaemonTokenRequired],
+        ..route(
+            Op::RotateEpoch,
+            "rotate_epoch",
+            Post,
+            "/api/admin/epoch/rotate",
+            "End the epoch on purpose and start another: every browser of every member pairs again",
+            ok::<EpochRotated>(),
         )
     },
     Route {

@@ -7,7 +7,7 @@
 use serde_json::Value;
 use studio_contract::role::Role;
 
-use crate::{admission::Admitted, store::Store};
+use crate::{admission::Admitted, epoch::EpochCell, store::Store};
 
 /// Who asked for a change through the API: the admitted principal (a paired browser, or
 /// the daemon token as `daemon`), its role, the origin it came from, and the epoch.
@@ -20,12 +20,13 @@ pub(crate) struct Actor {
 }
 
 impl Actor {
-    pub(crate) fn new(who: &Admitted, origin: Option<String>, epoch: &str) -> Self {
+    /// `who`, admitted in its epoch, asking from `origin`.
+    pub(crate) fn new(who: &Admitted, origin: Option<String>) -> Self {
         Self {
             principal: who.id.clone(),
             role: who.role,
             origin,
-            epoch: epoch.to_owned(),
+            epoch: who.epoch.clone(),
         }
     }
 
@@ -87,6 +88,7 @@ pub(crate) enum Kind {
     RetentionPass,
     WalCheckpoint,
     ArchiveRestored,
+    EpochRotated,
 }
 
 impl Kind {
@@ -123,12 +125,13 @@ impl Kind {
             Kind::RetentionPass => "retention_pass",
             Kind::WalCheckpoint => "wal_checkpoint",
             Kind::ArchiveRestored => "archive_restored",
+            Kind::EpochRotated => "epoch_rotated",
         }
     }
 
     /// Every kind, for the API's filter and its documentation.
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 31] = [
+    pub(crate) const ALL: [Kind; 32] = [
         Kind::EpochStarted,
         Kind::EpochStopped,
         Kind::PairingMinted,
@@ -160,17 +163,18 @@ impl Kind {
         Kind::RetentionPass,
         Kind::WalCheckpoint,
         Kind::ArchiveRestored,
+        Kind::EpochRotated,
     ];
 }
 
 #[derive(Debug, Clone)]
 pub(crate) struct Audit {
     store: Store,
-    epoch: String,
+    epoch: EpochCell,
 }
 
 impl Audit {
-    pub(crate) fn new(store: Store, epoch: String) -> Self {
+    pub(crate) fn new(store: Store, epoch: EpochCell) -> Self {
         Self { store, epoch }
     }
 
@@ -200,7 +204,7 @@ impl Audit {
         let detail = detail.to_string();
         if let Err(error) = self
             .store
-            .append_event(now, kind.as_str(), &self.epoch, principal_id, &detail)
+            .append_event(now, kind.as_str(), &self.epoch.get(), principal_id, &detail)
             .await
         {
             tracing::error!(

@@ -57,11 +57,13 @@ async fn handle(
     let (read, mut write) = stream.into_split();
     let reply = if same_user {
         match tokio::time::timeout(IO_TIMEOUT, read_request(read)).await {
-            Ok(Ok(DaemonRequest::Pair { role })) => DaemonReply::Pair(
-                authority
-                    .mint_code("control", role.unwrap_or(Role::Admin), now_ms())
-                    .await,
-            ),
+            Ok(Ok(DaemonRequest::Pair { role })) => match authority
+                .mint_code("control", role.unwrap_or(Role::Admin), now_ms())
+                .await
+            {
+                Ok(code) => DaemonReply::Pair(code),
+                Err(e) => DaemonReply::Error(e.body()),
+            },
             Ok(Ok(DaemonRequest::Detach)) => {
                 let running = scheduler.detach();
                 tracing::info!(

@@ -9,6 +9,7 @@ mod audit;
 pub mod config;
 mod control;
 pub mod entry;
+mod epoch;
 mod error;
 mod home_lock;
 mod http;
@@ -39,6 +40,7 @@ use studio_contract::{
 use tokio::net::TcpListener;
 
 pub use config::{Args, Config, ConfigError};
+pub use epoch::EpochCell;
 pub use error::{DaemonError, chain};
 pub use home_lock::LockError;
 pub use scheduling::{CrashPoint, SchedulerConfig};
@@ -62,6 +64,8 @@ const GRACE: Duration = studio_contract::lifecycle::DAEMON_DRAIN;
 /// A daemon whose listeners are bound but not yet served.
 pub struct Daemon {
     config: Config,
+    /// This home's member id (`run/member`).
+    member: String,
     store: Store,
     authority: Arc<Authority>,
     front: Arc<FrontDoor>,
@@ -74,7 +78,7 @@ pub struct Daemon {
     worker_listener: Option<(TcpListener, Arc<studio_pki::Authority>)>,
     addr: SocketAddr,
     default_zone: studio_schedule::Zone,
-    /// When the epoch started (ms since the Unix epoch).
+    /// When this studiod started (ms since the Unix epoch).
     started_at_ms: i64,
     /// Held from before the first bind until the very end of the stop.
     lock: HomeLock,
@@ -287,29 +291,39 @@ impl Daemon {
             worker_listener.as_ref().map(|(_, ca)| &**ca),
         )
         .await?;
-        let epoch = secret::hex(&secret::random_bytes::<16>());
+        let member = member_id(&config)?;
         let started_at_ms = now_ms();
-        store
-            .start_epoch(&epoch, std::process::id(), started_at_ms)
+        let (epoch, new_epoch) = store
+            .begin_epoch(
+                &secret::hex(&secret::random_bytes::<16>()),
+                std::process::id(),
+                started_at_ms,
+            )
             .await?;
         let past = store.past_epochs(&epoch).await?;
         let ttl_ms = i64::try_from(config.pairing_ttl.as_millis()).unwrap_or(i64::MAX);
-        let authority = Arc::new(Authority::new(
-            store.clone(),
-            epoch.clone(),
-            &past,
-            &token,
-            allowed_origins(&config, addr.port()),
-            ttl_ms,
-        ));
-        authority
-            .audit()
-            .record(
-                AuditKind::EpochStarted,
-                None,
-                json!({ "pid": std::process::id(), "addr": addr.to_string() }),
+        let authority = Arc::new(
+            Authority::new(
+                store.clone(),
+                &epoch,
+                &past,
+                &token,
+                allowed_origins(&config, addr.port()),
+                ttl_ms,
             )
-            .await;
+            .for_member(&member),
+        );
+        // Adopting the cluster's epoch is no new epoch: members come and go within one.
+        if new_epoch {
+            authority
+                .audit()
+                .record(
+                    AuditKind::EpochStarted,
+                    None,
+                    json!({ "pid": std::process::id(), "addr": addr.to_string() }),
+                )
+                .await;
+        }
         let front = Arc::new(FrontDoor {
             host: HostPolicy::new(addr.ip(), addr.port(), 80).allow(None, config.public_port),
             app_key: config.app_key.clone(),
@@ -317,6 +331,7 @@ impl Daemon {
         tracing::info!(%addr, %epoch, "studiod started");
         Ok(Self {
             config,
+            member,
             store,
             authority,
             front,
@@ -337,7 +352,8 @@ impl Daemon {
         self.addr
     }
 
-    pub fn epoch(&self) -> &str {
+    /// The epoch it admits under now.
+    pub fn epoch(&self) -> String {
         self.authority.epoch()
     }
 
@@ -351,6 +367,7 @@ impl Daemon {
     ) -> Result<(), DaemonError> {
         let Daemon {
             config,
+            member,
             store,
             authority,
             front,
@@ -370,7 +387,7 @@ impl Daemon {
             .as_ref()
             .and_then(|(listener, _)| listener.local_addr().ok());
         scheduler_config.own_ports = own_ports(&config, addr, worker_at);
-        scheduler_config.epoch = authority.epoch().to_owned();
+        scheduler_config.epoch = authority.epoch_cell().clone();
         scheduler_config.addr = addr.to_string();
         let scheduler = scheduling::Scheduler::new(
             scheduling::store::SchedStore::new(
@@ -378,7 +395,7 @@ impl Daemon {
                 evidence_key(&config)?,
                 secrets_key(&config)?,
             )
-            .for_member(&member_id(&config)?),
+            .for_member(&member),
             scheduler_config,
             default_zone,
             config.home.runs_dir(),
@@ -388,6 +405,13 @@ impl Daemon {
         )
         .await?;
         let mut scheduler_task = tokio::spawn(scheduler.clone().run());
+        if store.url().is_some() {
+            tokio::spawn(
+                authority
+                    .clone()
+                    .follow_cluster(scheduler.identity_notes(), stop.clone()),
+            );
+        }
         let mut worker_task = None;
         let mut door = None;
         if let Some((listener, ca)) = worker_listener {
@@ -404,7 +428,7 @@ impl Daemon {
             let service = workers::WorkerService::new(
                 scheduler.clone(),
                 ca,
-                authority.epoch().to_owned(),
+                authority.epoch_cell().clone(),
                 stop.clone(),
             );
             tracing::info!(addr = %at, "worker listener (mutual TLS) started");
@@ -457,7 +481,7 @@ impl Daemon {
         on_ready(&Ready {
             pid: std::process::id(),
             addr: addr.to_string(),
-            epoch: Some(authority.epoch().to_owned()),
+            epoch: Some(authority.epoch()),
             origin: None,
         });
 
@@ -491,11 +515,17 @@ impl Daemon {
         socket::remove(&api.file);
         socket::remove(&verifier.file);
         socket::remove(&control.file);
-        let recorded = store.stop_epoch(authority.epoch(), now_ms()).await;
-        authority
-            .audit()
-            .record(AuditKind::EpochStopped, None, json!({}))
-            .await;
+        // Alone, this studiod's stop ends its epoch; a member's leaves the cluster's.
+        let recorded = if store.url().is_none() {
+            let recorded = store.stop_epoch(&authority.epoch(), now_ms()).await;
+            authority
+                .audit()
+                .record(AuditKind::EpochStopped, None, json!({}))
+                .await;
+            recorded
+        } else {
+            Ok(())
+        };
         store.close().await;
         recorded?;
         tracing::info!("studiod stopped");

@@ -1,28 +1,30 @@
-//! Pairing codes: minting, single-use spending, expiry, the bound on outstanding codes,
-//! the failure rate limit and the past-epoch classification. Pure in-memory state with
-//! the clock passed in, so every rule is testable without sleeping.
+//! Pairing codes: their shape, the bound on outstanding codes, the failure rate limit
+//! and the past-epoch classification. The codes themselves are rows (their digests:
+//! `store::identity`), so a code minted through one studiod of a cluster is redeemed
+//! through any; what is here is in memory, with the clock passed in, so every rule is
+//! testable without sleeping. The rate limit is each studiod's own.
 
 use std::collections::VecDeque;
 
 use studio_contract::{
     error::{ApiError, Code},
-    role::Role,
     secret::{self, Digest},
 };
 
 /// A code is the epoch's first 8 hex chars followed by 192 random bits in base64url.
 pub(crate) const PREFIX_LEN: usize = 8;
 const CODE_BYTES: usize = 24;
+/// At most this many codes of an epoch are outstanding; minting another drops the oldest.
 pub(crate) const MAX_OUTSTANDING: usize = 16;
 pub(crate) const FAILURE_LIMIT: usize = 10;
 pub(crate) const FAILURE_WINDOW_MS: i64 = 60_000;
 
+/// A new code: shown once, stored only as its digest.
 #[derive(Debug)]
-struct Outstanding {
-    digest: Digest,
-    expires_at_ms: i64,
-    /// The role the browser that redeems it gets.
-    role: Role,
+pub(crate) struct Minted {
+    pub code: String,
+    pub digest: Digest,
+    pub expires_at_ms: i64,
 }
 
 #[derive(Debug)]
@@ -30,14 +32,15 @@ pub(crate) struct CodeBook {
     prefix: String,
     past_prefixes: Vec<String>,
     ttl_ms: i64,
-    // Only digests: a memory dump yields no usable code.
-    outstanding: VecDeque<Outstanding>,
     failures: VecDeque<i64>,
+}
+
+fn prefix_of(epoch: &str) -> String {
+    epoch.get(..PREFIX_LEN).unwrap_or(epoch).to_owned()
 }
 
 impl CodeBook {
     pub(crate) fn new(epoch: &str, past_epochs: &[String], ttl_ms: i64) -> Self {
-        let prefix_of = |e: &str| e.get(..PREFIX_LEN).unwrap_or(e).to_owned();
         let prefix = prefix_of(epoch);
         Self {
             past_prefixes: past_epochs
@@ -47,30 +50,36 @@ impl CodeBook {
                 .collect(),
             prefix,
             ttl_ms,
-            outstanding: VecDeque::new(),
             failures: VecDeque::new(),
         }
     }
 
-    /// A fresh code for `role` and when it expires; the oldest code is dropped beyond the
-    /// bound.
-    pub(crate) fn mint(&mut self, role: Role, now_ms: i64) -> (String, i64) {
-        self.outstanding.retain(|c| c.expires_at_ms > now_ms);
-        while self.outstanding.len() >= MAX_OUTSTANDING {
-            self.outstanding.pop_front();
+    /// The book of the epoch that follows this one: the failures seen so far still count.
+    pub(crate) fn next(&self, old: &str, new: &str) -> Self {
+        let mut past = self.past_prefixes.clone();
+        past.push(prefix_of(old));
+        let prefix = prefix_of(new);
+        past.retain(|p| *p != prefix);
+        Self {
+            prefix,
+            past_prefixes: past,
+            ttl_ms: self.ttl_ms,
+            failures: self.failures.clone(),
         }
+    }
+
+    /// A fresh code and when it expires.
+    pub(crate) fn mint(&self, now_ms: i64) -> Minted {
         let code = format!(
             "{}{}",
             self.prefix,
             secret::base64url(&secret::random_bytes::<CODE_BYTES>())
         );
-        let expires_at_ms = now_ms + self.ttl_ms;
-        self.outstanding.push_back(Outstanding {
+        Minted {
             digest: secret::digest(&code),
-            expires_at_ms,
-            role,
-        });
-        (code, expires_at_ms)
+            code,
+            expires_at_ms: now_ms + self.ttl_ms,
+        }
     }
 
     /// Refuses every attempt while the failure window is full.
@@ -91,53 +100,28 @@ impl CodeBook {
         Ok(())
     }
 
-    /// Spends a code (single use). Call only after the origin was accepted, so a code
-    /// presented from a refused origin stays valid. Failures count toward the rate limit.
-    /// Answers the role the code was minted for.
-    pub(crate) fn spend(&mut self, code: &str, now_ms: i64) -> Result<Role, ApiError> {
-        let result = self.try_spend(code, now_ms);
-        if result.is_err() {
-            self.failures.push_back(now_ms);
-        }
-        result
-    }
-
-    fn try_spend(&mut self, code: &str, now_ms: i64) -> Result<Role, ApiError> {
-        let presented = secret::digest(code);
-        // Scan every entry so the time taken does not depend on which one matched.
-        let mut found = None;
-        for (i, c) in self.outstanding.iter().enumerate() {
-            if secret::digests_equal(&c.digest, &presented) {
-                found = Some(i);
-            }
-        }
-        if let Some(entry) = found.and_then(|i| self.outstanding.remove(i)) {
-            if entry.expires_at_ms > now_ms {
-                return Ok(entry.role);
-            }
-        } else if let Some(prefix) = code.get(..PREFIX_LEN)
+    /// A code that could not be spent (unknown, used or expired): counted toward the rate
+    /// limit and answered `epoch_ended` when it names an earlier epoch.
+    pub(crate) fn refuse(&mut self, code: &str, now_ms: i64) -> ApiError {
+        self.failures.push_back(now_ms);
+        if let Some(prefix) = code.get(..PREFIX_LEN)
             && prefix != self.prefix
             && self.past_prefixes.iter().any(|p| p == prefix)
         {
-            return Err(ApiError::new(
+            return ApiError::new(
                 Code::EpochEnded,
-                "this pairing code belongs to an earlier daemon start",
-            ));
+                "this pairing code belongs to an earlier epoch",
+            );
         }
-        Err(ApiError::new(
+        ApiError::new(
             Code::PairingCodeInvalid,
             "unknown, used or expired pairing code",
-        ))
+        )
     }
 
     #[cfg(test)]
     pub(crate) fn prefix(&self) -> &str {
         &self.prefix
-    }
-
-    #[cfg(test)]
-    pub(crate) fn outstanding(&self) -> usize {
-        self.outstanding.len()
     }
 }
 
@@ -157,82 +141,54 @@ mod tests {
 
     #[test]
     fn code_shape_names_the_epoch() {
-        let (code, exp) = book().mint(Role::Admin, 1_000);
-        assert_eq!(code.len(), 8 + 32);
-        assert!(code.starts_with("01234567"));
-        assert_eq!(exp, 121_000);
-    }
-
-    #[test]
-    fn codes_are_single_use() {
-        let mut b = book();
-        let (code, _) = b.mint(Role::Viewer, 0);
-        assert_eq!(
-            b.spend(&code, 1).ok(),
-            Some(Role::Viewer),
-            "the code's own role"
-        );
-        assert_eq!(
-            b.spend(&code, 2).map_err(|e| e.code),
-            Err(Code::PairingCodeInvalid)
-        );
-    }
-
-    #[test]
-    fn codes_expire() {
-        let mut b = book();
-        let (code, exp) = b.mint(Role::Admin, 0);
-        assert_eq!(
-            b.spend(&code, exp).map_err(|e| e.code),
-            Err(Code::PairingCodeInvalid)
-        );
-        let (code, exp) = b.mint(Role::Admin, 0);
-        assert!(b.spend(&code, exp - 1).is_ok());
-    }
-
-    #[test]
-    fn outstanding_codes_are_bounded_dropping_the_oldest() {
-        let mut b = book();
-        let (first, _) = b.mint(Role::Admin, 0);
-        let (second, _) = b.mint(Role::Admin, 0);
-        for _ in 0..MAX_OUTSTANDING - 1 {
-            b.mint(Role::Admin, 0);
-        }
-        assert_eq!(b.outstanding(), MAX_OUTSTANDING);
-        assert_eq!(
-            b.spend(&first, 1).map_err(|e| e.code),
-            Err(Code::PairingCodeInvalid)
-        );
-        assert!(b.spend(&second, 1).is_ok());
+        let minted = book().mint(1_000);
+        assert_eq!(minted.code.len(), 8 + 32);
+        assert!(minted.code.starts_with("01234567"));
+        assert_eq!(minted.digest, secret::digest(&minted.code));
+        assert_eq!(minted.expires_at_ms, 121_000);
     }
 
     #[test]
     fn past_epoch_prefix_answers_epoch_ended() {
         let mut b = book();
         let stale = format!("fedcba98{}", "A".repeat(32));
-        assert_eq!(
-            b.spend(&stale, 0).map_err(|e| e.code),
-            Err(Code::EpochEnded)
-        );
+        assert_eq!(b.refuse(&stale, 0).code, Code::EpochEnded);
         let unknown = format!("aaaaaaaa{}", "A".repeat(32));
-        assert_eq!(
-            b.spend(&unknown, 0).map_err(|e| e.code),
-            Err(Code::PairingCodeInvalid)
-        );
+        assert_eq!(b.refuse(&unknown, 0).code, Code::PairingCodeInvalid);
         let current = format!("01234567{}", "A".repeat(32));
+        assert_eq!(b.refuse(&current, 0).code, Code::PairingCodeInvalid);
+    }
+
+    #[test]
+    fn the_next_epochs_book_knows_this_one_as_past() {
+        let mut b = book();
+        for t in 0..3 {
+            b.refuse("nope", t);
+        }
+        let mut next = b.next(EPOCH, "89abcdef00000000");
+        assert_eq!(next.prefix(), "89abcdef");
+        assert!(next.mint(0).code.starts_with("89abcdef"));
+        let old = format!("01234567{}", "A".repeat(32));
+        assert_eq!(next.refuse(&old, 3).code, Code::EpochEnded);
+        let older = format!("fedcba98{}", "A".repeat(32));
+        assert_eq!(next.refuse(&older, 3).code, Code::EpochEnded);
+        // The failures carried over: 3 + 2 so far, 5 more fill the window.
+        for t in 0..5 {
+            assert!(next.check_rate(4).is_ok());
+            next.refuse("nope", 4 + t);
+        }
         assert_eq!(
-            b.spend(&current, 0).map_err(|e| e.code),
-            Err(Code::PairingCodeInvalid)
+            next.check_rate(10).map_err(|e| e.code),
+            Err(Code::RateLimited)
         );
     }
 
     #[test]
     fn failures_rate_limit_until_the_window_clears() {
         let mut b = book();
-        let (good, _) = b.mint(Role::Admin, 0);
         for t in 0..FAILURE_LIMIT as i64 {
             assert!(b.check_rate(t).is_ok());
-            assert!(b.spend("nope", t).is_err());
+            b.refuse("nope", t);
         }
         assert_eq!(
             b.check_rate(100).map_err(|e| e.code),
@@ -242,8 +198,7 @@ mod tests {
             b.check_rate(FAILURE_WINDOW_MS - 1).map_err(|e| e.code),
             Err(Code::RateLimited)
         );
-        // The first failure (t = 0) leaves the window; the good code was never spent.
+        // The first failure (t = 0) leaves the window.
         assert!(b.check_rate(FAILURE_WINDOW_MS).is_ok());
-        assert!(b.spend(&good, FAILURE_WINDOW_MS).is_ok());
     }
 }

@@ -1,6 +1,9 @@
 //! The current epoch's live principals, in memory: the fast path of every admission.
 //! Keyed by the SHA-256 digests of their admission and decision tokens; `state.db`
-//! remains the durable record and classifies whatever is not here.
+//! remains the durable record, admits a principal of the epoch paired through another
+//! studiod of a cluster (which is then held here too) and classifies whatever else is
+//! not here. Each entry names its epoch: one taken in just as the epoch changed is
+//! never admitted under the next.
 
 use std::{
     collections::HashMap,
@@ -23,6 +26,8 @@ pub(crate) const TOUCH_INTERVAL_MS: i64 = 60_000;
 #[derive(Debug)]
 pub(crate) struct Live {
     pub id: String,
+    /// The epoch it was paired in.
+    pub epoch: String,
     pub origin: String,
     /// Its role's place in [`Role::ALL`]: an admin may change it while it is live.
     role: AtomicU8,
@@ -36,18 +41,20 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    /// `digests`: of the admission token, then of the decision token.
+    /// `digests`: of the admission token, then of the decision token; `expiries`: of the
+    /// decision token, then of the admission token.
     pub(crate) fn new(
         id: String,
+        epoch: String,
         origin: String,
         role: Role,
         (token_digest, decision_digest): (Digest, Digest),
-        decision_expires_at_ms: i64,
-        expires_at_ms: i64,
+        (decision_expires_at_ms, expires_at_ms): (i64, i64),
         now_ms: i64,
     ) -> Self {
         Self {
             id,
+            epoch,
             origin,
             role: AtomicU8::new(role_index(role)),
             decision_expires_at_ms,
@@ -91,6 +98,9 @@ struct Maps {
     by_token: HashMap<Digest, Arc<Live>>,
     by_decision: HashMap<Digest, Arc<Live>>,
     by_id: HashMap<String, Arc<Live>>,
+    /// Bumped by every forgetting, so a principal read from its row just before one is
+    /// not taken in after it ([`LivePrincipals::insert_unless_forgotten`]).
+    generation: u64,
 }
 
 #[derive(Debug, Default)]
@@ -106,10 +116,30 @@ impl LivePrincipals {
 
     pub(crate) fn insert(&self, live: Live) {
         let live = Arc::new(live);
-        let mut m = self.lock();
+        Self::put(&mut self.lock(), live);
+    }
+
+    fn put(m: &mut Maps, live: Arc<Live>) {
         m.by_token.insert(live.token_digest, live.clone());
         m.by_decision.insert(live.decision_digest, live.clone());
         m.by_id.insert(live.id.clone(), live);
+    }
+
+    /// Where forgetting stands now: read it before reading a principal's row.
+    pub(crate) fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    /// Holds `live`, read from its row when forgetting stood at `generation`, unless
+    /// something was forgotten since (it might have been this one: it is then read
+    /// again at its next use). Answers it either way.
+    pub(crate) fn insert_unless_forgotten(&self, live: Live, generation: u64) -> Arc<Live> {
+        let live = Arc::new(live);
+        let mut m = self.lock();
+        if m.generation == generation {
+            Self::put(&mut m, live.clone());
+        }
+        live
     }
 
     pub(crate) fn by_token(&self, digest: &Digest) -> Option<Arc<Live>> {
@@ -124,9 +154,25 @@ impl LivePrincipals {
         self.lock().by_id.get(id).cloned()
     }
 
+    /// The ids of every principal held.
+    pub(crate) fn ids(&self) -> Vec<String> {
+        self.lock().by_id.keys().cloned().collect()
+    }
+
+    /// Forgets every principal (the epoch changed).
+    pub(crate) fn clear(&self) {
+        let mut m = self.lock();
+        let generation = m.generation + 1;
+        *m = Maps {
+            generation,
+            ..Maps::default()
+        };
+    }
+
     /// Forgets a principal (revoked): its tokens then fall through to the durable record.
     pub(crate) fn remove(&self, id: &str) -> Option<Arc<Live>> {
         let mut m = self.lock();
+        m.generation += 1;
         let live = m.by_id.remove(id)?;
         m.by_token.remove(&live.token_digest);
         m.by_decision.remove(&live.decision_digest);
@@ -142,11 +188,11 @@ mod tests {
     fn touches_at_most_once_a_minute() {
         let live = Live::new(
             "p".into(),
+            "e".into(),
             "o".into(),
             Role::Admin,
             ([1; 32], [2; 32]),
-            0,
-            i64::MAX,
+            (0, i64::MAX),
             1_000,
         );
         assert!(!live.claim_touch(1_000 + TOUCH_INTERVAL_MS - 1));
@@ -158,11 +204,11 @@ mod tests {
     fn a_live_role_reads_back_as_set() {
         let live = Live::new(
             "p".into(),
+            "e".into(),
             "o".into(),
             Role::Viewer,
             ([1; 32], [2; 32]),
-            0,
-            1,
+            (0, 1),
             0,
         );
         assert_eq!(live.role(), Role::Viewer);
@@ -177,11 +223,11 @@ mod tests {
         let set = LivePrincipals::default();
         set.insert(Live::new(
             "p".into(),
+            "e".into(),
             "o".into(),
             Role::Admin,
             ([1; 32], [2; 32]),
-            0,
-            10,
+            (0, 10),
             0,
         ));
         assert!(set.by_token(&[1; 32]).is_some());
@@ -192,14 +238,41 @@ mod tests {
     }
 
     #[test]
+    fn a_principal_read_before_a_forgetting_is_not_held_after_it() {
+        let set = LivePrincipals::default();
+        let live = |id: &str, digests| {
+            Live::new(
+                id.into(),
+                "e".into(),
+                "o".into(),
+                Role::Admin,
+                digests,
+                (0, 10),
+                0,
+            )
+        };
+        let before = set.generation();
+        set.remove("anyone");
+        let answered = set.insert_unless_forgotten(live("p", ([1; 32], [2; 32])), before);
+        assert_eq!(answered.id, "p", "answered for this use");
+        assert!(set.by_token(&[1; 32]).is_none(), "but not held");
+        let now = set.generation();
+        set.insert_unless_forgotten(live("p", ([1; 32], [2; 32])), now);
+        assert!(set.by_token(&[1; 32]).is_some());
+        set.clear();
+        assert!(set.by_id("p").is_none());
+        assert_ne!(set.generation(), now);
+    }
+
+    #[test]
     fn expires_at_its_instant() {
         let live = Live::new(
             "p".into(),
+            "e".into(),
             "o".into(),
             Role::Admin,
             ([1; 32], [2; 32]),
-            0,
-            10,
+            (0, 10),
             0,
         );
         assert!(!live.expired(9));

@@ -2,6 +2,9 @@
 //! daemon runs. Nothing outside this module writes SQL, so a PostgreSQL store can later
 //! stand beside this one behind the same methods.
 
+mod identity;
+
+pub(crate) use identity::{PRINCIPALS_CHANNEL, TokenKind};
 use sqlx::{AnyPool, Row, any::AnyRow, migrate::MigrateError};
 use studio_contract::{role::Role, secret::Digest};
 
@@ -28,6 +31,11 @@ const POSTGRES_MIGRATIONS: studio_store::Migrations = &[
         3,
         "cluster",
         include_str!("../../migrations/postgres/0003_cluster.sql"),
+    ),
+    (
+        4,
+        "cluster identity",
+        include_str!("../../migrations/postgres/0004_cluster_identity.sql"),
     ),
 ];
 
@@ -167,6 +175,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         27,
         "cluster",
         include_str!("../../migrations/daemon/0027_cluster.sql"),
+    ),
+    (
+        28,
+        "cluster identity",
+        include_str!("../../migrations/daemon/0028_cluster_identity.sql"),
     ),
 ];
 
@@ -315,17 +328,6 @@ impl Store {
     }
 
     #[tracing::instrument(skip_all)]
-    pub async fn start_epoch(&self, epoch: &str, pid: u32, now_ms: i64) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO epochs (epoch, pid, started_at_ms) VALUES ($1, $2, $3)")
-            .bind(epoch)
-            .bind(i64::from(pid))
-            .bind(now_ms)
-            .execute(&self.pools.writer)
-            .await?;
-        Ok(())
-    }
-
-    #[tracing::instrument(skip_all)]
     pub async fn stop_epoch(&self, epoch: &str, now_ms: i64) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE epochs SET stopped_at_ms = $1 WHERE epoch = $2 AND stopped_at_ms IS NULL",
@@ -422,32 +424,6 @@ impl Store {
         .execute(&self.pools.writer)
         .await?;
         Ok(done.rows_affected() == 1)
-    }
-
-    #[tracing::instrument(skip_all)]
-    pub async fn principal_by_token(
-        &self,
-        digest: &Digest,
-    ) -> Result<Option<PrincipalRow>, StoreError> {
-        let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE token_digest = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&digest[..])
-            .fetch_optional(&self.pools.readers)
-            .await?;
-        Ok(row.as_ref().map(principal_from).transpose()?)
-    }
-
-    #[tracing::instrument(skip_all)]
-    pub async fn principal_by_decision(
-        &self,
-        digest: &Digest,
-    ) -> Result<Option<PrincipalRow>, StoreError> {
-        let sql = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE decision_digest = $1");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(&digest[..])
-            .fetch_optional(&self.pools.readers)
-            .await?;
-        Ok(row.as_ref().map(principal_from).transpose()?)
     }
 
     #[tracing::instrument(skip_all, fields(principal = id))]
@@ -925,9 +901,9 @@ mod tests {
         let store = Store::open(&dir.path().join("state.db"))
             .await
             .expect("open");
-        store.start_epoch("e1", 1, 10).await.expect("e1");
+        store.begin_epoch("e1", 1, 10).await.expect("e1");
         store.stop_epoch("e1", 20).await.expect("stop");
-        store.start_epoch("e2", 2, 30).await.expect("e2");
+        store.begin_epoch("e2", 2, 30).await.expect("e2");
         assert_eq!(store.past_epochs("e2").await.expect("past"), vec!["e1"]);
         assert_eq!(store.epoch_stopped_at("e1").await.expect("e1"), Some(20));
         assert_eq!(store.epoch_stopped_at("e2").await.expect("e2"), None);
@@ -944,24 +920,25 @@ mod tests {
                 .await
                 .is_err()
         );
-        let row = store.principal_by_token(&t).await.expect("q").expect("row");
+        let by = |kind, digest: [u8; 32]| {
+            let store = store.clone();
+            async move {
+                store
+                    .principal_for_admission(kind, &digest)
+                    .await
+                    .expect("q")
+            }
+        };
+        let found = by(TokenKind::Admission, t).await.expect("row");
+        let row = found.row;
+        assert_eq!((found.token_digest, found.decision_digest), (t, d));
         assert_eq!(row.id, "p1");
         assert_eq!(row.revoked_at_ms, None);
         assert_eq!(
-            store
-                .principal_by_decision(&d)
-                .await
-                .expect("q")
-                .map(|r| r.id),
+            by(TokenKind::Decision, d).await.map(|a| a.row.id),
             Some("p1".into())
         );
-        assert!(
-            store
-                .principal_by_token(&[9u8; 32])
-                .await
-                .expect("q")
-                .is_none()
-        );
+        assert!(by(TokenKind::Admission, [9u8; 32]).await.is_none());
 
         store.touch_principal("p1", 2_000).await.expect("touch");
         assert!(

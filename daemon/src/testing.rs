@@ -41,18 +41,34 @@ pub(crate) async fn authority(
     epoch: &str,
 ) -> (crate::store::Store, crate::admission::Authority) {
     let store = open_store(dir).await;
-    store.start_epoch(epoch, 1, 0).await.expect("epoch");
+    store.begin_epoch(epoch, 1, 0).await.expect("epoch");
     let past = store.past_epochs(epoch).await.expect("past");
     let allowed = studio_contract::origin::AllowedOrigins::new([APP.to_owned()]);
     let a = crate::admission::Authority::new(
         store.clone(),
-        epoch.into(),
+        epoch,
         &past,
         DAEMON_TOKEN,
         allowed,
         120_000,
     );
     (store, a)
+}
+
+/// Another store on the database of `store` (opened from `dir` on SQLite): what a
+/// second studiod sharing it would hold.
+pub(crate) async fn same_database(
+    store: &crate::store::Store,
+    dir: &TempDir,
+) -> crate::store::Store {
+    match store.url() {
+        Some(url) => crate::store::Store::open_at(studio_store::Location::Postgres(url))
+            .await
+            .expect("a second store on the test's database"),
+        None => crate::store::Store::open(&dir.path().join("state.db"))
+            .await
+            .expect("a second store on the test's file"),
+    }
 }
 
 /// Whether unit tests' stores are PostgreSQL databases (`STUDIO_TEST_DATABASE_URL`).

@@ -92,7 +92,7 @@ impl VerifierService {
         Principal {
             id: a.id,
             kind: a.kind.as_str().to_owned(),
-            epoch: self.authority.epoch().to_owned(),
+            epoch: a.epoch,
             expires_at_ms: a.expires_at_ms,
             role: a.role.as_str().to_owned(),
         }
@@ -132,7 +132,7 @@ impl Verifier for VerifierService {
         }
         Ok(Response::new(HelloReply {
             protocol_version: PROTOCOL_VERSION,
-            epoch: self.authority.epoch().to_owned(),
+            epoch: self.authority.epoch(),
             identity: IDENTITY.to_owned(),
             version: VERSION.to_owned(),
         }))
@@ -187,7 +187,7 @@ impl Verifier for VerifierService {
             Ok(p) => Outcome::Pairing(Pairing {
                 token: p.token,
                 decision_token: p.decision_token,
-                epoch: self.authority.epoch().to_owned(),
+                epoch: p.epoch,
                 principal: p.principal,
                 decision_expires_at_ms: p.decision_expires_at_ms,
                 expires_at_ms: p.expires_at_ms,
@@ -238,7 +238,7 @@ impl Verifier for VerifierService {
     ) -> Result<Response<Self::WatchStream>, Status> {
         // Subscribe before the epoch event goes out, so no revocation falls between.
         let mut revoked = self.authority.subscribe();
-        let epoch = self.authority.epoch().to_owned();
+        let epoch = self.authority.epoch();
         let stop = self.stop.clone();
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(async move {
@@ -257,6 +257,8 @@ impl Verifier for VerifierService {
                         Ok(PrincipalEvent::RoleChanged(id)) => {
                             event(Event::ChangedPrincipal(id))
                         }
+                        // The app drops every verdict of the old epoch.
+                        Ok(PrincipalEvent::EpochChanged(epoch)) => event(Event::Epoch(epoch)),
                         // A watcher that missed a revocation must drop its cache: end the stream.
                         Err(RecvError::Lagged(_)) => Err(Status::data_loss("missed revocations")),
                         Err(RecvError::Closed) => break,

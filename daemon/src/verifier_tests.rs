@@ -125,7 +125,12 @@ async fn admit_refuses_an_expired_session() {
     let v = start().await;
     let mut c = client(&v.socket, Some(v.key.to_hex())).await;
     let then = now_ms() - studio_contract::ADMISSION_TTL_MS - 1_000;
-    let code = v.authority.mint_code("test", Role::Admin, then).await.code;
+    let code = v
+        .authority
+        .mint_code("test", Role::Admin, then)
+        .await
+        .expect("mint")
+        .code;
     let paired = v
         .authority
         .redeem(&code, Some(APP), None, then)
@@ -180,6 +185,7 @@ async fn admit_pair_resolve_and_revoke() {
         .authority
         .mint_code("test", Role::Admin, now_ms())
         .await
+        .expect("mint")
         .code;
     let refused = c
         .redeem_pairing(RedeemPairingRequest {
@@ -279,6 +285,7 @@ async fn watch_sends_the_epoch_then_revocations_and_heartbeats() {
         .authority
         .mint_code("test", Role::Admin, now_ms())
         .await
+        .expect("mint")
         .code;
     let p = v
         .authority

@@ -116,7 +116,7 @@ impl AsyncWrite for Conn {
 pub(crate) struct WorkerService {
     scheduler: Arc<Scheduler>,
     authority: Arc<studio_pki::Authority>,
-    epoch: String,
+    epoch: crate::epoch::EpochCell,
     stop: Shutdown,
 }
 
@@ -124,7 +124,7 @@ impl WorkerService {
     pub(crate) fn new(
         scheduler: Arc<Scheduler>,
         authority: Arc<studio_pki::Authority>,
-        epoch: String,
+        epoch: crate::epoch::EpochCell,
         stop: Shutdown,
     ) -> Self {
         Self {
@@ -254,7 +254,7 @@ impl Worker for WorkerService {
         };
         let joined = self
             .scheduler
-            .join_worker(&digest, &worker, &self.epoch)
+            .join_worker(&digest, &worker, &self.epoch.get())
             .await
             .map_err(|e| internal(&e))?;
         // Another join may have used it between the check and now.

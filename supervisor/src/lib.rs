@@ -149,6 +149,9 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         }
         Command::Status { json } => done(commands::status(&home, json).await),
         Command::Cluster { remote } => cli::cluster::show(&home, &remote).await,
+        Command::Epoch {
+            command: cli::EpochCommand::Rotate { remote },
+        } => cli::cluster::rotate(&home, &remote).await,
         Command::Restart { child } => done(commands::restart(&home, child.into()).await),
         Command::Stop => done(commands::stop(&home).await),
         Command::Pair { open, role } => done(commands::pair(&home, open, role.into()).await),

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 /// Every kind of audit row: the epoch's start and stop, pairing, sessions, the
 /// allow-list, and each change to a schedule or run made through the API.
-pub const AUDIT_KINDS: [&str; 31] = [
+pub const AUDIT_KINDS: [&str; 32] = [
     "epoch_started",
     "epoch_stopped",
     "pairing_minted",
@@ -38,6 +38,7 @@ pub const AUDIT_KINDS: [&str; 31] = [
     "retention_pass",
     "wal_checkpoint",
     "archive_restored",
+    "epoch_rotated",
 ];
 
 /// One row of the trail. Rows are never changed nor removed.

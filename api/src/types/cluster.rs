@@ -1,5 +1,6 @@
 //! The cluster (`GET /api/admin/cluster`, docs/FLEETS.md): the studiod processes sharing
-//! this state's database, which one leads, and in what term.
+//! this state's database, which one leads, and in what term; and the end of an epoch on
+//! purpose (`POST /api/admin/epoch/rotate`).
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -43,4 +44,13 @@ pub struct ClusterMember {
     pub seen_at: String,
     #[schema(format = DateTime)]
     pub stopped_at: Option<String>,
+}
+
+/// An epoch ended on purpose and the one that stands now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EpochRotated {
+    /// The epoch that ended: its sessions and pairing codes are refused `epoch_ended`.
+    pub previous: String,
+    /// The epoch every member admits under now.
+    pub epoch: String,
 }

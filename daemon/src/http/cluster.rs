@@ -1,14 +1,19 @@
 //! `GET /api/admin/cluster`: the members sharing this state's database, the leader and
-//! its term (docs/FLEETS.md, "Leadership and terms").
+//! its term (docs/FLEETS.md, "Leadership and terms"); `POST /api/admin/epoch/rotate`:
+//! the epoch ended on purpose ("Cluster-wide identity").
 
 use axum::{Json, extract::State};
-use studio_api::types::{ClusterMember, ClusterState};
+use studio_api::types::{ClusterMember, ClusterState, EpochRotated};
 use studio_contract::{
     error::ApiError,
     time::{now_ms, rfc3339},
 };
 
-use super::{ApiState, schedules::store_error};
+use super::{
+    ApiState,
+    front::{By, MachineOwner},
+    schedules::store_error,
+};
 use crate::scheduling::store::MemberRow;
 
 pub(crate) async fn get(State(state): State<ApiState>) -> Result<Json<ClusterState>, ApiError> {
@@ -52,5 +57,18 @@ pub(crate) async fn get(State(state): State<ApiState>) -> Result<Json<ClusterSta
         answered_by: s.reads().member().to_owned(),
         failover_secs: failover.as_secs(),
         members,
+    }))
+}
+
+/// `POST /api/admin/epoch/rotate` (the daemon token): a new epoch for every member.
+pub(crate) async fn rotate(
+    State(state): State<ApiState>,
+    _owner: MachineOwner,
+    By(by): By,
+) -> Result<Json<EpochRotated>, ApiError> {
+    let rotated = state.authority.rotate(&by, now_ms()).await?;
+    Ok(Json(EpochRotated {
+        previous: rotated.previous,
+        epoch: rotated.epoch,
     }))
 }

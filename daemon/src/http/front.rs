@@ -59,7 +59,7 @@ impl axum::extract::FromRequestParts<super::ApiState> for By {
 
     async fn from_request_parts(
         parts: &mut http::request::Parts,
-        state: &super::ApiState,
+        _state: &super::ApiState,
     ) -> Result<Self, ApiError> {
         // Every route that changes something is admitted first: no caller is a wiring bug.
         let Caller(who) = parts
@@ -71,7 +71,7 @@ impl axum::extract::FromRequestParts<super::ApiState> for By {
             .extensions
             .get::<door::RequestOrigin>()
             .and_then(|o| o.0.clone());
-        Ok(Self(Actor::new(&who, origin, state.authority.epoch())))
+        Ok(Self(Actor::new(&who, origin)))
     }
 }
 

@@ -98,6 +98,7 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::Readiness => on(m, health::readiness),
         Op::Backup => on(m, health::backup),
         Op::GetCluster => on(m, cluster::get),
+        Op::RotateEpoch => on(m, cluster::rotate),
         Op::GetRetention => on(m, retention::get),
         Op::SetRetention => on(m, retention::set),
         Op::RunRetention => on(m, retention::run),

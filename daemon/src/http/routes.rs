@@ -92,7 +92,7 @@ pub(crate) async fn identity(State(state): State<ApiState>) -> Json<Identity> {
     Json(Identity {
         identity: IDENTITY.into(),
         version: VERSION.into(),
-        epoch: state.authority.epoch().into(),
+        epoch: state.authority.epoch(),
     })
 }
 
@@ -124,7 +124,7 @@ pub(crate) async fn pair(
     Ok(Json(Paired {
         token: paired.token,
         decision_token: paired.decision_token,
-        epoch: state.authority.epoch().into(),
+        epoch: paired.epoch,
         principal: paired.principal,
         decision_expires_at: rfc3339(paired.decision_expires_at_ms),
         expires_at: rfc3339(paired.expires_at_ms),

@@ -143,7 +143,12 @@ impl Api {
 
     /// Pairs as an Edge on Windows would (its `User-Agent`).
     async fn pair_as(&self, role: Role) -> Value {
-        let code = self.authority.mint_code("test", role, now_ms()).await.code;
+        let code = self
+            .authority
+            .mint_code("test", role, now_ms())
+            .await
+            .expect("mint")
+            .code;
         let mut request = json_post("/api/studio/pair", &json!({ "code": code }));
         request.headers_mut().insert(
             header::USER_AGENT,
@@ -322,6 +327,7 @@ async fn forwarded_origin_needs_a_valid_signature() {
         .authority
         .mint_code("test", Role::Admin, now_ms())
         .await
+        .expect("mint")
         .code;
     let pair_path = "/api/studio/pair";
     let none_sig = forward::sign(&api.key, now_ms(), "POST", pair_path, "");
@@ -345,6 +351,7 @@ async fn pairing_over_http() {
         .authority
         .mint_code("test", Role::Admin, now_ms())
         .await
+        .expect("mint")
         .code;
     let (status, _, body) = api
         .send(json_post("/api/studio/pair", &json!({ "code": code })))
@@ -383,6 +390,7 @@ async fn pairing_over_http() {
         .authority
         .mint_code("test", Role::Admin, now_ms())
         .await
+        .expect("mint")
         .code;
     let limited = json_post("/api/studio/pair", &json!({ "code": fresh }));
     assert_eq!(
@@ -457,6 +465,7 @@ async fn an_expired_admission_token_is_refused() {
         .authority
         .mint_code("test", Role::Admin, then)
         .await
+        .expect("mint")
         .code;
     let paired = api
         .authority

@@ -74,7 +74,7 @@ async fn enrol(api: &Api, id: &str, labels: &[&str]) {
     };
     let joined = api
         .scheduler
-        .join_worker(&token.digest(), &worker, api.authority.epoch())
+        .join_worker(&token.digest(), &worker, &api.authority.epoch())
         .await
         .expect("store");
     assert!(joined.is_some(), "the token admits it once");

@@ -234,6 +234,9 @@ pub(crate) struct Scheduler {
     /// schedules (`resync`, an announcement) leaves them to their fire, which arms them
     /// from its own claim, so no two fires of one schedule overlap.
     in_flight: Mutex<std::collections::HashSet<String>>,
+    /// The other members' identity announcements (`studio_principals`), as heard by
+    /// the listener, for the authority (`Authority::follow_cluster`).
+    pub(super) identity_notes: broadcast::Sender<String>,
     /// The term whose lock this studiod holds, while it holds it (`leader`).
     pub(super) leader: tokio::sync::watch::Sender<Option<i64>>,
     /// The term this studiod leads in once it has taken office (armed the schedules,
@@ -333,12 +336,18 @@ impl Scheduler {
             retention_wake: Notify::new(),
             retention_next: AtomicI64::new(0),
             in_flight: Mutex::default(),
+            identity_notes: broadcast::channel(64).0,
             leader: tokio::sync::watch::Sender::new(None),
             office: tokio::sync::watch::Sender::new(None),
         });
         this.load_allowlist().await?;
         this.load_retention_policy().await?;
         Ok(this)
+    }
+
+    /// The other members' identity announcements, from now on.
+    pub(crate) fn identity_notes(&self) -> broadcast::Receiver<String> {
+        self.identity_notes.subscribe()
     }
 
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<EventRow> {

@@ -4,7 +4,9 @@
 //! does; one on the schedule channel (`studio_schedules`) lets the leader arm a schedule
 //! another member changed (its fire loop also re-reads every armed schedule each
 //! [`SHARED_IDLE`]); one on the cancel channel (`studio_cancels`) lets a member cancel
-//! a run it runs when a person asked another member. A lost connection is made again after a second; whatever was announced
+//! a run it runs when a person asked another member; one on the principals channel
+//! (`studio_principals`) hands what other members revoked, re-roled or rotated to the
+//! authority (`Authority::follow_cluster`, which also re-reads each second). A lost connection is made again after a second; whatever was announced
 //! meanwhile is caught by the claimers' slow poll ([`SHARED_IDLE`]) and by the look the
 //! listener takes as soon as it listens again. Nothing of this runs on SQLite.
 
@@ -14,7 +16,7 @@ use super::{
     Scheduler,
     store::{CANCEL_CHANNEL, CancelAsk, SCHEDULE_CHANNEL, WORK_CHANNEL},
 };
-use crate::error::chain;
+use crate::{error::chain, store::PRINCIPALS_CHANNEL};
 
 /// How long a claimer waits without news before looking again when the database is
 /// shared: the safety net under the notifications.
@@ -45,7 +47,12 @@ impl Scheduler {
     async fn listen(&self, url: &studio_store::DatabaseUrl) -> Result<(), sqlx::Error> {
         let mut listener = sqlx::postgres::PgListener::connect(url.expose()).await?;
         listener
-            .listen_all([WORK_CHANNEL, SCHEDULE_CHANNEL, CANCEL_CHANNEL])
+            .listen_all([
+                WORK_CHANNEL,
+                SCHEDULE_CHANNEL,
+                CANCEL_CHANNEL,
+                PRINCIPALS_CHANNEL,
+            ])
             .await?;
         // What another process announced while this one was not listening.
         self.work_arrived();
@@ -58,7 +65,10 @@ impl Scheduler {
                         self.schedule_changed(note.payload()).await;
                     } else if note.channel() == CANCEL_CHANNEL {
                         self.cancel_asked(note.payload()).await;
-                    } else if note.payload() != self.config.epoch {
+                    } else if note.channel() == PRINCIPALS_CHANNEL {
+                        // Nobody following (a test's scheduler alone) is fine.
+                        let _ = self.identity_notes.send(note.payload().to_owned());
+                    } else if note.payload() != self.store.member() {
                         self.work_arrived();
                     }
                 }

@@ -89,7 +89,7 @@ pub struct SchedulerConfig {
     /// every start and the API cannot change it.
     pub retention: Option<studio_api::types::RetentionPolicy>,
     /// This studiod's epoch, for the audit rows of what it does by itself.
-    pub epoch: String,
+    pub epoch: crate::epoch::EpochCell,
     /// This studiod's HTTP address, as its member row shows it.
     pub addr: String,
     /// `STUDIO_FAILOVER_SECS` (default 5, at least 3): on a shared database, how soon
@@ -116,7 +116,7 @@ impl Default for SchedulerConfig {
             notify_backoff: notify::Backoff::default(),
             own_ports: Vec::new(),
             retention: None,
-            epoch: String::new(),
+            epoch: crate::epoch::EpochCell::default(),
             addr: String::new(),
             failover: Duration::from_secs(5),
         }

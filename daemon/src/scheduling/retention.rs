@@ -214,7 +214,7 @@ impl Scheduler {
                     .as_ref()
                     .is_none_or(|s| &s.policy != policy || s.source != "config")
                 {
-                    let by = Actor::studiod(&self.config.epoch);
+                    let by = Actor::studiod(&self.config.epoch.get());
                     let note = Note {
                         by: &by,
                         kind: Kind::RetentionPolicySet,
@@ -330,7 +330,7 @@ impl Scheduler {
             longest_chunk_ms: progress.longest.as_secs_f64() * 1_000.0,
             checkpoint: checkpoint.as_ref().and_then(|c| c.as_ref().ok()).cloned(),
         };
-        let by = Actor::studiod(&self.config.epoch);
+        let by = Actor::studiod(&self.config.epoch.get());
         let mut notes = vec![Note {
             by: &by,
             kind: Kind::RetentionPass,

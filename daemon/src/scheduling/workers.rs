@@ -734,7 +734,7 @@ impl Scheduler {
         self.work_arrived();
         if self.store.shared_url().is_some() {
             let store = self.store.clone();
-            let sender = self.config.epoch.clone();
+            let sender = self.store.member().to_owned();
             tokio::spawn(async move {
                 if let Err(error) = store.announce_work(&sender).await {
                     tracing::warn!(error = %crate::error::chain(&error), "cannot announce work");

@@ -145,7 +145,7 @@ impl Ctx {
                 "This browser is not paired. Run `studio pair` to open a new link."
             }
             PageState::EpochEnded => {
-                "The daemon restarted with a new epoch, so this browser's pairing ended. Run `studio pair` to open a new link."
+                "This browser's pairing ended with its epoch (the daemon restarted, or an operator ran `studio epoch rotate`). Run `studio pair` to open a new link."
             }
             PageState::Unavailable => {
                 "The daemon is unavailable. Check `studio status`; this page retries on reload."

@@ -1,9 +1,11 @@
 //! The cluster as studiod reports it (`GET /api/admin/cluster`, docs/FLEETS.md): the
 //! members sharing its database, the leader and its term. `studio cluster` prints it
 //! alone (a server whose studiod a service manager runs has no supervisor to ask);
-//! `studio status` adds it under the supervisor's table.
+//! `studio status` adds it under the supervisor's table. `studio epoch rotate` ends the
+//! epoch on purpose (`POST /api/admin/epoch/rotate`).
 
-use studio_api::{ClusterMember, ClusterState};
+use reqwest::Method;
+use studio_api::{ClusterMember, ClusterState, EpochRotated};
 use studio_contract::home::Home;
 
 use crate::{
@@ -25,6 +27,24 @@ pub(crate) async fn show(home: &Home, remote: &Remote) -> Result<u8, Error> {
         print_json(&state)?;
     } else {
         out!("{}", render(&state, now_ms(), Style::detect()))?;
+    }
+    Ok(0)
+}
+
+/// `studio epoch rotate`.
+pub(crate) async fn rotate(home: &Home, remote: &Remote) -> Result<u8, Error> {
+    let rotated: EpochRotated = connect(home, remote)
+        .await?
+        .call(Method::POST, "/api/admin/epoch/rotate")
+        .await?;
+    if remote.json {
+        print_json(&rotated)?;
+    } else {
+        out!(
+            "epoch {} ended; every browser pairs again (`studio pair`) under epoch {}\n",
+            rotated.previous,
+            rotated.epoch
+        )?;
     }
     Ok(0)
 }

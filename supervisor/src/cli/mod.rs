@@ -79,6 +79,11 @@ pub enum Command {
         #[command(flatten)]
         remote: Remote,
     },
+    /// The epoch every paired browser belongs to: `rotate` ends it on purpose.
+    Epoch {
+        #[command(subcommand)]
+        command: EpochCommand,
+    },
     /// Restart one child (also brings back a failed one).
     Restart { child: ChildArg },
     /// Stop the app, then the daemon, then the supervisor; returns once all are gone.
@@ -549,6 +554,16 @@ pub struct ApprovalsArgs {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum EpochCommand {
+    /// End the epoch and start another (the daemon token): every browser paired through
+    /// any studiod of the cluster pairs again, and pairing codes not yet used are void.
+    Rotate {
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
     /// Give a session another role; its next request is judged by it.
     Role {
@@ -886,7 +901,7 @@ pub struct AuditArgs {
     /// task_retried, worker_token_created, worker_joined, worker_revoked, secret_set,
     /// secret_deleted, endpoint_created, endpoint_deleted, retention_policy_set, retention_pass,
     /// wal_checkpoint, archive_restored, pairing_minted, pairing_redeemed, pairing_failed, session_revoked, role_changed,
-    /// allowlist_changed, epoch_started, epoch_stopped).
+    /// allowlist_changed, epoch_started, epoch_stopped, epoch_rotated).
     #[arg(long, value_name = "KINDS")]
     pub kind: Option<String>,
     /// Only rows at or after this RFC 3339 instant.
