@@ -92,6 +92,12 @@ async fn a_wrong_origin_is_refused_without_spending_the_code() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_from_before_a_daemon_restart_fail_with_epoch_ended() {
+    if studio_tests::postgres::enabled() {
+        // On a shared database the epoch is the cluster's: a restart keeps it (the unit
+        // test `a_start_adopts_the_clusters_epoch_only_when_shared` checks that).
+        eprintln!("skipped: on PostgreSQL a studiod's restart does not end the epoch");
+        return;
+    }
     let studio = Studio::start();
     let cookie = paired_cookie(&studio).await;
     let unused_code = studio.pair_code();
