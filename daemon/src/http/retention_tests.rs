@@ -277,3 +277,48 @@ async fn the_cluster_is_an_admins_to_read() {
     .await;
     assert_eq!(status, StatusCode::OK);
 }
+
+/// `POST /api/admin/epoch/rotate`: the daemon token's alone (an admin browser is
+/// refused); once rotated, the browser's pairing answers `epoch_ended`.
+#[tokio::test]
+async fn only_the_daemon_token_rotates_the_epoch_and_it_ends_every_pairing() {
+    let api = api().await;
+    let admin = api.token_as(Role::Admin).await;
+    let (status, body) = send(
+        &api,
+        empty(
+            authed(Method::POST, "/api/admin/epoch/rotate", &admin)
+                .header(header::ORIGIN, APP)
+                .header(header::CONTENT_TYPE, "application/json"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("daemon_token_required")),
+        "{body}"
+    );
+    let before = api.authority.epoch();
+    let (status, rotated) = send(
+        &api,
+        empty(
+            authed(Method::POST, "/api/admin/epoch/rotate", DAEMON_TOKEN)
+                .header(header::CONTENT_TYPE, "application/json"),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{rotated}");
+    assert_eq!(rotated["previous"], before);
+    assert_eq!(rotated["epoch"], api.authority.epoch());
+    assert_ne!(rotated["epoch"], rotated["previous"]);
+    let (status, body) = send(
+        &api,
+        empty(authed(Method::GET, "/api/admin/cluster", &admin).header(header::ORIGIN, APP)),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("epoch_ended")),
+        "{body}"
+    );
+}
