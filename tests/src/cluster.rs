@@ -1,14 +1,17 @@
 //! Several studiod on one PostgreSQL database, each with a home of its own (docs/FLEETS.md):
 //! started directly (no supervisor), each with the first member's keys and workers'
 //! authority and one daemon token, and killed when dropped however the test or bench
-//! ends.
+//! ends. A member's [`App`] is a studio-app in its home, holding its app key and
+//! verifying through it, as `studio up` would start one.
 
 use std::{
-    io::{BufRead, BufReader},
+    io::{BufRead, BufReader, Write},
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Child, ChildStdout, Command, Stdio},
     time::{Duration, Instant},
 };
+
+use studio_contract::{ready::Ready, secret::AppKey};
 
 use crate::{TempDir, WORKER_ADDR, bins, free_port, signal};
 
@@ -36,10 +39,26 @@ fn copy_shared(from: &Path, to: &Path) {
     }
 }
 
-/// One studiod of the cluster: its home (kept across restarts) and its process.
+/// Hands `key` to a child started with `--app-key-stdin` and waits for its readiness
+/// line (the first on its stdout).
+fn handed_key_then_ready(child: &mut Child, key: &str) -> String {
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "{key}").expect("hand over the app key");
+    drop(stdin);
+    let out: ChildStdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(out)
+        .read_line(&mut line)
+        .expect("readiness line");
+    line
+}
+
+/// One studiod of the cluster: its home (kept across restarts), the app key it shares
+/// with its [`App`] (the same across restarts, as `studio up` keeps it) and its process.
 pub struct Member {
     home: TempDir,
     addr: String,
+    key: String,
     env: Vec<(String, String)>,
     child: Option<Child>,
 }
@@ -70,6 +89,7 @@ impl Member {
         let mut member = Self {
             home,
             addr: format!("127.0.0.1:{}", free_port()),
+            key: AppKey::generate().to_hex(),
             env: all,
             child: None,
         };
@@ -132,19 +152,16 @@ impl Member {
         let mut child = Command::new(&bins().studiod)
             .arg("--home")
             .arg(self.home.path())
-            .args(["--addr", &self.addr])
+            .args(["--addr", &self.addr, "--app-key-stdin"])
             .env("RUST_LOG", "studio_daemon=info")
             .env(WORKER_ADDR.0, WORKER_ADDR.1)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
             .expect("spawn studiod");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("readiness line");
+        let line = handed_key_then_ready(&mut child, &self.key);
         self.child = Some(child);
         assert!(
             line.contains(&self.addr),
@@ -163,6 +180,11 @@ impl Member {
 
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
+    }
+
+    /// Its home, for `studio --home` commands.
+    pub fn home(&self) -> &Path {
+        self.home.path()
     }
 
     /// `http://host:port` of its API.
@@ -206,6 +228,68 @@ impl Drop for Member {
             signal(child.id(), rustix::process::Signal::CONT);
         }
         self.kill();
+    }
+}
+
+/// A member's studio-app: in the member's home (its verifier socket), proxying to the
+/// member's API, on a loopback port of its own; killed when dropped.
+pub struct App {
+    addr: String,
+    origin: String,
+    log: std::path::PathBuf,
+    child: Child,
+}
+
+impl App {
+    /// Starts `member`'s app on loopback `port` and waits for its readiness line. Every
+    /// member must allow the origins of every app a browser may pair through
+    /// (`STUDIO_ALLOWED_ORIGINS`), as behind a load balancer they share the public one.
+    pub fn of(member: &Member, port: u16) -> Self {
+        let addr = format!("127.0.0.1:{port}");
+        let log = member.home.path().join("studio-app.log");
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut child = Command::new(&bins().app)
+            .arg("--home")
+            .arg(member.home.path())
+            .args(["--addr", &addr, "--daemon-addr", &member.addr])
+            .arg("--app-key-stdin")
+            .env("RUST_LOG", "studio_app=info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(file)
+            .spawn()
+            .expect("spawn studio-app");
+        let line = handed_key_then_ready(&mut child, &member.key);
+        let origin = Ready::parse(&line).and_then(|r| r.origin);
+        let mut app = Self {
+            addr,
+            origin: String::new(),
+            log,
+            child,
+        };
+        app.origin = origin.unwrap_or_else(|| panic!("not ready: {line:?}\n{}", app.log()));
+        app
+    }
+
+    /// `http://host:port` plus `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The origin its browsers use.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

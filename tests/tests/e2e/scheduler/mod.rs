@@ -30,6 +30,7 @@ mod disk;
 mod events;
 mod gates;
 mod health;
+mod identity;
 mod notify;
 mod postgres;
 mod recovery;
