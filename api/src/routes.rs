@@ -18,6 +18,9 @@ pub enum Op {
     Backup,
     GetCluster,
     RotateEpoch,
+    ListApps,
+    CreateAppToken,
+    RevokeApp,
     GetRetention,
     SetRetention,
     RunRetention,
@@ -336,6 +339,48 @@ pub const ROUTES: &[Route<Op>] = &[
             "/api/admin/epoch/rotate",
             "End the epoch on purpose and start another: every browser of every member pairs again",
             ok::<EpochRotated>(),
+        )
+    },
+    Route {
+        needs: Role::Admin,
+        ..route(
+            Op::ListApps,
+            "list_apps",
+            Get,
+            "/api/apps",
+            "The studio-apps enrolled to reach the apps listener from other hosts, oldest first",
+            ok::<AppList>(),
+        )
+    },
+    Route {
+        access: Access::DaemonToken,
+        via_app: ViaApp::Own,
+        takes: Takes::Json(typed::<NewAppToken>()),
+        errors: &[
+            Code::DaemonTokenRequired,
+            Code::ValidationFailed,
+            Code::Conflict,
+        ],
+        ..route(
+            Op::CreateAppToken,
+            "create_app_token",
+            Post,
+            "/api/apps/tokens",
+            "A one-time token for `studio app join` (201; shown once, kept as a digest)",
+            Gives::Json(201, typed::<AppTokenCreated>()),
+        )
+    },
+    Route {
+        access: Access::DaemonToken,
+        via_app: ViaApp::Own,
+        errors: &[Code::DaemonTokenRequired, Code::AppNotFound],
+        ..route(
+            Op::RevokeApp,
+            "revoke_app",
+            Delete,
+            "/api/apps/{id}",
+            "Revoke an app: its certificate is refused from its next request on",
+            ok::<EnrolledApp>(),
         )
     },
     Route {

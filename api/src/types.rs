@@ -2,6 +2,7 @@
 
 mod allowlist;
 mod approvals;
+mod apps;
 mod audit;
 mod backup;
 mod cluster;
@@ -20,6 +21,7 @@ mod workers;
 
 pub use allowlist::*;
 pub use approvals::*;
+pub use apps::*;
 pub use audit::*;
 pub use backup::*;
 pub use cluster::*;

@@ -81,6 +81,7 @@ codes! {
     ApprovalNotFound = "approval_not_found" => NOT_FOUND,
     TaskNotFound = "task_not_found" => NOT_FOUND,
     WorkerNotFound = "worker_not_found" => NOT_FOUND,
+    AppNotFound = "app_not_found" => NOT_FOUND,
     SecretNotFound = "secret_not_found" => NOT_FOUND,
     EndpointNotFound = "endpoint_not_found" => NOT_FOUND,
     NameTaken = "name_taken" => CONFLICT,

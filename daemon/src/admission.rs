@@ -183,6 +183,11 @@ impl Authority {
         &self.audit
     }
 
+    /// The store principals and enrolled apps are kept in.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Whether a presented Origin value is on the allow-list.
     pub(crate) fn origin_allowed(&self, origin: &str) -> bool {
         self.allowed.allows(origin)

@@ -89,6 +89,9 @@ pub(crate) enum Kind {
     WalCheckpoint,
     ArchiveRestored,
     EpochRotated,
+    AppTokenCreated,
+    AppJoined,
+    AppRevoked,
 }
 
 impl Kind {
@@ -126,12 +129,15 @@ impl Kind {
             Kind::WalCheckpoint => "wal_checkpoint",
             Kind::ArchiveRestored => "archive_restored",
             Kind::EpochRotated => "epoch_rotated",
+            Kind::AppTokenCreated => "app_token_created",
+            Kind::AppJoined => "app_joined",
+            Kind::AppRevoked => "app_revoked",
         }
     }
 
     /// Every kind, for the API's filter and its documentation.
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 32] = [
+    pub(crate) const ALL: [Kind; 35] = [
         Kind::EpochStarted,
         Kind::EpochStopped,
         Kind::PairingMinted,
@@ -164,6 +170,9 @@ impl Kind {
         Kind::WalCheckpoint,
         Kind::ArchiveRestored,
         Kind::EpochRotated,
+        Kind::AppTokenCreated,
+        Kind::AppJoined,
+        Kind::AppRevoked,
     ];
 }
 

@@ -50,6 +50,10 @@ pub struct Args {
     /// Where remote workers connect, over mutual TLS (`off`: no worker listener).
     #[arg(long, env = "STUDIO_WORKER_ADDR", default_value = "127.0.0.1:8767")]
     pub worker_addr: String,
+    /// Where studio-apps on other hosts connect, over mutual TLS (the verifier, the API
+    /// and `studio app join`); unset: apps reach this studiod only on its own host.
+    #[arg(long, env = "STUDIO_APPS_ADDR")]
+    pub apps_addr: Option<String>,
     /// Keep the state in this PostgreSQL database (`postgres://…`) instead of the home's
     /// `state.db`. The URL may hold a password: it is never shown.
     #[arg(
@@ -108,6 +112,9 @@ pub struct Config {
     /// Where the worker listener binds (mutual TLS; port 0 picks a free one); `None`:
     /// no remote worker can connect.
     pub worker_addr: Option<SocketAddr>,
+    /// Where the apps listener binds (mutual TLS; port 0 picks a free one); `None`: no
+    /// studio-app on another host can reach this studiod.
+    pub apps_addr: Option<SocketAddr>,
     /// `NOTIFY_SOCKET`: a service manager (systemd's `Type=notify`) told `READY=1` once
     /// studiod serves.
     pub notify_socket: Option<String>,
@@ -130,6 +137,7 @@ impl Config {
             scheduler: SchedulerConfig::default(),
             lock_wait: home::DAEMON_LOCK_WAIT,
             worker_addr: None,
+            apps_addr: None,
             notify_socket: None,
             database: None,
         }
@@ -189,6 +197,14 @@ impl Args {
                 ))
             })?),
         };
+        let apps_addr = match self.apps_addr.as_deref().map(str::trim) {
+            None | Some("" | "off") => None,
+            Some(addr) => Some(addr.parse::<SocketAddr>().map_err(|_| {
+                ConfigError::Invalid(format!(
+                    "--apps-addr {addr:?} is not an address (HOST:PORT, or off)"
+                ))
+            })?),
+        };
         let app_key = if self.app_key_stdin {
             read_app_key().map_err(ConfigError::AppKey)?
         } else {
@@ -209,6 +225,7 @@ impl Args {
             scheduler: scheduler_config(&env)?,
             lock_wait: lock_wait(&env)?,
             worker_addr,
+            apps_addr,
             notify_socket: env("NOTIFY_SOCKET").filter(|s| !s.is_empty()),
             database: self.database_url,
         })

@@ -5,6 +5,7 @@
 //! path. [`run`] is both.
 
 mod admission;
+mod apps;
 mod audit;
 pub mod config;
 mod control;
@@ -76,6 +77,8 @@ pub struct Daemon {
     control: Bound,
     /// The worker listener (mutual TLS) and its authority, unless turned off.
     worker_listener: Option<(TcpListener, Arc<studio_pki::Authority>)>,
+    /// The apps listener (mutual TLS) and its authority, when asked for.
+    apps_listener: Option<(TcpListener, Arc<studio_pki::Authority>)>,
     addr: SocketAddr,
     default_zone: studio_schedule::Zone,
     /// When this studiod started (ms since the Unix epoch).
@@ -158,7 +161,7 @@ async fn check_cluster_keys(
         )));
         keys.push((name, digest));
     }
-    // Workers enrolled through one member reconnect to any: one authority for all.
+    // Workers and apps enrolled through one member reconnect to any: one authority for all.
     if let Some(ca) = worker_ca {
         keys.push(("run/ca", ca.fingerprint()));
     }
@@ -209,9 +212,9 @@ fn home_key(path: &std::path::Path, name: &'static str) -> Result<Vec<u8>, Daemo
 
 /// The ports of this studiod's own listeners and of its studio-app (its origins): a
 /// notification endpoint on this machine at one of them is refused.
-fn own_ports(config: &Config, api: SocketAddr, worker: Option<SocketAddr>) -> Vec<u16> {
+fn own_ports(config: &Config, api: SocketAddr, listeners: &[Option<SocketAddr>]) -> Vec<u16> {
     let mut ports = vec![api.port()];
-    ports.extend(worker.map(|w| w.port()));
+    ports.extend(listeners.iter().flatten().map(SocketAddr::port));
     ports.extend(config.public_port);
     for o in &config.extra_origins {
         let port = o
@@ -259,22 +262,39 @@ impl Daemon {
             .map_err(DaemonError::io("cannot bind run/verifier.sock"))?;
         let control = socket::bind_private(&home.daemon_socket())
             .map_err(DaemonError::io("cannot bind run/daemon.sock"))?;
+        // The authority behind both mutual-TLS listeners (workers' and apps').
+        let ca = if config.worker_addr.is_some() || config.apps_addr.is_some() {
+            let ca =
+                studio_pki::Authority::load_or_create(&home.run_dir().join("ca")).map_err(|e| {
+                    DaemonError::io("cannot set up the authority in run/ca")(std::io::Error::other(
+                        e,
+                    ))
+                })?;
+            Some(Arc::new(ca))
+        } else {
+            None
+        };
         let worker_listener =
-            match config.worker_addr {
-                Some(at) => {
+            match (config.worker_addr, &ca) {
+                (Some(at), Some(ca)) => {
                     let listener = TcpListener::bind(at).await.map_err(DaemonError::io(format!(
                     "cannot listen for workers on {at} (STUDIO_WORKER_ADDR; `off` turns it off)"
                 )))?;
-                    let ca = studio_pki::Authority::load_or_create(&home.run_dir().join("ca"))
-                        .map_err(|e| {
-                            DaemonError::io("cannot set up the worker authority in run/ca")(
-                                std::io::Error::other(e),
-                            )
-                        })?;
-                    Some((listener, Arc::new(ca)))
+                    Some((listener, ca.clone()))
                 }
-                None => None,
+                _ => None,
             };
+        let apps_listener = match (config.apps_addr, &ca) {
+            (Some(at), Some(ca)) => {
+                let listener = TcpListener::bind(at)
+                    .await
+                    .map_err(DaemonError::io(format!(
+                        "cannot listen for apps on {at} (STUDIO_APPS_ADDR)"
+                    )))?;
+                Some((listener, ca.clone()))
+            }
+            _ => None,
+        };
 
         let default_zone =
             studio_schedule::Zone::default_for(config.scheduler.default_timezone.as_deref())
@@ -285,12 +305,7 @@ impl Daemon {
             None => studio_store::Location::File(&state_db),
         })
         .await?;
-        check_cluster_keys(
-            &config,
-            &store,
-            worker_listener.as_ref().map(|(_, ca)| &**ca),
-        )
-        .await?;
+        check_cluster_keys(&config, &store, ca.as_deref()).await?;
         let member = member_id(&config)?;
         let started_at_ms = now_ms();
         let (epoch, new_epoch) = store
@@ -340,6 +355,7 @@ impl Daemon {
             verifier,
             control,
             worker_listener,
+            apps_listener,
             addr,
             default_zone,
             started_at_ms,
@@ -350,6 +366,13 @@ impl Daemon {
     /// The bound HTTP address (the real port when 0 was asked for).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The bound apps listener's address, when there is one.
+    pub fn apps_addr(&self) -> Option<SocketAddr> {
+        self.apps_listener
+            .as_ref()
+            .and_then(|(listener, _)| listener.local_addr().ok())
     }
 
     /// The epoch it admits under now.
@@ -376,6 +399,7 @@ impl Daemon {
             verifier,
             control,
             worker_listener,
+            apps_listener,
             addr,
             default_zone,
             started_at_ms,
@@ -386,7 +410,10 @@ impl Daemon {
         let worker_at = worker_listener
             .as_ref()
             .and_then(|(listener, _)| listener.local_addr().ok());
-        scheduler_config.own_ports = own_ports(&config, addr, worker_at);
+        let apps_at = apps_listener
+            .as_ref()
+            .and_then(|(listener, _)| listener.local_addr().ok());
+        scheduler_config.own_ports = own_ports(&config, addr, &[worker_at, apps_at]);
         scheduler_config.epoch = authority.epoch_cell().clone();
         scheduler_config.addr = addr.to_string();
         let scheduler = scheduling::Scheduler::new(
@@ -421,7 +448,7 @@ impl Daemon {
             let tls = studio_pki::listener_server_config(&ca).map_err(|e| {
                 DaemonError::io("cannot set up the worker listener's TLS")(std::io::Error::other(e))
             })?;
-            door = Some(Arc::new(workers::WorkerDoor {
+            door = Some(Arc::new(workers::JoinDoor {
                 addr: at,
                 ca_fingerprint: ca.fingerprint(),
             }));
@@ -443,13 +470,75 @@ impl Daemon {
                 }
             }));
         }
+        let apps_door = match &apps_listener {
+            Some((listener, ca)) => Some(Arc::new(workers::JoinDoor {
+                addr: listener
+                    .local_addr()
+                    .map_err(DaemonError::io("no apps listener address"))?,
+                ca_fingerprint: ca.fingerprint(),
+            })),
+            None => None,
+        };
         let state = ApiState {
             authority: authority.clone(),
             front,
             scheduler: scheduler.clone(),
             started_at_ms,
             workers: door,
+            apps: apps_door,
         };
+        let mut apps_task = None;
+        if let Some((listener, ca)) = apps_listener {
+            let at = listener
+                .local_addr()
+                .map_err(DaemonError::io("no apps listener address"))?;
+            let tls = studio_pki::apps_listener_server_config(&ca).map_err(|e| {
+                DaemonError::io("cannot set up the apps listener's TLS")(std::io::Error::other(e))
+            })?;
+            // The API as this listener serves it: a Host naming it (an app dials any
+            // member's address; it names the server `studiod`, as its certificate does).
+            let host = HostPolicy::new(at.ip(), at.port(), at.port()).allow(
+                studio_contract::host::HostName::parse(studio_pki::SERVER_NAME),
+                None,
+            );
+            let api = http::router(ApiState {
+                front: Arc::new(FrontDoor {
+                    host,
+                    app_key: config.app_key.clone(),
+                }),
+                ..state.clone()
+            });
+            let router = apps::router(
+                api,
+                VerifierService::new(authority.clone(), stop.clone())
+                    .with_metrics(scheduler.metrics().clone()),
+                apps::EnrolmentService::new(
+                    ca,
+                    store.clone(),
+                    authority.audit().clone(),
+                    authority.epoch_cell().clone(),
+                ),
+                store.clone(),
+            );
+            let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+            let limits = studio_frontdoor::Limits::for_open_files(studio_frontdoor::open_files());
+            tracing::info!(addr = %at, "apps listener (mutual TLS) started");
+            apps_task = Some(tokio::spawn({
+                let stop = stop.clone();
+                async move {
+                    let serving = studio_frontdoor::serve(
+                        listener,
+                        Some(acceptor),
+                        router,
+                        limits,
+                        stop.triggered(),
+                    );
+                    if let Err(error) = serving.await {
+                        tracing::error!(error = %error, "apps listener failed");
+                    }
+                }
+            }));
+        }
         let mut http_task = tokio::spawn({
             let stop = stop.clone();
             async move {
@@ -503,6 +592,12 @@ impl Daemon {
         if let Some(task) = worker_task {
             // Open assignment streams end with the stop; what is left is aborted.
             let _ = tokio::time::timeout(Duration::from_millis(500), task).await;
+        }
+        // Watch streams end with the stop; an app's requests in flight get the grace.
+        if let Some(task) = apps_task
+            && tokio::time::timeout(GRACE, task).await.is_err()
+        {
+            tracing::warn!("the apps listener did not drain within the grace period");
         }
         if drained.is_err() {
             tracing::warn!("in-flight work did not finish within the grace period");

@@ -2,8 +2,10 @@
 //! daemon runs. Nothing outside this module writes SQL, so a PostgreSQL store can later
 //! stand beside this one behind the same methods.
 
+mod apps;
 mod identity;
 
+pub(crate) use apps::{AppRow, NewApp};
 pub(crate) use identity::{PRINCIPALS_CHANNEL, TokenKind};
 use sqlx::{AnyPool, Row, any::AnyRow, migrate::MigrateError};
 use studio_contract::{role::Role, secret::Digest};
@@ -36,6 +38,11 @@ const POSTGRES_MIGRATIONS: studio_store::Migrations = &[
         4,
         "cluster identity",
         include_str!("../../migrations/postgres/0004_cluster_identity.sql"),
+    ),
+    (
+        5,
+        "apps",
+        include_str!("../../migrations/postgres/0005_apps.sql"),
     ),
 ];
 
@@ -180,6 +187,11 @@ const MIGRATIONS: studio_store::Migrations = &[
         28,
         "cluster identity",
         include_str!("../../migrations/daemon/0028_cluster_identity.sql"),
+    ),
+    (
+        29,
+        "apps",
+        include_str!("../../migrations/daemon/0029_apps.sql"),
     ),
 ];
 

@@ -539,10 +539,10 @@ async fn accept(
     }
 }
 
-/// The worker listener as join tokens describe it: where it listens and the
+/// A mutual-TLS listener (workers' or apps') as join tokens describe it: where it listens and the
 /// fingerprint of the authority they pin.
 #[derive(Debug, Clone)]
-pub(crate) struct WorkerDoor {
+pub(crate) struct JoinDoor {
     pub addr: std::net::SocketAddr,
     pub ca_fingerprint: String,
 }

@@ -37,6 +37,12 @@ use tokio_rustls::TlsAcceptor;
 
 pub use slots::Slots;
 
+/// The certificate (DER) a TLS client presented and the handshake verified, put in the
+/// extensions of every request of its connection; absent when it presented none. Only
+/// [`serve`] sets it: nothing a client sends can.
+#[derive(Debug, Clone)]
+pub struct ClientCertificate(pub std::sync::Arc<[u8]>);
+
 /// How long a TLS client may take to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -193,9 +199,9 @@ pub async fn serve<L: Accept>(
             // that sends nothing (or stops inside a TLS session) is timed here.
             let silent = slot.first_request_within(header_timeout);
             let serving = async {
-                let service = TowerToHyperService::new(service);
                 let result = match tls {
                     None => {
+                        let service = TowerToHyperService::new(service);
                         let conn =
                             builder.serve_connection_with_upgrades(TokioIo::new(io), service);
                         watcher.watch(conn.into_owned()).await
@@ -210,6 +216,19 @@ pub async fn serve<L: Accept>(
                             }
                             Err(_) => return tracing::debug!(%peer, "tls handshake timed out"),
                         };
+                        let certificate = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|chain| chain.first())
+                            .map(|der| ClientCertificate(der.as_ref().into()));
+                        let service = tower::service_fn(move |mut req: http::Request<_>| {
+                            if let Some(c) = &certificate {
+                                req.extensions_mut().insert(c.clone());
+                            }
+                            tower::ServiceExt::oneshot(service.clone(), req)
+                        });
+                        let service = TowerToHyperService::new(service);
                         let conn =
                             builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
                         watcher.watch(conn.into_owned()).await

@@ -204,14 +204,44 @@ impl Authority {
         not_before_ms: i64,
         not_after_ms: i64,
     ) -> Result<Issued, PkiError> {
-        check_worker_id(worker_id)?;
+        self.sign_client_csr(csr_pem, worker_id, "worker", not_before_ms, not_after_ms)
+    }
+
+    /// Signs a studio-app's CSR (PEM) for `valid_for` from now, as
+    /// [`Authority::sign_worker_csr`] does a worker's: CN `app_id`, DNS `app.<app_id>`,
+    /// clientAuth only, not a CA. What an app may do is decided by studiod's own record of
+    /// the certificate, never by these names.
+    pub fn sign_app_csr(
+        &self,
+        csr_pem: &str,
+        app_id: &str,
+        valid_for: Duration,
+    ) -> Result<Issued, PkiError> {
+        let now = now_ms();
+        let not_after = i64::try_from(valid_for.as_millis())
+            .ok()
+            .and_then(|ms| now.checked_add(ms))
+            .ok_or(PkiError::InvalidValidity)?;
+        self.sign_client_csr(csr_pem, app_id, "app", now - CLOCK_SKEW_MS, not_after)
+    }
+
+    /// A client certificate for `id` (a DNS label), named `<kind>.<id>`.
+    fn sign_client_csr(
+        &self,
+        csr_pem: &str,
+        id: &str,
+        kind: &str,
+        not_before_ms: i64,
+        not_after_ms: i64,
+    ) -> Result<Issued, PkiError> {
+        check_worker_id(id)?;
         let csr = CertificateSigningRequestParams::from_pem(csr_pem).map_err(|e| match e {
             rcgen::Error::InvalidCertificationRequestSignature => PkiError::CsrSignature,
             e => PkiError::MalformedCsr(e.to_string()),
         })?;
         let (params, serial) = leaf_params(
-            worker_id,
-            &format!("worker.{worker_id}"),
+            id,
+            &format!("{kind}.{id}"),
             ExtendedKeyUsagePurpose::ClientAuth,
             not_before_ms,
             not_after_ms,

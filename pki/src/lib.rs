@@ -39,7 +39,10 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 pub use authority::{Authority, Issued, key_and_csr};
-pub use tls::{joining_client_config, listener_server_config, worker_client_config};
+pub use tls::{
+    app_client_configs, apps_listener_server_config, joining_client_config, listener_server_config,
+    worker_client_config,
+};
 pub use token::JoinToken;
 
 /// The name every studiod worker-listener certificate carries and every worker checks,

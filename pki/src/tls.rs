@@ -17,6 +17,8 @@ use crate::{Authority, PkiError, certs_from_pem, fingerprint_der, first_cert_der
 
 /// The one application protocol spoken on the worker listener (gRPC).
 const ALPN_H2: &[u8] = b"h2";
+/// The apps listener also serves the HTTP API to studio-app's proxy.
+const ALPN_HTTP1: &[u8] = b"http/1.1";
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -56,13 +58,35 @@ pub fn worker_client_config(
     cert_pem: &str,
     key_pem: &str,
 ) -> Result<ClientConfig, PkiError> {
+    enrolled_client_config(ca_pem, cert_pem, key_pem, ALPN_H2)
+}
+
+/// The client configurations of an enrolled studio-app, as [`worker_client_config`]: the
+/// first speaks gRPC (ALPN `h2`, the verifier), the second HTTP/1.1 (the API proxy).
+pub fn app_client_configs(
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<(ClientConfig, ClientConfig), PkiError> {
+    Ok((
+        enrolled_client_config(ca_pem, cert_pem, key_pem, ALPN_H2)?,
+        enrolled_client_config(ca_pem, cert_pem, key_pem, ALPN_HTTP1)?,
+    ))
+}
+
+fn enrolled_client_config(
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+    alpn: &[u8],
+) -> Result<ClientConfig, PkiError> {
     let mut roots = RootCertStore::empty();
     roots.add(CertificateDer::from(first_cert_der(ca_pem)?))?;
     let mut config = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots)
         .with_client_auth_cert(certs_from_pem(cert_pem)?, private_key(key_pem)?)?;
-    config.alpn_protocols = vec![ALPN_H2.to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(config)
 }
 
@@ -73,6 +97,17 @@ pub fn worker_client_config(
 /// A client certificate is optional: a joining worker has none yet, so studiod decides per call
 /// which calls need one (`ServerConnection::peer_certificates`).
 pub fn listener_server_config(authority: &Authority) -> Result<ServerConfig, PkiError> {
+    server_config(authority, &[ALPN_H2])
+}
+
+/// The server configuration of the apps listener: as [`listener_server_config`] (a
+/// certificate is optional only so that an app can enrol), speaking gRPC (`h2`, the
+/// verifier and enrolment) and HTTP/1.1 (the API, for studio-app's proxy).
+pub fn apps_listener_server_config(authority: &Authority) -> Result<ServerConfig, PkiError> {
+    server_config(authority, &[ALPN_H2, ALPN_HTTP1])
+}
+
+fn server_config(authority: &Authority, alpn: &[&[u8]]) -> Result<ServerConfig, PkiError> {
     let provider = provider();
     let ca = CertificateDer::from(authority.cert_der().to_vec());
     let (leaf, key) = authority.issue_server()?;
@@ -88,7 +123,7 @@ pub fn listener_server_config(authority: &Authority) -> Result<ServerConfig, Pki
         .with_safe_default_protocol_versions()?
         .with_client_cert_verifier(clients)
         .with_single_cert(chain, PrivateKeyDer::from(key))?;
-    config.alpn_protocols = vec![ALPN_H2.to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(config)
 }
 

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 
 /// Every kind of audit row: the epoch's start and stop, pairing, sessions, the
 /// allow-list, and each change to a schedule or run made through the API.
-pub const AUDIT_KINDS: [&str; 32] = [
+pub const AUDIT_KINDS: [&str; 35] = [
     "epoch_started",
     "epoch_stopped",
     "pairing_minted",
@@ -39,6 +39,9 @@ pub const AUDIT_KINDS: [&str; 32] = [
     "wal_checkpoint",
     "archive_restored",
     "epoch_rotated",
+    "app_token_created",
+    "app_joined",
+    "app_revoked",
 ];
 
 /// One row of the trail. Rows are never changed nor removed.

@@ -1,5 +1,6 @@
 //! studiod's stage of the shared front door (`studio_frontdoor::door`): the Origin a
-//! request is judged by is the app's signed assertion when it carries one, the allowed
+//! request is judged by is the app's signed assertion when it carries one (on the apps
+//! listener, an enrolled app's forwarded one), the allowed
 //! origins are the authority's, and admission is the bearer. Host, CORS, the JSON rule
 //! and the request span are the door's.
 
@@ -24,6 +25,7 @@ use studio_frontdoor::door::{self, Door, Stage};
 
 use crate::{
     admission::{Admitted, Authority, PrincipalKind},
+    apps::AppPeer,
     audit::{Actor, Kind as AuditKind},
 };
 
@@ -98,7 +100,8 @@ impl axum::extract::FromRequestParts<super::ApiState> for MachineOwner {
             .is_some_and(|o| o.0.is_some())
             || parts
                 .headers
-                .contains_key(studio_contract::forward::SIGNATURE_HEADER);
+                .contains_key(studio_contract::forward::SIGNATURE_HEADER)
+            || parts.extensions.get::<AppPeer>().is_some();
         if who.kind != crate::admission::PrincipalKind::Daemon || from_browser {
             return Err(ApiError::new(
                 Code::DaemonTokenRequired,
@@ -119,6 +122,18 @@ impl Stage for Daemon {
     /// request's own Origin header.
     fn origin(&self, req: &Request) -> Result<Option<String>, ApiError> {
         let headers = req.headers();
+        // On the apps listener the connection's certificate is the app's proof, as the
+        // signature is on this host: its forwarded Origin stands (empty or absent: none).
+        if req.extensions().get::<AppPeer>().is_some() {
+            return match headers.get(forward::ORIGIN_HEADER).map(|v| v.to_str()) {
+                None => Ok(None),
+                Some(Ok(claimed)) => Ok(Some(claimed.to_owned()).filter(|c| !c.is_empty())),
+                Some(Err(_)) => Err(ApiError::new(
+                    Code::Unauthorized,
+                    "a forwarded origin that is not text",
+                )),
+            };
+        }
         let Some(signature) = headers.get(forward::SIGNATURE_HEADER) else {
             return door::header_origin(headers).map(|o| o.map(str::to_owned));
         };

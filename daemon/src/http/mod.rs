@@ -3,6 +3,7 @@
 
 mod allowlist;
 mod approvals;
+mod apps;
 mod audit;
 mod cluster;
 mod cursor;
@@ -50,7 +51,10 @@ pub(crate) struct ApiState {
     /// When this daemon (its epoch) started, in ms since the Unix epoch.
     pub started_at_ms: i64,
     /// The worker listener, when there is one (join tokens name it and pin its authority).
-    pub workers: Option<Arc<crate::workers::WorkerDoor>>,
+    pub workers: Option<Arc<crate::workers::JoinDoor>>,
+    /// The apps listener, when there is one (app join tokens name it and pin its
+    /// authority).
+    pub apps: Option<Arc<crate::workers::JoinDoor>>,
 }
 
 /// studiod's router: one route per line of the shared inventory
@@ -99,6 +103,9 @@ fn handler(op: Op, m: MethodFilter) -> MethodRouter<ApiState> {
         Op::Backup => on(m, health::backup),
         Op::GetCluster => on(m, cluster::get),
         Op::RotateEpoch => on(m, cluster::rotate),
+        Op::ListApps => on(m, apps::list),
+        Op::CreateAppToken => on(m, apps::create_token),
+        Op::RevokeApp => on(m, apps::revoke),
         Op::GetRetention => on(m, retention::get),
         Op::SetRetention => on(m, retention::set),
         Op::RunRetention => on(m, retention::run),

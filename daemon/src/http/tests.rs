@@ -38,7 +38,7 @@ async fn api_with(configure: impl FnOnce(&mut crate::scheduling::SchedulerConfig
 /// [`api_with`], with the worker listener `workers` when there is one.
 async fn api_on(
     configure: impl FnOnce(&mut crate::scheduling::SchedulerConfig),
-    workers: Option<Arc<crate::workers::WorkerDoor>>,
+    workers: Option<Arc<crate::workers::JoinDoor>>,
 ) -> Api {
     let mut config = crate::scheduling::SchedulerConfig::default();
     configure(&mut config);
@@ -68,6 +68,7 @@ async fn api_on(
         scheduler: scheduler.clone(),
         started_at_ms: 0,
         workers,
+        apps: None,
     });
     Api {
         _dir: dir,

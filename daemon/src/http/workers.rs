@@ -28,6 +28,18 @@ const DEFAULT_TOKEN_TTL_MS: i64 = 3_600_000;
 /// The most labels a token may grant.
 const MAX_TOKEN_LABELS: usize = 32;
 
+/// A join token's validity in ms: `text` (`30m`, `1h`, `2d`; at most 7 days) or 1 hour.
+pub(crate) fn token_ttl_ms(text: Option<&str>) -> Result<i64, String> {
+    match text {
+        None => Ok(DEFAULT_TOKEN_TTL_MS),
+        Some(text) => studio_schedule::duration::parse_interval(text).and_then(|ms| {
+            (ms <= MAX_TOKEN_TTL_MS)
+                .then_some(ms)
+                .ok_or_else(|| "at most 7 days".to_owned())
+        }),
+    }
+}
+
 fn view(w: &WorkerRow, running: i64, connected: bool) -> Worker {
     Worker {
         id: w.id.clone(),
@@ -107,16 +119,7 @@ pub(crate) async fn create_token(
             ));
         }
     }
-    let ttl_ms = match req.ttl.as_deref() {
-        None => Ok(DEFAULT_TOKEN_TTL_MS),
-        Some(text) => studio_schedule::duration::parse_interval(text)
-            .and_then(|ms| {
-                (ms <= MAX_TOKEN_TTL_MS)
-                    .then_some(ms)
-                    .ok_or_else(|| "at most 7 days".to_owned())
-            })
-            .map_err(|why| FieldError::new("ttl", why)),
-    };
+    let ttl_ms = token_ttl_ms(req.ttl.as_deref()).map_err(|why| FieldError::new("ttl", why));
     let ttl_ms = match ttl_ms {
         Ok(ms) => ms,
         Err(e) => {

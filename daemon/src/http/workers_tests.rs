@@ -12,14 +12,14 @@ use serde_json::{Value, json};
 use studio_contract::role::Role;
 
 use super::{APP, Api, api, api_on, authed, empty};
-use crate::{scheduling::store::NewWorker, testing::DAEMON_TOKEN, workers::WorkerDoor};
+use crate::{scheduling::store::NewWorker, testing::DAEMON_TOKEN, workers::JoinDoor};
 
 const TOKENS: &str = "/api/workers/tokens";
 
 /// The API with a worker listener on 127.0.0.1:8767 whose authority has this fingerprint.
 async fn api_with_door() -> (Api, String) {
     let fingerprint = "ab".repeat(32);
-    let door = WorkerDoor {
+    let door = JoinDoor {
         addr: "127.0.0.1:8767".parse().expect("addr"),
         ca_fingerprint: fingerprint.clone(),
     };

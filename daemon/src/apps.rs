@@ -1,0 +1,242 @@
+//! studiod's apps listener (`STUDIO_APPS_ADDR`, docs/FLEETS.md "Split hosts"): where a
+//! studio-app on another host reaches studiod, over TCP with mutual TLS under the home's
+//! authority (`run/ca/`, the workers' one). One port serves three things:
+//!
+//! - `studio.verifier.v1.Enrolment/Join` (gRPC): spends a one-time app join token and
+//!   signs the app's CSR; the only call a connection without a certificate may make;
+//! - `studio.verifier.v1.Verifier/*` (gRPC): the same verifier as `run/verifier.sock`;
+//! - everything else: the same HTTP API as studiod's own listener, for the app's proxy.
+//!
+//! The handshake verifies a client certificate against the authority when one is
+//! presented (another authority's, or an expired one, never completes a handshake). Then
+//! [`gate`] runs before any handler: unless the request is the enrolment call, the
+//! connection's certificate must be an enrolled, unrevoked app's, looked up on every
+//! request, so a revoked app's next request is refused. An admitted request carries
+//! [`AppPeer`]; the API's door then takes the app's forwarded Origin as the signed
+//! assertion of `run/verifier.sock`'s app key would be taken, and never treats the
+//! request as the machine owner's.
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    extract::{Request, State},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use studio_contract::{
+    error::{ApiError, Code},
+    time::now_ms,
+};
+use studio_frontdoor::ClientCertificate;
+use studio_proto::v1::{
+    AppJoinReply, AppJoinRequest,
+    enrolment_server::{Enrolment, EnrolmentServer},
+    verifier_server::VerifierServer,
+};
+use tonic::{Request as GrpcRequest, Response as GrpcResponse, Status};
+
+use crate::{
+    audit::{Actor, Kind as AuditKind},
+    error::chain,
+    store::{NewApp, Store},
+    verifier::VerifierService,
+};
+
+/// An app's certificate lasts this long; a new join replaces it.
+const CERT_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The path prefix of the one call a connection without a certificate may make.
+const ENROLMENT: &str = "/studio.verifier.v1.Enrolment/";
+/// The path prefix of the verifier's calls.
+const VERIFIER: &str = "/studio.verifier.v1.Verifier/";
+
+/// A request whose connection belongs to an enrolled app: set by [`gate`] alone (an
+/// extension, so nothing on the wire can pose as it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AppPeer;
+
+/// The listener's router: the enrolment and verifier services beside `api` (studiod's
+/// API router, behind a door that names this listener), all behind [`gate`].
+pub(crate) fn router(
+    api: Router,
+    verifier: VerifierService,
+    enrolment: EnrolmentService,
+    store: Store,
+) -> Router {
+    api.route_service(
+        &format!("{VERIFIER}{{*call}}"),
+        VerifierServer::new(verifier),
+    )
+    .route_service(
+        &format!("{ENROLMENT}{{*call}}"),
+        EnrolmentServer::new(enrolment),
+    )
+    .layer(axum::middleware::from_fn_with_state(store, gate))
+}
+
+/// Refuses every request but enrolment unless its connection's certificate belongs to an
+/// enrolled, unrevoked app; marks an admitted one with [`AppPeer`].
+async fn gate(State(store): State<Store>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    if path.starts_with(ENROLMENT) {
+        return next.run(req).await;
+    }
+    let grpc = path.starts_with(VERIFIER);
+    let Some(ClientCertificate(der)) = req.extensions().get::<ClientCertificate>().cloned() else {
+        tracing::warn!(
+            path,
+            "apps listener: a request without a certificate was refused"
+        );
+        return refused(
+            grpc,
+            "this listener needs an enrolled studio-app's certificate",
+        );
+    };
+    let sha = studio_pki::fingerprint_der(&der);
+    match store.admitted_app(&sha, now_ms()).await {
+        Ok(Some(id)) => {
+            tracing::debug!(app = %id, path, "apps listener: an enrolled app's request");
+            req.extensions_mut().insert(AppPeer);
+            next.run(req).await
+        }
+        Ok(None) => {
+            tracing::warn!(
+                certificate = %sha,
+                "apps listener: a certificate that admits no app was refused"
+            );
+            refused(
+                grpc,
+                "this certificate admits no app: it was revoked or never enrolled",
+            )
+        }
+        Err(e) => {
+            tracing::error!(error = %chain(&e), "apps listener: cannot look an app up");
+            // Fail closed: no answer is a refusal, never a pass.
+            if grpc {
+                Status::unavailable("studiod cannot check this app now").into_http()
+            } else {
+                ApiError::new(Code::DaemonUnavailable, "studiod cannot check this app now")
+                    .into_response()
+            }
+        }
+    }
+}
+
+/// A refusal in the caller's protocol: a gRPC status, or the API's error body (403).
+fn refused(grpc: bool, why: &str) -> Response {
+    if grpc {
+        Status::permission_denied(why).into_http()
+    } else {
+        ApiError::new(Code::Forbidden, why).into_response()
+    }
+}
+
+/// `Enrolment.Join`: a one-time token and a CSR in, a certificate of the authority out.
+pub(crate) struct EnrolmentService {
+    authority: Arc<studio_pki::Authority>,
+    store: Store,
+    audit: crate::audit::Audit,
+    epoch: crate::epoch::EpochCell,
+}
+
+impl EnrolmentService {
+    pub(crate) fn new(
+        authority: Arc<studio_pki::Authority>,
+        store: Store,
+        audit: crate::audit::Audit,
+        epoch: crate::epoch::EpochCell,
+    ) -> Self {
+        Self {
+            authority,
+            store,
+            audit,
+            epoch,
+        }
+    }
+}
+
+/// A name for listings: printable, at most 64 characters.
+fn clean_name(name: &str, fallback: &str) -> String {
+    let name: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
+    match name.trim() {
+        "" => fallback.to_owned(),
+        name => name.to_owned(),
+    }
+}
+
+fn internal(e: &dyn std::error::Error) -> Status {
+    tracing::error!(error = %chain(e), "app enrolment failed");
+    Status::internal("studiod could not record this; try again")
+}
+
+#[tonic::async_trait]
+impl Enrolment for EnrolmentService {
+    async fn join(
+        &self,
+        req: GrpcRequest<AppJoinRequest>,
+    ) -> Result<GrpcResponse<AppJoinReply>, Status> {
+        let body = req.into_inner();
+        let token = studio_pki::JoinToken::parse(body.token.trim())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if token.ca_fingerprint != self.authority.fingerprint() {
+            return Err(Status::permission_denied(
+                "the join token was made by another studiod",
+            ));
+        }
+        let refused = || {
+            tracing::warn!("an app join with an unknown, used or expired token was refused");
+            Status::permission_denied("the join token is unknown, already used or expired")
+        };
+        let digest = token.digest();
+        // Nothing is signed for a token that cannot enrol anyone.
+        if !self
+            .store
+            .app_token_usable(&digest, now_ms())
+            .await
+            .map_err(|e| internal(&e))?
+        {
+            return Err(refused());
+        }
+        let id = uuid::Uuid::now_v7().to_string();
+        let issued = self
+            .authority
+            .sign_app_csr(&body.csr_pem, &id, CERT_VALIDITY)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let app = NewApp {
+            id: id.clone(),
+            name: clean_name(&body.name, &id),
+            cert_sha256: issued.fingerprint.clone(),
+            cert_serial: issued.serial.clone(),
+            cert_not_after_ms: issued.not_after_ms,
+        };
+        // Another join may have spent the token since the check.
+        let Some(row) = self
+            .store
+            .join_app(&digest, &app, now_ms())
+            .await
+            .map_err(|e| internal(&e))?
+        else {
+            return Err(refused());
+        };
+        let detail = serde_json::json!({ "name": row.name });
+        self.audit
+            .record_change(
+                AuditKind::AppJoined,
+                &Actor::studiod(&self.epoch.get()),
+                &format!("app:{}", row.id),
+                detail,
+            )
+            .await;
+        tracing::info!(app = %row.id, name = %row.name, "an app joined");
+        Ok(GrpcResponse::new(AppJoinReply {
+            app_id: row.id,
+            cert_pem: issued.cert_pem,
+            ca_pem: self.authority.cert_pem().to_owned(),
+            not_after_ms: issued.not_after_ms,
+        }))
+    }
+}
+
+#[cfg(test)]
+#[path = "apps_tests.rs"]
+mod tests;
