@@ -5,6 +5,8 @@
 //! app.db              studio-app's store
 //! run/          0700  token (0600), verifier.sock, daemon.sock, api.sock, supervisor.sock,
 //!                     studio.lock (the supervisor's), daemon.lock (studiod's, holds its pid)
+//! run/app/      0700  a studio-app enrolled with studiod on another host (`studio app
+//!                     join`): key.pem, cert.pem, ca.pem, id (each 0600)
 //! logs/         0700  daemon.log, app.log (+ rotated .1 … .N)
 //! runs/               job output, one folder per run
 //! ```
@@ -89,6 +91,28 @@ impl Home {
     /// studiod's HTTP API on a Unix socket, for studio-app on the same host.
     pub fn api_socket(&self) -> PathBuf {
         self.run_dir().join("api.sock")
+    }
+    /// Where `studio app join` keeps a studio-app's enrolment with a studiod on another
+    /// host: [`Home::app_key_file`], [`Home::app_cert_file`], [`Home::app_ca_file`] and
+    /// [`Home::app_id_file`].
+    pub fn app_tls_dir(&self) -> PathBuf {
+        self.run_dir().join("app")
+    }
+    /// The enrolled app's private key (PEM, 0600; made on this host, never sent).
+    pub fn app_key_file(&self) -> PathBuf {
+        self.app_tls_dir().join("key.pem")
+    }
+    /// The enrolled app's client certificate (PEM), issued by studiod's authority.
+    pub fn app_cert_file(&self) -> PathBuf {
+        self.app_tls_dir().join("cert.pem")
+    }
+    /// studiod's authority (PEM): the only one the app trusts for studiod.
+    pub fn app_ca_file(&self) -> PathBuf {
+        self.app_tls_dir().join("ca.pem")
+    }
+    /// The enrolled app's id, as studiod lists it (`studio app list`).
+    pub fn app_id_file(&self) -> PathBuf {
+        self.app_tls_dir().join("id")
     }
     pub fn supervisor_socket(&self) -> PathBuf {
         self.run_dir().join("supervisor.sock")

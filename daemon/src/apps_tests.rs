@@ -8,7 +8,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use studio_api::{AppTokenCreated, EnrolledApp};
 use studio_proto::v1::{
-    AppJoinRequest, HelloRequest, enrolment_client::EnrolmentClient,
+    AppJoinRequest, HelloRequest, WatchRequest, enrolment_client::EnrolmentClient,
     verifier_client::VerifierClient,
 };
 use tokio::{net::TcpStream, sync::oneshot};
@@ -251,6 +251,15 @@ async fn an_app_enrols_once_and_only_its_certificate_passes_the_gate() {
         "{refused:?}"
     );
 
+    // A stream open before the revocation (the verifier's watch, which keeps the app's
+    // verdict cache live) is cut soon after it.
+    let mut watch = VerifierClient::new(channel(studio.apps, app.grpc()).await.expect("channel"))
+        .watch(WatchRequest {})
+        .await
+        .expect("watch")
+        .into_inner();
+    assert!(watch.message().await.expect("first event").is_some());
+
     // Revoked: its next call is refused, on both protocols.
     let revoked = studio
         .owner(reqwest::Method::DELETE, &format!("/api/apps/{}", app.id))
@@ -268,6 +277,17 @@ async fn an_app_enrols_once_and_only_its_certificate_passes_the_gate() {
         .await
         .expect("answers");
     assert_eq!(reply.status(), 403);
+    let cut = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match watch.message().await {
+                Ok(Some(_)) => {}
+                ended => return ended.map(|_| ()),
+            }
+        }
+    })
+    .await
+    .expect("the watch stream was cut");
+    assert!(cut.is_err(), "it ended with an error, not as finished");
     let unknown = studio
         .owner(reqwest::Method::DELETE, "/api/apps/nobody")
         .await;

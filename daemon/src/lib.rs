@@ -519,6 +519,7 @@ impl Daemon {
                     authority.epoch_cell().clone(),
                 ),
                 store.clone(),
+                stop.clone(),
             );
             let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
             let limits = studio_frontdoor::Limits::for_open_files(studio_frontdoor::open_files());

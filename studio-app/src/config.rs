@@ -9,6 +9,8 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 use clap::{ArgAction, Parser, builder::BoolishValueParser};
 use studio_contract::{home::Home, origin, secret::AppKey};
 
+pub use crate::remote::{Daemons, Enrolment};
+
 /// The verifier may never be waited on longer than this (fail closed, fast).
 pub const MAX_VERIFIER_TIMEOUT_MS: u64 = 2000;
 
@@ -54,6 +56,11 @@ pub struct Cli {
     /// How long the daemon may take to send response headers, in milliseconds.
     #[arg(long, env = "STUDIO_UPSTREAM_TIMEOUT_MS", default_value_t = 5000)]
     pub upstream_timeout_ms: u64,
+    /// studiod's apps listeners on other hosts, comma-separated `HOST:PORT`s: reach
+    /// studiod there over mutual TLS with this home's enrolment (`studio app join`),
+    /// trying the others when one does not answer, instead of this host's sockets.
+    #[arg(long, env = "STUDIO_REMOTE_DAEMONS", value_name = "HOST:PORT,…")]
+    pub studiod: Option<String>,
     /// Read the launch's app key (one hex line) from stdin.
     #[arg(long, env = "STUDIO_APP_KEY_STDIN", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub app_key_stdin: bool,
@@ -64,6 +71,17 @@ pub struct Cli {
     /// app serves.
     #[arg(long, env = "NOTIFY_SOCKET", hide = true)]
     pub notify_socket: Option<String>,
+}
+
+/// `HOST:PORT,…` as a list (each with a host and a port); `None` when any is not.
+fn daemon_addrs(list: &str) -> Option<Vec<String>> {
+    list.split(',')
+        .map(str::trim)
+        .map(|addr| {
+            let (host, port) = addr.rsplit_once(':')?;
+            (!host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0)).then(|| addr.to_owned())
+        })
+        .collect()
 }
 
 /// Certificate and key files for HTTPS.
@@ -90,6 +108,9 @@ pub struct Config {
     pub verifier_timeout: Duration,
     pub upstream_timeout: Duration,
     pub app_key: AppKey,
+    /// studiod on other hosts (`--studiod`): when set, the verifier and the proxy go
+    /// there, and `daemon_addr`, `daemon_socket` and the app key are not used.
+    pub daemons: Option<Daemons>,
     /// `NOTIFY_SOCKET`, told `READY=1` once the app serves.
     pub notify_socket: Option<String>,
 }
@@ -117,6 +138,10 @@ pub enum ConfigError {
     UpstreamTimeout,
     #[error("tls: {0}")]
     Tls(String),
+    #[error("--studiod {0:?} is not a list of HOST:PORT addresses")]
+    BadDaemons(String),
+    #[error("--studiod needs this home's enrolment in run/app/ (run `studio app join` first): {0}")]
+    NotEnrolled(String),
 }
 
 impl Config {
@@ -125,7 +150,17 @@ impl Config {
         cli: Cli,
         read_key: impl FnOnce() -> std::io::Result<AppKey>,
     ) -> Result<Self, ConfigError> {
-        if !cli.app_key_stdin {
+        let home = Home::resolve(cli.home);
+        let daemons = match cli.studiod.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(list) => Some(Daemons {
+                addrs: daemon_addrs(list).ok_or_else(|| ConfigError::BadDaemons(list.into()))?,
+                enrolment: Enrolment::load(&home)
+                    .map_err(|e| ConfigError::NotEnrolled(e.to_string()))?,
+            }),
+        };
+        // On one host the app key proves the app to studiod; across hosts its certificate.
+        if !cli.app_key_stdin && daemons.is_none() {
             return Err(ConfigError::NoAppKey);
         }
         let tls = match (cli.tls_cert, cli.tls_key) {
@@ -149,7 +184,7 @@ impl Config {
             return Err(ConfigError::UpstreamTimeout);
         }
         let partial = Self {
-            home: Home::resolve(cli.home),
+            home,
             addr: cli.addr,
             daemon_addr: cli.daemon_addr,
             daemon_socket: cli.daemon_socket,
@@ -161,9 +196,13 @@ impl Config {
             // Replaced below, once everything else is known to be valid: a bad flag must
             // not consume the key the supervisor wrote.
             app_key: AppKey::generate(),
+            daemons,
             notify_socket: cli.notify_socket.filter(|s| !s.is_empty()),
         };
         partial.check_exposure(cli.insecure_http)?;
+        if !cli.app_key_stdin {
+            return Ok(partial);
+        }
         let app_key = read_key().map_err(|e| ConfigError::AppKey(e.to_string()))?;
         Ok(Self { app_key, ..partial })
     }
@@ -196,6 +235,7 @@ impl Config {
             verifier_timeout: Duration::from_millis(MAX_VERIFIER_TIMEOUT_MS),
             upstream_timeout: Duration::from_millis(5000),
             app_key,
+            daemons: None,
             notify_socket: None,
         }
     }
@@ -229,6 +269,55 @@ mod tests {
         assert_eq!(c.verifier_timeout, Duration::from_millis(2000));
         assert_eq!(c.upstream_timeout, Duration::from_millis(5000));
         assert_eq!(c.scheme(), "http");
+    }
+
+    #[test]
+    fn studiod_on_other_hosts_needs_an_enrolment_and_no_app_key() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = std::env::temp_dir().join(format!(
+            "studio-app-config-{}-{}",
+            std::process::id(),
+            studio_contract::time::now_ms()
+        ));
+        let home = Home::new(&root);
+        let h = root.to_str().expect("a path");
+        let no_key = || -> std::io::Result<AppKey> { panic!("no app key is read") };
+        let err = |args: &[&str]| Config::from_cli(cli(args), no_key).expect_err("refused");
+        for list in ["host", "host:0", ":8767", "a:1,,b:2", "a:1,b:x"] {
+            assert!(
+                matches!(
+                    err(&["--home", h, "--studiod", list]),
+                    ConfigError::BadDaemons(_)
+                ),
+                "{list}"
+            );
+        }
+        assert!(matches!(
+            err(&["--home", h, "--studiod", "a:1"]),
+            ConfigError::NotEnrolled(_)
+        ));
+        home.prepare().expect("home");
+        std::fs::create_dir_all(home.app_tls_dir()).expect("run/app");
+        for path in [
+            home.app_ca_file(),
+            home.app_cert_file(),
+            home.app_key_file(),
+        ] {
+            Home::write_secret(&path, "PEM").expect("write");
+        }
+        let c = Config::from_cli(cli(&["--home", h, "--studiod", "a:1, [::1]:2"]), no_key)
+            .expect("valid without an app key");
+        let daemons = c.daemons.expect("daemons");
+        assert_eq!(daemons.addrs, ["a:1", "[::1]:2"]);
+        assert!(!format!("{:?}", daemons.enrolment).contains("PEM"));
+        // A key others may read is no enrolment.
+        std::fs::set_permissions(home.app_key_file(), std::fs::Permissions::from_mode(0o644))
+            .expect("chmod");
+        assert!(matches!(
+            err(&["--home", h, "--studiod", "a:1"]),
+            ConfigError::NotEnrolled(_)
+        ));
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod page;
 mod pages;
 mod pairing;
 mod proxy;
+mod remote;
 mod state;
 mod status;
 mod tls;
@@ -33,7 +34,7 @@ use studio_contract::ready::Ready;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-pub use config::{Cli, Config, ConfigError, MAX_VERIFIER_TIMEOUT_MS, TlsFiles};
+pub use config::{Cli, Config, ConfigError, Daemons, Enrolment, MAX_VERIFIER_TIMEOUT_MS, TlsFiles};
 
 /// How long in-flight requests may take to finish once shutdown begins (below the
 /// supervisor's TERM-to-KILL grace, so an open event stream cannot earn us a KILL).
@@ -69,12 +70,32 @@ impl Application {
     /// that is down does not stop the app from starting) and binds the listener.
     pub async fn build(config: Config) -> Result<Self, StartError> {
         let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
-        let verifier = verifier::Verifier::new(
-            &config.home.verifier_socket(),
-            &config.app_key,
-            config.verifier_timeout,
-        )
-        .map_err(|e| StartError::Verifier(e.to_string()))?;
+        let (verifier, proxy) = match &config.daemons {
+            None => (
+                verifier::Verifier::new(
+                    &config.home.verifier_socket(),
+                    &config.app_key,
+                    config.verifier_timeout,
+                )
+                .map_err(|e| StartError::Verifier(e.to_string()))?,
+                proxy::Proxy::new(
+                    config.daemon_addr,
+                    config.daemon_socket.clone(),
+                    config.app_key.clone(),
+                    config.upstream_timeout,
+                ),
+            ),
+            Some(daemons) => {
+                // One attempt at one studiod is bounded by the verifier's timeout, so the
+                // next is tried while a verdict can still be given in time.
+                let remote = remote::Remote::new(daemons, config.verifier_timeout)
+                    .map_err(StartError::Verifier)?;
+                (
+                    verifier::Verifier::remote(&remote, config.verifier_timeout),
+                    proxy::Proxy::remote(&remote, config.upstream_timeout),
+                )
+            }
+        };
         let listener = TcpListener::bind(config.addr)
             .await
             .map_err(|source| StartError::Bind {
@@ -95,12 +116,7 @@ impl Application {
         let state = state::AppState::new(state::Shared {
             door: frontdoor::FrontDoor::new(&config, local_addr),
             verifier,
-            proxy: proxy::Proxy::new(
-                config.daemon_addr,
-                config.daemon_socket.clone(),
-                config.app_key.clone(),
-                config.upstream_timeout,
-            ),
+            proxy,
             secure_cookies: tls.is_some() || origin.starts_with("https://"),
             attention,
         });

@@ -2,7 +2,8 @@
 //! `Authorization` and the browser's Origin asserted with the app key's signature, sent
 //! with bodies streamed both ways (server-sent events pass through unbuffered). Upstream
 //! is studiod's `run/api.sock` when it runs on this host (`studio up` says so), else its
-//! TCP address. The forwarding route (`forward`) and the pages' client (`daemon`) use it.
+//! TCP address, or with `--studiod` the apps listeners of studiod on other hosts (mutual
+//! TLS: the certificate vouches for the Origin, no signature is sent). The forwarding route (`forward`) and the pages' client (`daemon`) use it.
 //!
 //! Invariant: nothing the browser sent can pose as the app's assertion — its cookies and
 //! any `x-studio-forwarded-*` headers are stripped before the signed ones are added. The
@@ -40,6 +41,8 @@ use studio_contract::{
     secret::AppKey,
 };
 use tokio::net::UnixStream;
+
+use crate::remote::{Connector, Remote};
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
 const HOP_BY_HOP: [HeaderName; 9] = [
@@ -93,11 +96,13 @@ impl tower::Service<Uri> for UnixConnector {
     }
 }
 
-/// How requests reach studiod: a pool of connections over TCP or its Unix socket.
+/// How requests reach studiod: a pool of connections over TCP or its Unix socket, or
+/// over mutual TLS to the apps listeners of studiod on other hosts.
 #[derive(Clone)]
 enum Upstream {
     Tcp(Client<HttpConnector, Body>),
     Unix(Client<UnixConnector, Body>),
+    Remote(Client<Connector, Body>),
 }
 
 impl Upstream {
@@ -105,6 +110,7 @@ impl Upstream {
         match self {
             Self::Tcp(client) => client.request(req),
             Self::Unix(client) => client.request(req),
+            Self::Remote(client) => client.request(req),
         }
     }
 }
@@ -116,7 +122,9 @@ pub(crate) struct Proxy {
     /// studiod's address as every upstream URI and `Host` name it.
     authority: Authority,
     host: HeaderValue,
-    key: AppKey,
+    /// Signs the forwarded Origin on this host; `None` across hosts, where the
+    /// connection's certificate vouches for it.
+    key: Option<AppKey>,
     timeout: Duration,
 }
 
@@ -153,12 +161,25 @@ impl Proxy {
                 Upstream::Tcp(builder.build(connector))
             }
         };
-        let name = daemon.to_string();
+        Self::named(upstream, &daemon.to_string(), Some(key), timeout)
+    }
+
+    /// To studiod's apps listeners on other hosts through `remote` (which fails over
+    /// between them), each naming itself `studiod` as its certificate does.
+    pub(crate) fn remote(remote: &Remote, timeout: Duration) -> Self {
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder
+            .pool_idle_timeout(studio_contract::POOL_IDLE)
+            .pool_timer(TokioTimer::new());
+        let upstream = Upstream::Remote(builder.build(remote.http_connector()));
+        Self::named(upstream, studio_pki::SERVER_NAME, None, timeout)
+    }
+
+    fn named(upstream: Upstream, name: &str, key: Option<AppKey>, timeout: Duration) -> Self {
         Self {
             upstream,
-            authority: Authority::try_from(name.as_str())
-                .expect("a socket address is an authority"),
-            host: HeaderValue::try_from(name).expect("a socket address is a header value"),
+            authority: Authority::try_from(name).expect("a host name is an authority"),
+            host: HeaderValue::try_from(name).expect("a host name is a header value"),
             key,
             timeout,
         }
@@ -210,15 +231,17 @@ impl Proxy {
         };
         headers.insert(header::HOST, self.host.clone());
         headers.insert(header::AUTHORIZATION, value(format!("Bearer {bearer}"))?);
-        let signature = forward::sign(
-            &self.key,
-            now_ms,
-            parts.method.as_str(),
-            path_and_query.as_str(),
-            &origin,
-        );
+        if let Some(key) = &self.key {
+            let signature = forward::sign(
+                key,
+                now_ms,
+                parts.method.as_str(),
+                path_and_query.as_str(),
+                &origin,
+            );
+            headers.insert(forward::SIGNATURE_HEADER, value(signature)?);
+        }
         headers.insert(forward::ORIGIN_HEADER, value(origin)?);
-        headers.insert(forward::SIGNATURE_HEADER, value(signature)?);
         Ok(Request::from_parts(parts, body))
     }
 

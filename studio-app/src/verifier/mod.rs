@@ -1,5 +1,6 @@
-//! The client side of studiod's verifier (`run/verifier.sock`): every admission and pairing
-//! decision the app makes is asked of the daemon here, with the app key in call metadata.
+//! The client side of studiod's verifier (`run/verifier.sock`, or the apps listeners of
+//! studiod on other hosts): every admission and pairing decision the app makes is asked
+//! of the daemon here, with the app key in call metadata on this host.
 //!
 //! Invariant: no answer within the verifier timeout, or any transport error, is
 //! `daemon_unavailable` — never a pass.
@@ -35,17 +36,23 @@ use tonic::{
 };
 
 pub(crate) use cache::{LIVE_WINDOW, Principal, VerdictKey, Verdicts};
+
+use crate::remote::Remote;
 pub(crate) use studio_proto::v1::Pairing;
 
 type Client = VerifierClient<InterceptedService<Channel, AppKeyInterceptor>>;
 
-/// Attaches the launch's app key to every call (no `Debug`: it holds the key).
+/// Attaches the launch's app key to every call on this host's socket; across hosts the
+/// connection's certificate proves the app and no key is sent (no `Debug`: it holds the
+/// key).
 #[derive(Clone)]
-pub(crate) struct AppKeyInterceptor(AsciiMetadataValue);
+pub(crate) struct AppKeyInterceptor(Option<AsciiMetadataValue>);
 
 impl Interceptor for AppKeyInterceptor {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        req.metadata_mut().insert(APP_KEY_METADATA, self.0.clone());
+        if let Some(key) = &self.0 {
+            req.metadata_mut().insert(APP_KEY_METADATA, key.clone());
+        }
         Ok(req)
     }
 }
@@ -98,13 +105,30 @@ impl Verifier {
             .connect_timeout(timeout);
         let value = AsciiMetadataValue::try_from(key.to_hex())
             .map_err(|e| VerifierError::Setup(e.to_string()))?;
-        let client =
-            VerifierClient::with_interceptor(endpoint.connect_lazy(), AppKeyInterceptor(value));
+        let client = VerifierClient::with_interceptor(
+            endpoint.connect_lazy(),
+            AppKeyInterceptor(Some(value)),
+        );
         Ok(Self {
             client,
             timeout,
             verdicts: Arc::default(),
         })
+    }
+
+    /// The verifier of studiod's apps listeners on other hosts, reached through `remote`
+    /// (which fails over between them); connects lazily as [`Verifier::new`] does.
+    pub(crate) fn remote(remote: &Remote, timeout: Duration) -> Self {
+        let channel = Endpoint::from_static("http://studiod")
+            .connect_timeout(timeout)
+            .http2_keep_alive_interval(Duration::from_secs(20))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .connect_with_connector_lazy(remote.grpc_connector());
+        Self {
+            client: VerifierClient::with_interceptor(channel, AppKeyInterceptor(None)),
+            timeout,
+            verdicts: Arc::default(),
+        }
     }
 
     fn verdicts(&self) -> MutexGuard<'_, Verdicts> {
