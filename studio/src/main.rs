@@ -1,8 +1,8 @@
 //! `studio`: one executable that is a whole installation. `studio daemon …` is studiod and
-//! `studio app …` is studio-app (the same libraries and flags as those executables);
-//! everything else is the supervisor and the user CLI, whose `up` starts this very file
-//! twice. Each process runs only its own library: the daemon runs no app code, the app
-//! none of the daemon's, and the supervisor neither.
+//! `studio app …` is studio-app (the same libraries and flags as those executables), save
+//! `studio app token|list|revoke|join`; everything else is the supervisor and the user
+//! CLI, whose `up` starts this very file twice. Each process runs only its own library:
+//! the daemon runs no app code, the app none of the daemon's, and the supervisor neither.
 
 use std::{ffi::OsString, process::ExitCode};
 
@@ -18,7 +18,7 @@ fn main() -> ExitCode {
         return studio_runner::launcher::main_stdio("studio worker");
     }
     match child.as_deref() {
-        Some(name @ ("daemon" | "app")) => {
+        Some(name @ ("daemon" | "app")) if !studio_supervisor::entry::runs(&args) => {
             // `studio daemon --help` names itself as such.
             args.splice(0..2, [OsString::from(format!("studio {name}"))]);
             if name == "daemon" {

@@ -1,7 +1,8 @@
 //! The supervisor's and the CLI's process entry: parse the command line, set up logging,
 //! run the command. The `studio` executable calls it for everything but
-//! `studio daemon` and `studio app`. A closed stdout ends a command quietly, and a
-//! closed stderr costs only the lines written to it (`output`).
+//! `studio daemon …` and `studio app …` (save the CLI's own `studio app token|list|
+//! revoke|join`: [`runs`] decides). A closed stdout ends a command quietly, and a closed
+//! stderr costs only the lines written to it (`output`).
 
 use std::{ffi::OsString, process::ExitCode};
 
@@ -9,8 +10,21 @@ use studio_contract::lifecycle;
 
 use crate::{
     Error,
-    cli::{Cli, Command, WorkerArgs},
+    cli::{APP_SUBCOMMANDS, Cli, Command, WorkerArgs},
 };
+
+/// Whether this library runs the command line `args` (the first is the program name)
+/// rather than a child's: all but `studio daemon …` and `studio app …`, and of those
+/// `studio app` followed at once by one of the CLI's subcommands (anything else after
+/// `app`, `--help` included, is studio-app's).
+pub fn runs(args: &[OsString]) -> bool {
+    let word = |i: usize| args.get(i).and_then(|a| a.to_str());
+    match word(1) {
+        Some("daemon") => false,
+        Some("app") => word(2).is_some_and(|w| APP_SUBCOMMANDS.contains(&w)),
+        _ => true,
+    }
+}
 
 /// The stop future as `run` takes it (boxed, so both kinds of watch are one type).
 fn boxed(
@@ -74,5 +88,55 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             errln!("studio: {e}");
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn runs_here(words: &[&str]) -> bool {
+        let args: Vec<OsString> = ["studio"].iter().chain(words).map(OsString::from).collect();
+        runs(&args)
+    }
+
+    #[test]
+    fn only_the_clis_own_app_subcommands_stay_here() {
+        for words in [
+            &["app", "token"][..],
+            &["app", "list", "--json"],
+            &["app", "revoke", "0192"],
+            &["app", "join", "--server", "h:1", "--token", "T"],
+            &["worker", "list"],
+            &["up"],
+            &[],
+        ] {
+            assert!(runs_here(words), "{words:?}");
+        }
+        for words in [
+            &["app"][..],
+            &["app", "--addr", "127.0.0.1:9000"],
+            &["app", "--help"],
+            &["app", "--studiod", "h:1", "list"],
+            &["app", "help"],
+            &["daemon", "--help"],
+            &["daemon", "list"],
+        ] {
+            assert!(!runs_here(words), "{words:?}");
+        }
+    }
+
+    /// The words the executable routes here are exactly `studio app`'s subcommands.
+    #[test]
+    fn the_routed_words_are_the_app_subcommands() {
+        let cli = Cli::command();
+        let app = cli.find_subcommand("app").expect("studio app");
+        let mut names: Vec<&str> = app.get_subcommands().map(|c| c.get_name()).collect();
+        names.sort_unstable();
+        let mut routed = APP_SUBCOMMANDS.to_vec();
+        routed.sort_unstable();
+        assert_eq!(names, routed);
     }
 }

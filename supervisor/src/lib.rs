@@ -4,9 +4,10 @@
 //! docs/ARCHITECTURE.md; it never opens a database and depends on no other Studio crate
 //! but `studio-contract`, `studio-schedule` (pure trigger arithmetic, for
 //! `studio schedule preview`), `studio-api` (the types of studiod's answers, which the
-//! user CLI reads), `studio-worker` (the remote worker `studio worker` joins and runs),
-//! and `studio-evidence` and `studio-archive` (evidence bundles and retention archives,
-//! read offline).
+//! user CLI reads), `studio-worker` (the remote worker `studio worker` joins and runs,
+//! and its TLS channel), `studio-pki` and `studio-proto` (the key, certificate request,
+//! pin and enrolment call of `studio app join`), and `studio-evidence` and
+//! `studio-archive` (evidence bundles and retention archives, read offline).
 
 // First: the printing macros are in scope only in the modules declared after it.
 #[macro_use]
@@ -27,9 +28,9 @@ use std::{future::Future, io, path::PathBuf};
 use studio_contract::{error::ErrorBody, home::Home};
 
 use crate::cli::{
-    ArchiveCommand, Cli, Command, EvidenceCommand, ScheduleCommand, allow, approvals, archive,
-    audit, backup, commands, declare, evidence, notify, retention, runs, schedules, secrets,
-    sessions, tasks, workers,
+    ArchiveCommand, Cli, Command, EvidenceCommand, ScheduleCommand, allow, approvals, apps,
+    archive, audit, backup, commands, declare, evidence, notify, retention, runs, schedules,
+    secrets, sessions, tasks, workers,
 };
 pub use crate::{
     cli::preview,
@@ -162,6 +163,7 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
         Command::Runs(args) => runs::list(&home, args, shutdown).await,
         Command::Run { command } => runs::one(&home, command, shutdown).await,
         Command::Allow { command } => allow::run(&home, command).await,
+        Command::App { command } => apps::run(&home, command).await,
         Command::Sessions { command, remote } => sessions::run(&home, command, remote).await,
         Command::Audit(args) => audit::run(&home, args).await,
         Command::Approvals { command, list } => approvals::run(&home, command, list).await,

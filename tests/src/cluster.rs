@@ -271,6 +271,38 @@ impl App {
         app
     }
 
+    /// A studio-app on "another host": its own `home`, enrolled there with `studio app
+    /// join`, reaching studiod only through the apps listeners `daemons`
+    /// (`HOST:PORT,…`), on loopback `port`.
+    pub fn remote(home: &Path, daemons: &str, port: u16) -> Self {
+        let addr = format!("127.0.0.1:{port}");
+        let log = home.join("studio-app.log");
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut child = Command::new(&bins().app)
+            .arg("--home")
+            .arg(home)
+            .args(["--addr", &addr, "--studiod", daemons])
+            .env("RUST_LOG", "studio_app=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(file)
+            .spawn()
+            .expect("spawn studio-app");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("readiness line");
+        let origin = Ready::parse(&line).and_then(|r| r.origin);
+        let mut app = Self {
+            addr,
+            origin: String::new(),
+            log,
+            child,
+        };
+        app.origin = origin.unwrap_or_else(|| panic!("not ready: {line:?}\n{}", app.log()));
+        app
+    }
+
     /// `http://host:port` plus `path`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)

@@ -1,6 +1,7 @@
-//! A gRPC channel to studiod's worker listener over TLS (rustls): the server is always
-//! checked as [`studio_pki::SERVER_NAME`] under the authority the worker trusts or pins,
-//! whatever address it dials.
+//! A gRPC channel to one of studiod's TLS listeners (rustls): the worker listener, or the
+//! apps listener that `studio app join` enrols through. The server is always checked as
+//! [`studio_pki::SERVER_NAME`] under the authority the client trusts or pins, whatever
+//! address it dials.
 
 use std::{sync::Arc, time::Duration};
 
@@ -12,12 +13,12 @@ use tonic::transport::{Channel, Endpoint};
 use crate::WorkerError;
 
 /// How long connecting (TCP and the handshake) may take at most.
-pub(crate) const CONNECT: Duration = Duration::from_secs(10);
+pub const CONNECT: Duration = Duration::from_secs(10);
 
 /// A channel to `server` (`HOST:PORT`) with the TLS configuration `tls`, connected (TCP
 /// and the handshake) `within` that long: a suspended studiod accepts the TCP
 /// connection in its kernel and never answers the handshake.
-pub(crate) async fn channel(
+pub async fn channel(
     server: &str,
     tls: rustls::ClientConfig,
     within: Duration,

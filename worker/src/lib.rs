@@ -24,6 +24,7 @@ mod run;
 use std::{io, path::Path};
 
 pub use config::default_home;
+pub use connect::{CONNECT, channel};
 pub use join::{JoinOptions, Joined, join};
 pub use run::{RunOptions, check, run};
 

@@ -1,6 +1,6 @@
 //! The user commands. This module is the command line: `studio up | status | restart |
-//! stop | pair | logs | schedule | runs | run | sessions | audit | task | worker | secret |
-//! notify | evidence | backup | restore | archive | retention`, with the environment
+//! stop | pair | logs | schedule | runs | run | sessions | audit | task | worker | app |
+//! secret | notify | evidence | backup | restore | archive | retention`, with the environment
 //! equivalents, turned into typed configuration. Clap's own usage errors exit with status
 //! 2; so do the checks made here. Its submodules carry the commands out.
 //!
@@ -9,6 +9,7 @@
 
 pub(crate) mod allow;
 pub(crate) mod approvals;
+pub(crate) mod apps;
 pub(crate) mod archive;
 pub(crate) mod audit;
 pub(crate) mod backup;
@@ -47,7 +48,8 @@ use crate::{
     about = "Studio: start, watch and stop studiod and studio-app",
     after_help = "This one executable also carries both children: `studio daemon [FLAGS]` runs studiod \
                   and `studio app [FLAGS]` runs studio-app in the foreground (`--help` lists their \
-                  flags); `studio up` starts them that way."
+                  flags); `studio up` starts them that way. `studio app token|list|revoke|join` \
+                  are this CLI's own (`studio app --help` is studio-app's)."
 )]
 pub struct Cli {
     /// The Studio home (default: $XDG_STATE_HOME/studio or ~/.local/state/studio).
@@ -149,6 +151,14 @@ pub enum Command {
     /// on a worker's machine, join, keep its allow-list and run it (`studio worker` with
     /// no subcommand runs this machine's worker until Ctrl-C or SIGTERM).
     Worker(WorkerArgs),
+    /// studio-apps on other hosts: enrol one with a one-time join token, list and revoke
+    /// them; and, on the app's host, join (`studio app` followed by flags instead runs
+    /// studio-app itself).
+    #[command(disable_help_subcommand = true)]
+    App {
+        #[command(subcommand)]
+        command: AppCommand,
+    },
     /// Secrets: named values studiod keeps sealed and gives only to the jobs that name
     /// them (`"secrets": {"VAR": "NAME"}` in a schedule or a task, `studio task submit
     /// --secret VAR=NAME`). Nothing ever prints a value.
@@ -305,6 +315,62 @@ pub enum ArchiveCommand {
         #[command(flatten)]
         remote: Remote,
     },
+}
+
+/// The words after `studio app` that name [`AppCommand`]s: the `studio` executable gives
+/// those command lines to this CLI, and any other `studio app …` to studio-app.
+pub const APP_SUBCOMMANDS: [&str; 4] = ["token", "list", "revoke", "join"];
+
+#[derive(Debug, Subcommand)]
+pub enum AppCommand {
+    /// Make a one-time join token for a studio-app on another host (daemon token only).
+    ///
+    /// Prints only the token on stdout; stderr says when it expires and what to run on
+    /// the app's host (`studio app join --server … --token …`). The token also pins
+    /// studiod's authority. Needs studiod's apps listener (STUDIO_APPS_ADDR).
+    Token {
+        /// How long it may be used: 30m, 1h, 2d (at most 7 days; default 1h).
+        #[arg(long, value_name = "TTL")]
+        ttl: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// The enrolled studio-apps: id, name, when each joined, when its certificate
+    /// expires, and whether it is active, expired or revoked.
+    List {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Revoke an enrolled app at once (daemon token only): its certificate admits it no
+    /// more, and it must join again with a new token.
+    Revoke {
+        /// The app's id, or a prefix only it starts with (`studio app list` shows them).
+        id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// On the app's host, once: enrol this home's studio-app with studiod.
+    ///
+    /// Makes a key here (it never leaves this home), sends a certificate request with
+    /// the token over a connection that trusts only the authority the token pins, and
+    /// keeps the certificate studiod issues in the home's run/app/ (key.pem, cert.pem,
+    /// ca.pem and id, each 0600). Then start studio-app on this home with `--studiod
+    /// HOST:PORT`. Joining again replaces an earlier enrolment.
+    Join(AppJoinArgs),
+}
+
+/// `studio app join`.
+#[derive(Debug, Args)]
+pub struct AppJoinArgs {
+    /// studiod's apps listener (`server` in the answer of `studio app token --json`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub server: String,
+    /// The join token (`studio app token`).
+    #[arg(long, value_name = "T")]
+    pub token: String,
+    /// A name for this app in `studio app list` (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
 }
 
 /// `studio worker`: a subcommand, or none to run this machine's worker.
@@ -1531,6 +1597,76 @@ mod tests {
             &["token"],
         ] {
             assert_eq!(worker(bad).expect_err("refused").exit_code(), 2, "{bad:?}");
+        }
+    }
+
+    fn app(args: &[&str]) -> Result<AppCommand, clap::Error> {
+        let cli = Cli::try_parse_from(["studio", "app"].iter().chain(args))?;
+        let Command::App { command } = cli.command else {
+            panic!("not app")
+        };
+        Ok(command)
+    }
+
+    #[test]
+    fn app_token_list_revoke_and_join_parse() {
+        assert!(matches!(
+            app(&["token", "--ttl", "2d", "--json"]).expect("parses"),
+            AppCommand::Token { ttl: Some(ttl), remote } if ttl == "2d" && remote.json
+        ));
+        assert!(matches!(
+            app(&["token"]).expect("parses"),
+            AppCommand::Token { ttl: None, remote } if !remote.json
+        ));
+        assert!(matches!(
+            app(&["list", "--json", "--daemon", "http://127.0.0.1:9"]).expect("parses"),
+            AppCommand::List { remote }
+                if remote.json && remote.daemon.as_deref() == Some("http://127.0.0.1:9")
+        ));
+        assert!(matches!(
+            app(&["revoke", "0192f3a4"]).expect("parses"),
+            AppCommand::Revoke { id, .. } if id == "0192f3a4"
+        ));
+        let cli = Cli::try_parse_from([
+            "studio",
+            "app",
+            "join",
+            "--server",
+            "studio.example:8768",
+            "--token",
+            "T",
+            "--name",
+            "edge-1",
+            "--home",
+            "/app-home",
+        ])
+        .expect("parses");
+        assert_eq!(cli.home(), Home::new("/app-home"));
+        let Command::App {
+            command: AppCommand::Join(join),
+        } = cli.command
+        else {
+            panic!("not app join")
+        };
+        assert_eq!(
+            (
+                join.server.as_str(),
+                join.token.as_str(),
+                join.name.as_deref()
+            ),
+            ("studio.example:8768", "T", Some("edge-1"))
+        );
+        for bad in [
+            &[][..],
+            &["help"],
+            &["token", "--ttl"],
+            &["list", "extra"],
+            &["revoke"],
+            &["join", "--token", "T"],
+            &["join", "--server", "h:1"],
+            &["join", "--server", "h:1", "--token", "T", "--labels", "gpu"],
+        ] {
+            assert_eq!(app(bad).expect_err("refused").exit_code(), 2, "{bad:?}");
         }
     }
 

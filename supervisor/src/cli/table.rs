@@ -238,6 +238,23 @@ pub(crate) fn human_bytes(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
+/// Each id cut to its shortest prefix of at least `min` characters that no other id
+/// starts with (what `revoke` commands take).
+pub(crate) fn short_ids(ids: &[&str], min: usize) -> Vec<String> {
+    ids.iter()
+        .map(|id| {
+            let unique = |n: usize| {
+                id.get(..n)
+                    .is_some_and(|p| !ids.iter().any(|o| o != id && o.starts_with(p)))
+            };
+            let n = (min.min(id.len())..id.len())
+                .find(|&n| unique(n))
+                .unwrap_or(id.len());
+            id.get(..n).unwrap_or(id).to_owned()
+        })
+        .collect()
+}
+
 pub(crate) fn now_ms() -> i64 {
     Timestamp::now().as_millisecond()
 }

@@ -21,7 +21,7 @@ use crate::{
         Remote, WorkerAllowCommand, WorkerArgs, WorkerCommand, WorkerHome, WorkerJoinArgs,
         WorkerRunArgs, WorkerTokenCommand,
         client::{connect, encode},
-        table::{Style, Table, Tone, instant, now_ms, relative, text},
+        table::{Style, Table, Tone, instant, now_ms, relative, short_ids, text},
     },
     output::print_json,
 };
@@ -199,7 +199,7 @@ fn table(workers: &[Worker], now: i64) -> Table {
         "LAST SEEN",
     ]);
     let ids: Vec<&str> = workers.iter().map(|w| w.id.as_str()).collect();
-    for (w, id) in workers.iter().zip(short_ids(&ids)) {
+    for (w, id) in workers.iter().zip(short_ids(&ids, SHORT)) {
         let (status, tone) = status(w, now);
         table.row(vec![
             (id, Tone::Plain),
@@ -230,23 +230,6 @@ fn status(w: &Worker, now: i64) -> (&'static str, Tone) {
     } else {
         ("disconnected", Tone::Warn)
     }
-}
-
-/// Each id cut to its shortest prefix of at least [`SHORT`] characters that no other id
-/// starts with (`revoke` takes such a prefix).
-fn short_ids(ids: &[&str]) -> Vec<String> {
-    ids.iter()
-        .map(|id| {
-            let unique = |n: usize| {
-                id.get(..n)
-                    .is_some_and(|p| !ids.iter().any(|o| o != id && o.starts_with(p)))
-            };
-            let n = (SHORT.min(id.len())..id.len())
-                .find(|&n| unique(n))
-                .unwrap_or(id.len());
-            id.get(..n).unwrap_or(id).to_owned()
-        })
-        .collect()
 }
 
 async fn revoke(home: &Home, id: &str, remote: &Remote) -> Result<u8, Error> {

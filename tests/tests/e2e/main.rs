@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `studio`, `studiod` and `studio-app` binaries, temporary
 //! homes, free ports, real sockets, and a real browser. One test binary, so it links once.
 
+mod apps_cli;
 mod attention;
 mod browser;
 mod cockpit;

@@ -19,7 +19,7 @@ const PROPAGATION: Duration = Duration::from_secs(1);
 
 /// A fresh pairing code from `member`'s studiod (`studio pair`: no supervisor runs, so
 /// studiod itself answers with a bare code).
-fn code_from(member: &Member) -> String {
+pub(super) fn code_from(member: &Member) -> String {
     let home = member.home().to_string_lossy().into_owned();
     let out = studio_cmd(&["pair"], &[("STUDIO_HOME", &home)], None)
         .output()
@@ -40,7 +40,7 @@ fn code_from(member: &Member) -> String {
 }
 
 /// Redeems `code` through `app` as a browser on its origin; the admission cookie.
-async fn pair_through(app: &App, code: &str) -> String {
+pub(super) async fn pair_through(app: &App, code: &str) -> String {
     let resp = http()
         .post(app.url("/api/studio/pair"))
         .header("origin", app.origin())
@@ -57,7 +57,7 @@ async fn pair_through(app: &App, code: &str) -> String {
 
 /// `GET /api/identity` through `app` with `cookie`: its status and, when refused, the
 /// code; `None` while the app or its studiod cannot answer at all.
-async fn identity(app: &App, cookie: &str) -> Option<(u16, Option<Code>)> {
+pub(super) async fn identity(app: &App, cookie: &str) -> Option<(u16, Option<Code>)> {
     let resp = http()
         .get(app.url("/api/identity"))
         .header("cookie", cookie)
@@ -89,7 +89,7 @@ async fn refused_everywhere(apps: &[App], cookie: &str, code: Code) -> Duration 
     started.elapsed()
 }
 
-fn admitted(at: Option<(u16, Option<Code>)>) -> bool {
+pub(super) fn admitted(at: Option<(u16, Option<Code>)>) -> bool {
     at == Some((200, None))
 }
 

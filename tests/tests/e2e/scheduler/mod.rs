@@ -38,6 +38,7 @@ mod retention;
 mod runner;
 mod secrets;
 mod shims;
+mod split_hosts;
 mod tasks;
 mod workers;
 
