@@ -131,8 +131,23 @@ impl Remote {
                     last = io::Error::new(io::ErrorKind::TimedOut, format!("{addr}: no answer"));
                 }
             }
+            // The next dial starts past it, even if this one is cut short by its caller's
+            // deadline: a studiod that accepts and then hangs (frozen, cut off) must not
+            // hold every later connection.
+            let _ = self.preferred.compare_exchange(
+                at,
+                (at + 1) % self.addrs.len(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
         }
         Err(last)
+    }
+
+    /// How long one dial may take when every studiod is tried.
+    pub(crate) fn dial_bound(&self) -> Duration {
+        self.attempt
+            .saturating_mul(u32::try_from(self.addrs.len()).unwrap_or(u32::MAX))
     }
 
     /// The verifier channel's connector (gRPC over HTTP/2).

@@ -119,10 +119,14 @@ impl Verifier {
     /// The verifier of studiod's apps listeners on other hosts, reached through `remote`
     /// (which fails over between them); connects lazily as [`Verifier::new`] does.
     pub(crate) fn remote(remote: &Remote, timeout: Duration) -> Self {
+        // A studiod that froze or was cut off keeps its connection open and answers
+        // nothing: a ping unanswered within the verifier's timeout ends it, and the next
+        // connection goes to another.
         let channel = Endpoint::from_static("http://studiod")
-            .connect_timeout(timeout)
-            .http2_keep_alive_interval(Duration::from_secs(20))
-            .keep_alive_timeout(Duration::from_secs(10))
+            .connect_timeout(remote.dial_bound())
+            .http2_keep_alive_interval(Duration::from_secs(1))
+            .keep_alive_timeout(timeout)
+            .keep_alive_while_idle(true)
             .connect_with_connector_lazy(remote.grpc_connector());
         Self {
             client: VerifierClient::with_interceptor(channel, AppKeyInterceptor(None)),
