@@ -194,7 +194,7 @@ fn resolve(apps: &[EnrolledApp], given: &str) -> Result<String, Error> {
 
 /// `studio app join`: enrols the studio-app of `home` with the studiod at `--server`.
 async fn join(home: &Home, args: AppJoinArgs) -> Result<u8, Error> {
-    let token = studio_pki::JoinToken::parse(&args.token)
+    let token = studio_pki::JoinToken::parse(&args.token.read()?)
         .map_err(|e| Error::Usage(format!("--token: {e} (`studio app token` makes one)")))?;
     let server = server_addr(&args.server)?;
     // Before the token is spent: a home that cannot keep the certificate fails here.
@@ -456,7 +456,10 @@ mod tests {
         let home = Home::new(dir.path().join("home"));
         let args = |server: &str, token: &str| AppJoinArgs {
             server: server.into(),
-            token: token.into(),
+            token: crate::cli::JoinTokenArg {
+                token: Some(token.into()),
+                token_file: None,
+            },
             name: None,
         };
         let good = studio_pki::JoinToken::generate(&"ab".repeat(32))

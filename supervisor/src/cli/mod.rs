@@ -365,9 +365,8 @@ pub struct AppJoinArgs {
     /// studiod's apps listener (`server` in the answer of `studio app token --json`).
     #[arg(long, value_name = "HOST:PORT")]
     pub server: String,
-    /// The join token (`studio app token`).
-    #[arg(long, value_name = "T")]
-    pub token: String,
+    #[command(flatten)]
+    pub token: JoinTokenArg,
     /// A name for this app in `studio app list` (default: this host's name).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
@@ -461,14 +460,55 @@ pub enum WorkerTokenCommand {
     },
 }
 
+/// A one-time join token: on the command line, or from a file or stdin (a command line
+/// is readable by every user of the machine, a 0600 file or a pipe is not).
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = false)]
+pub struct JoinTokenArg {
+    /// The join token (other users of this machine can read a command line: prefer
+    /// --token-file).
+    #[arg(long, value_name = "T")]
+    pub token: Option<String>,
+    /// Read the join token from this file (`-`: standard input).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl JoinTokenArg {
+    /// The token's text, surrounding whitespace removed; a file that cannot be read is
+    /// the user's error (one line, exit 2).
+    pub fn read(&self) -> Result<String, crate::Error> {
+        use std::io::Read;
+        let text = match (&self.token, &self.token_file) {
+            (Some(token), _) => token.clone(),
+            (None, Some(path)) if path.as_os_str() == "-" => {
+                let mut text = String::new();
+                std::io::stdin()
+                    .take(4096)
+                    .read_to_string(&mut text)
+                    .map_err(|e| crate::Error::Usage(format!("--token-file -: {e}")))?;
+                text
+            }
+            (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
+                crate::Error::Usage(format!("--token-file {}: {e}", path.display()))
+            })?,
+            (None, None) => {
+                return Err(crate::Error::Usage(
+                    "a join token is needed: --token or --token-file".into(),
+                ));
+            }
+        };
+        Ok(text.trim().to_owned())
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct WorkerJoinArgs {
     /// studiod's worker listener (`server` of the token's answer).
     #[arg(long, value_name = "HOST:PORT")]
     pub server: String,
-    /// The join token.
-    #[arg(long, value_name = "T")]
-    pub token: String,
+    #[command(flatten)]
+    pub token: JoinTokenArg,
     /// A name for this worker in `studio worker list` (default: this machine's host
     /// name).
     #[arg(long, value_name = "NAME")]
@@ -1519,7 +1559,7 @@ mod tests {
         assert_eq!(
             (
                 join.server.as_str(),
-                join.token.as_str(),
+                join.token.token.as_deref().unwrap_or_default(),
                 join.name.as_deref()
             ),
             ("studio.example:8767", "T", Some("gpu-box"))
@@ -1651,7 +1691,7 @@ mod tests {
         assert_eq!(
             (
                 join.server.as_str(),
-                join.token.as_str(),
+                join.token.token.as_deref().unwrap_or_default(),
                 join.name.as_deref()
             ),
             ("studio.example:8768", "T", Some("edge-1"))
@@ -1665,9 +1705,46 @@ mod tests {
             &["join", "--token", "T"],
             &["join", "--server", "h:1"],
             &["join", "--server", "h:1", "--token", "T", "--labels", "gpu"],
+            &[
+                "join",
+                "--server",
+                "h:1",
+                "--token",
+                "T",
+                "--token-file",
+                "f",
+            ],
         ] {
             assert_eq!(app(bad).expect_err("refused").exit_code(), 2, "{bad:?}");
         }
+    }
+
+    /// A join token read from a file is trimmed; a file that cannot be read is the
+    /// user's error, named.
+    #[test]
+    fn a_join_token_comes_from_the_line_or_a_file() {
+        let dir = std::env::temp_dir().join(format!(
+            "studio-token-file-{}-{}",
+            std::process::id(),
+            table::now_ms()
+        ));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("token");
+        std::fs::write(&file, "  studio-join.x.y\n").expect("write");
+        let from = |token: Option<&str>, file: Option<&std::path::Path>| JoinTokenArg {
+            token: token.map(str::to_owned),
+            token_file: file.map(std::path::Path::to_path_buf),
+        };
+        assert_eq!(from(Some(" T "), None).read().expect("line"), "T");
+        assert_eq!(
+            from(None, Some(&file)).read().expect("file"),
+            "studio-join.x.y"
+        );
+        let missing = dir.join("missing");
+        let err = from(None, Some(&missing)).read().expect_err("unreadable");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--token-file"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn secret(args: &[&str]) -> Result<SecretCommand, clap::Error> {

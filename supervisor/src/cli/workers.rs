@@ -281,7 +281,7 @@ fn resolve(workers: &[Worker], given: &str) -> Result<String, Error> {
 async fn join(home: PathBuf, args: WorkerJoinArgs) -> Result<u8, Error> {
     let options = studio_worker::JoinOptions {
         server: args.server,
-        token: args.token,
+        token: args.token.read()?,
         home,
         name: args.name,
     };

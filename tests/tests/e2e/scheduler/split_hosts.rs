@@ -15,17 +15,21 @@ use super::{
     *,
 };
 
-/// `studio app join` in `home` (the app's host) with `created`'s token.
+/// `studio app join` in `home` (the app's host) with `created`'s token, handed over in
+/// a file (a command line is every local user's to read).
 fn join(home: &TempDir, created: &AppTokenCreated) -> std::process::Output {
+    let file = home.path().join("app.token");
+    std::fs::write(&file, format!("{}\n", created.token)).expect("the token file");
     let home = home.path().to_string_lossy().into_owned();
+    let file = file.to_string_lossy().into_owned();
     studio_cmd(
         &[
             "app",
             "join",
             "--server",
             &created.server,
-            "--token",
-            &created.token,
+            "--token-file",
+            &file,
         ],
         &[("STUDIO_HOME", &home)],
         None,
