@@ -149,7 +149,14 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
             done(up(config, shutdown).await)
         }
         Command::Status { json } => done(commands::status(&home, json).await),
-        Command::Cluster { remote } => cli::cluster::show(&home, &remote).await,
+        Command::Cluster {
+            command: None,
+            remote,
+        } => cli::cluster::show(&home, &remote).await,
+        Command::Cluster {
+            command: Some(cli::ClusterCommand::Seed { from }),
+            ..
+        } => cli::cluster::seed(&home, &from),
         Command::Epoch {
             command: cli::EpochCommand::Rotate { remote },
         } => cli::cluster::rotate(&home, &remote).await,

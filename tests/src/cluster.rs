@@ -18,25 +18,21 @@ use crate::{TempDir, WORKER_ADDR, bins, free_port, signal};
 /// The daemon token every member of a test cluster is given.
 pub const TOKEN: &str = "cluster-test-daemon-token";
 
-/// What every member must share, under `run/` of its home: the evidence and secrets
-/// keys and the workers' authority (made by the first member's start).
-const SHARED: &[&str] = &["evidence.key", "secrets.key", "ca"];
-
-/// Copies `from/run/<shared>` into `to/run/`, files keeping their modes.
-fn copy_shared(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to.join("run")).expect("run/");
-    for name in SHARED {
-        let (src, dst) = (from.join("run").join(name), to.join("run").join(name));
-        if src.is_dir() {
-            std::fs::create_dir_all(&dst).expect("a folder");
-            for entry in std::fs::read_dir(&src).expect("read the folder") {
-                let entry = entry.expect("an entry");
-                std::fs::copy(entry.path(), dst.join(entry.file_name())).expect("copy");
-            }
-        } else {
-            std::fs::copy(&src, &dst).expect("copy a key");
-        }
-    }
+/// Readies `to` with what every member must share, as an operator does:
+/// `studio cluster seed --from <a member's home>`.
+fn seed(from: &Path, to: &Path) {
+    let out = crate::studio_cmd(
+        &["cluster", "seed", "--from", &from.to_string_lossy()],
+        &[("STUDIO_HOME", &to.to_string_lossy())],
+        None,
+    )
+    .output()
+    .expect("studio cluster seed");
+    assert!(
+        out.status.success(),
+        "studio cluster seed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Hands `key` to a child started with `--app-key-stdin` and waits for its readiness
@@ -79,7 +75,7 @@ impl Member {
     fn start(url: &str, env: &[(&str, &str)], like: Option<&Path>) -> Self {
         let home = TempDir::new("cluster");
         if let Some(like) = like {
-            copy_shared(like, home.path());
+            seed(like, home.path());
         }
         let mut all = vec![
             ("STUDIO_DATABASE_URL".to_owned(), url.to_owned()),

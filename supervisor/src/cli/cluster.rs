@@ -2,7 +2,10 @@
 //! members sharing its database, the leader and its term. `studio cluster` prints it
 //! alone (a server whose studiod a service manager runs has no supervisor to ask);
 //! `studio status` adds it under the supervisor's table. `studio epoch rotate` ends the
-//! epoch on purpose (`POST /api/admin/epoch/rotate`).
+//! epoch on purpose (`POST /api/admin/epoch/rotate`). `studio cluster seed` readies a new
+//! member's home with what every member must share, before its studiod first starts.
+
+use std::{fs::OpenOptions, io, path::Path};
 
 use reqwest::Method;
 use studio_api::{ClusterMember, ClusterState, EpochRotated};
@@ -19,6 +22,125 @@ use crate::{
 };
 
 const PATH: &str = "/api/admin/cluster";
+
+/// What every member of a cluster shares, under its home: the keys that seal evidence and
+/// secrets, and the authority that enrols workers and apps.
+const SHARED: [(&str, Kind); 4] = [
+    ("run/evidence.key", Kind::Key),
+    ("run/secrets.key", Kind::Key),
+    ("run/ca/ca.key", Kind::Pem),
+    ("run/ca/ca.crt", Kind::Certificate),
+];
+
+/// How a shared file is read and written.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// Hex, private (0600 where it is read), written without a newline.
+    Key,
+    /// A PEM private key: private, written with its final newline.
+    Pem,
+    /// A PEM certificate: others may read it where it comes from.
+    Certificate,
+}
+
+impl Kind {
+    fn read(self, path: &Path) -> io::Result<String> {
+        match self {
+            Kind::Key | Kind::Pem => Home::read_secret(path),
+            Kind::Certificate => Ok(std::fs::read_to_string(path)?.trim().to_owned()),
+        }
+    }
+
+    /// The file's text as written (always 0600: only its studiod reads it).
+    fn text(self, read: &str) -> String {
+        match self {
+            Kind::Key => read.to_owned(),
+            Kind::Pem | Kind::Certificate => format!("{read}\n"),
+        }
+    }
+}
+
+/// `studio cluster seed --from DIR`: copies [`SHARED`] from `from` into `home` (0600
+/// files in 0700 directories), leaving files already the same and refusing, before any
+/// is written, a different one or a running studiod.
+pub(crate) fn seed(home: &Home, from: &Path) -> Result<u8, Error> {
+    let source = Home::new(from);
+    if source.root() == home.root() {
+        return Err(Error::Usage("--from names this very home".into()));
+    }
+    if daemon_running(home)? {
+        return Err(Error::Failed(
+            "studiod runs in this home: seed a home before its studiod first starts".into(),
+        ));
+    }
+    let mut copies = Vec::new();
+    for (name, kind) in SHARED {
+        let (src, dst) = (source.root().join(name), home.root().join(name));
+        // Keys must be private where they are read, as studiod reads them.
+        let text = kind.read(&src).map_err(|e| {
+            Error::Usage(format!(
+                "--from: {}: {e} (a member's home has these once its studiod has started \
+                 with a worker or apps listener)",
+                src.display()
+            ))
+        })?;
+        match kind.read(&dst) {
+            Ok(here) if here == text => {}
+            Ok(_) => {
+                return Err(Error::Usage(format!(
+                    "{} differs from the one in {}: this home has keys of its own already \
+                     (seed only a new home)",
+                    dst.display(),
+                    source.root().display()
+                )));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => copies.push((dst, kind.text(&text))),
+            Err(e) => return Err(Error::io(format!("cannot read {}", dst.display()), e)),
+        }
+    }
+    home.prepare()
+        .map_err(|e| Error::io("cannot prepare the home", e))?;
+    for (dst, text) in &copies {
+        if let Some(dir) = dst.parent() {
+            make_private_dir(dir)?;
+        }
+        Home::write_secret(dst, text)
+            .map_err(|e| Error::io(format!("cannot write {}", dst.display()), e))?;
+    }
+    outln!(
+        "seeded {} from {}: {} written, {} already the same",
+        home.root().display(),
+        source.root().display(),
+        copies.len(),
+        SHARED.len() - copies.len()
+    )?;
+    Ok(0)
+}
+
+/// Creates `dir` 0700, or tightens it to 0700 when it exists.
+fn make_private_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|e| Error::io(format!("cannot make {}", dir.display()), e))
+}
+
+/// Whether a studiod holds this home's `run/daemon.lock` (probing takes and drops it).
+fn daemon_running(home: &Home) -> Result<bool, Error> {
+    let file = match OpenOptions::new().write(true).open(home.daemon_lock_file()) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io("cannot open run/daemon.lock", e)),
+    };
+    match file.try_lock() {
+        Ok(()) => Ok(false),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(true),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("cannot probe run/daemon.lock", e)),
+    }
+}
 
 /// `studio cluster`.
 pub(crate) async fn show(home: &Home, remote: &Remote) -> Result<u8, Error> {
@@ -103,7 +225,88 @@ pub(crate) fn render(c: &ClusterState, now_ms: i64, style: Style) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
+    use crate::testdir::TestDir;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path)
+            .expect("metadata")
+            .permissions()
+            .mode()
+            & 0o777
+    }
+
+    /// A member's home as studiod leaves it: both keys and the authority.
+    fn member_home(dir: &TestDir) -> Home {
+        let home = Home::new(dir.path().join("member"));
+        home.prepare().expect("home");
+        Home::write_secret(&home.evidence_key_file(), &"a1".repeat(32)).expect("key");
+        Home::write_secret(&home.secrets_key_file(), &"b2".repeat(32)).expect("key");
+        studio_pki::Authority::load_or_create(&home.run_dir().join("ca")).expect("a CA");
+        home
+    }
+
+    #[test]
+    fn a_new_home_is_seeded_once_and_a_home_with_keys_of_its_own_is_refused() {
+        let dir = TestDir::new("cluster-seed");
+        let member = member_home(&dir);
+        let fresh = Home::new(dir.path().join("fresh"));
+        assert_eq!(seed(&fresh, member.root()).expect("seeded"), 0);
+        for name in [
+            "run/evidence.key",
+            "run/secrets.key",
+            "run/ca/ca.key",
+            "run/ca/ca.crt",
+        ] {
+            assert_eq!(mode(&fresh.root().join(name)), 0o600, "{name}");
+        }
+        assert_eq!(mode(&fresh.run_dir().join("ca")), 0o700);
+        let theirs =
+            studio_pki::Authority::load_or_create(&member.run_dir().join("ca")).expect("theirs");
+        let ours = studio_pki::Authority::load_or_create(&fresh.run_dir().join("ca"))
+            .expect("the copy loads");
+        assert_eq!(ours.fingerprint(), theirs.fingerprint());
+        assert_eq!(
+            Home::read_secret(&fresh.evidence_key_file()).expect("key"),
+            "a1".repeat(32)
+        );
+        // Again: nothing differs, nothing is written.
+        assert_eq!(seed(&fresh, member.root()).expect("again"), 0);
+
+        // A home that made keys of its own is refused, before anything is written.
+        let own = Home::new(dir.path().join("own"));
+        own.prepare().expect("home");
+        Home::write_secret(&own.secrets_key_file(), &"c3".repeat(32)).expect("key");
+        let err = seed(&own, member.root()).expect_err("refused");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("run/secrets.key differs"), "{err}");
+        assert!(
+            !own.evidence_key_file().exists(),
+            "written before the refusal"
+        );
+
+        // Nothing to copy from, or from itself: the user's error.
+        let empty = dir.path().join("empty");
+        let err = seed(&Home::new(dir.path().join("other")), &empty).expect_err("refused");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().starts_with("--from"), "{err}");
+        let err = seed(&fresh, fresh.root()).expect_err("itself");
+        assert_eq!(err.exit_code(), 2);
+
+        // Never under a running studiod (it read its keys at start).
+        let running = Home::new(dir.path().join("running"));
+        running.prepare().expect("home");
+        let lock = std::fs::File::create(running.daemon_lock_file()).expect("lock file");
+        lock.lock().expect("held as studiod holds it");
+        let err = seed(&running, member.root()).expect_err("refused");
+        assert!(
+            err.to_string().contains("studiod runs in this home"),
+            "{err}"
+        );
+        assert!(!running.evidence_key_file().exists());
+    }
 
     fn member(id: &str, state: &str, seen: &str) -> ClusterMember {
         ClusterMember {

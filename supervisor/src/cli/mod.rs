@@ -76,8 +76,12 @@ pub enum Command {
         json: bool,
     },
     /// The studiod processes sharing the home's database: the leader, its term and each
-    /// member (also shown by `status`; this works without a supervisor).
+    /// member (also shown by `status`; this works without a supervisor); `seed` readies
+    /// a new member's home.
+    #[command(args_conflicts_with_subcommands = true)]
     Cluster {
+        #[command(subcommand)]
+        command: Option<ClusterCommand>,
         #[command(flatten)]
         remote: Remote,
     },
@@ -657,6 +661,19 @@ pub struct ApprovalsArgs {
     pub limit: u16,
     #[command(flatten)]
     pub remote: Remote,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Ready this home to join a cluster: copy what every member must share from a
+    /// member's home (`run/evidence.key`, `run/secrets.key` and the authority in
+    /// `run/ca/`), before this home's studiod first starts. Files already the same are
+    /// left; a different one is refused (this home has sealed with keys of its own).
+    Seed {
+        /// A member's home (or a copy of its `run/`, in a directory of its own).
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
