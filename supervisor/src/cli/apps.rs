@@ -37,14 +37,21 @@ const DEFAULT_NAME: &str = "studio-app";
 /// studio-app of `home` with a studiod elsewhere).
 pub(crate) async fn run(home: &Home, command: AppCommand) -> Result<u8, Error> {
     match command {
-        AppCommand::Token { ttl, remote } => create_token(home, NewAppToken { ttl }, &remote).await,
+        AppCommand::Token { ttl, out, remote } => {
+            create_token(home, NewAppToken { ttl }, out.as_deref(), &remote).await
+        }
         AppCommand::List { remote } => list(home, &remote).await,
         AppCommand::Revoke { id, remote } => revoke(home, &id, &remote).await,
         AppCommand::Join(args) => join(home, args).await,
     }
 }
 
-async fn create_token(home: &Home, request: NewAppToken, remote: &Remote) -> Result<u8, Error> {
+async fn create_token(
+    home: &Home,
+    request: NewAppToken,
+    out: Option<&std::path::Path>,
+    remote: &Remote,
+) -> Result<u8, Error> {
     let client = connect(home, remote).await?;
     let created: AppTokenCreated = match client.post(&format!("{PATH}/tokens"), &request).await {
         Ok(created) => created,
@@ -68,7 +75,7 @@ async fn create_token(home: &Home, request: NewAppToken, remote: &Remote) -> Res
         print_json(&created)?;
         return Ok(0);
     }
-    outln!("{}", created.token)?;
+    crate::cli::hand_over(&created.token, out)?;
     for line in token_notes(&created, now_ms()) {
         errln!("{line}");
     }

@@ -336,6 +336,10 @@ pub enum AppCommand {
         /// How long it may be used: 30m, 1h, 2d (at most 7 days; default 1h).
         #[arg(long, value_name = "TTL")]
         ttl: Option<String>,
+        /// Write the token to this file (0600) instead of stdout, for `studio app join
+        /// --token-file` on the app's host.
+        #[arg(long, value_name = "FILE", conflicts_with = "json")]
+        out: Option<PathBuf>,
         #[command(flatten)]
         remote: Remote,
     },
@@ -459,9 +463,27 @@ pub enum WorkerTokenCommand {
         /// How long it may be used: 30m, 1h, 2d (at most 7d; default 1h).
         #[arg(long, value_name = "TTL")]
         ttl: Option<String>,
+        /// Write the token to this file (0600) instead of stdout, for `studio worker
+        /// join --token-file` on the worker's machine.
+        #[arg(long, value_name = "FILE", conflicts_with = "json")]
+        out: Option<PathBuf>,
         #[command(flatten)]
         remote: Remote,
     },
+}
+
+/// Hands a new join token over: to `out` (written 0600, atomically) when given, else
+/// alone on stdout.
+pub(crate) fn hand_over(token: &str, out: Option<&std::path::Path>) -> Result<(), crate::Error> {
+    match out {
+        None => outln!("{token}"),
+        Some(path) => {
+            studio_contract::home::Home::write_secret(path, &format!("{token}\n"))
+                .map_err(|e| crate::Error::Usage(format!("--out {}: {e}", path.display())))?;
+            errln!("the token is in {} (0600)", path.display());
+            Ok(())
+        }
+    }
 }
 
 /// A one-time join token: on the command line, or from a file or stdin (a command line
@@ -1598,6 +1620,7 @@ mod tests {
                     labels,
                     ttl,
                     remote,
+                    ..
                 },
         }) = worker(&[
             "token",
@@ -1669,11 +1692,11 @@ mod tests {
     fn app_token_list_revoke_and_join_parse() {
         assert!(matches!(
             app(&["token", "--ttl", "2d", "--json"]).expect("parses"),
-            AppCommand::Token { ttl: Some(ttl), remote } if ttl == "2d" && remote.json
+            AppCommand::Token { ttl: Some(ttl), remote, out: None } if ttl == "2d" && remote.json
         ));
         assert!(matches!(
             app(&["token"]).expect("parses"),
-            AppCommand::Token { ttl: None, remote } if !remote.json
+            AppCommand::Token { ttl: None, remote, out: None } if !remote.json
         ));
         assert!(matches!(
             app(&["list", "--json", "--daemon", "http://127.0.0.1:9"]).expect("parses"),
@@ -1731,6 +1754,7 @@ mod tests {
                 "--token-file",
                 "f",
             ],
+            &["token", "--out", "f", "--json"],
         ] {
             assert_eq!(app(bad).expect_err("refused").exit_code(), 2, "{bad:?}");
         }

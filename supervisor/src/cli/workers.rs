@@ -72,9 +72,18 @@ pub(crate) async fn run(
                 WorkerTokenCommand::Create {
                     labels,
                     ttl,
+                    out,
                     remote,
                 },
-        }) => create_token(&studio(), NewJoinToken { labels, ttl }, &remote).await,
+        }) => {
+            create_token(
+                &studio(),
+                NewJoinToken { labels, ttl },
+                out.as_deref(),
+                &remote,
+            )
+            .await
+        }
         Some(WorkerCommand::List { remote }) => list(&studio(), &remote).await,
         Some(WorkerCommand::Revoke { id, remote }) => revoke(&studio(), &id, &remote).await,
     }
@@ -89,7 +98,12 @@ fn worker_error(e: studio_worker::WorkerError) -> Error {
     }
 }
 
-async fn create_token(home: &Home, request: NewJoinToken, remote: &Remote) -> Result<u8, Error> {
+async fn create_token(
+    home: &Home,
+    request: NewJoinToken,
+    out: Option<&std::path::Path>,
+    remote: &Remote,
+) -> Result<u8, Error> {
     let client = connect(home, remote).await?;
     let created: JoinTokenCreated = match client.post(&format!("{PATH}/tokens"), &request).await {
         Ok(created) => created,
@@ -103,7 +117,7 @@ async fn create_token(home: &Home, request: NewJoinToken, remote: &Remote) -> Re
         print_json(&created)?;
         return Ok(0);
     }
-    outln!("{}", created.token)?;
+    crate::cli::hand_over(&created.token, out)?;
     for line in token_notes(&created, now_ms()) {
         errln!("{line}");
     }

@@ -198,6 +198,28 @@ fn an_app_joins_once_with_its_token_and_is_listed_and_revoked() {
         refused(&unknown, 1).contains("app_not_found"),
         "{unknown:?}"
     );
+
+    // `--out`: the token in a private file, nothing on stdout; it joins by `--token-file`
+    // (in a second home).
+    let handed = app_host.path().join("app.token");
+    let minted = studio.cli(&["app", "token", "--out", &handed.to_string_lossy()]);
+    assert!(minted.status.success(), "{minted:?}");
+    assert_eq!(stdout(&minted), "");
+    assert_eq!(mode(&handed), 0o600);
+    let other = app_host.path().join("other-home");
+    let joined = on_app_host(
+        &other,
+        &[
+            "app",
+            "join",
+            "--server",
+            server,
+            "--token-file",
+            &handed.to_string_lossy(),
+        ],
+    );
+    assert!(joined.status.success(), "{joined:?}");
+    assert_eq!(mode(&other.join("run/app/key.pem")), 0o600);
 }
 
 #[test]
