@@ -143,6 +143,55 @@ impl Accept for UnixListener {
     }
 }
 
+/// The largest request body read whole before any handler sees the request.
+pub const SMALL_BODY: u64 = 64 * 1024;
+
+/// Reads a request's body whole, within `within`, when it declares at most
+/// [`SMALL_BODY`] bytes (the API's JSON bodies): a handler that answers without reading
+/// it (a refusal, a 404) would leave the rest unread, hyper would close the connection
+/// after the answer, and a client that pooled the connection (studio-app's proxy does)
+/// would have its next request fail as unsendable. Larger and unsized bodies stream to
+/// the handler as they come. A body that does not arrive in time or is cut off is
+/// `400 bad_request`, and closes the connection.
+async fn read_small_body(
+    req: http::Request<hyper::body::Incoming>,
+    within: Duration,
+) -> Result<http::Request<axum::body::Body>, axum::response::Response> {
+    use axum::response::IntoResponse;
+    use http_body_util::BodyExt;
+    let small = req
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .is_some_and(|n| n <= SMALL_BODY);
+    if !small {
+        return Ok(req.map(axum::body::Body::new));
+    }
+    let (parts, body) = req.into_parts();
+    let refused = |code, message: &str| {
+        let mut answer = studio_contract::error::ApiError::new(code, message).into_response();
+        answer.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+        answer
+    };
+    match tokio::time::timeout(within, body.collect()).await {
+        Ok(Ok(collected)) => Ok(http::Request::from_parts(
+            parts,
+            axum::body::Body::from(collected.to_bytes()),
+        )),
+        Ok(Err(_)) => Err(refused(
+            studio_contract::error::Code::BadRequest,
+            "the request body was cut off",
+        )),
+        Err(_) => Err(refused(
+            studio_contract::error::Code::BadRequest,
+            "the request body did not arrive in time",
+        )),
+    }
+}
+
 /// Serves `router` on `listener` (over TLS when `tls` is set) until `shutdown` resolves,
 /// then stops accepting and lets every connection finish what it is serving.
 pub async fn serve<L: Accept>(
@@ -178,21 +227,25 @@ pub async fn serve<L: Accept>(
             () = &mut shutdown => break,
         };
         let slot = slots.take();
+        let header_timeout = limits.header_timeout;
         let service = {
             let (router, marker) = (router.clone(), slot.marker());
-            tower::service_fn(move |req| {
+            tower::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let admitted = marker.serving();
                 let router = router.clone();
                 async move {
                     if !admitted {
                         tracing::debug!("request on an evicted connection");
                     }
+                    let req = match read_small_body(req, header_timeout).await {
+                        Ok(req) => req,
+                        Err(answer) => return Ok(answer),
+                    };
                     tower::ServiceExt::oneshot(router, req).await
                 }
             })
         };
         let (tls, builder, watcher) = (tls.clone(), builder.clone(), graceful.watcher());
-        let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
             let evicted = slot.evicted();
             // hyper times a request head out only once it knows the protocol; a connection

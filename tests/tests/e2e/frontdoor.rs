@@ -223,3 +223,61 @@ fn idle_connections_do_not_lock_a_real_request_out() {
         }
     }
 }
+
+/// Reads one HTTP/1.1 answer (head and a `Content-Length` body) from `conn`: its status,
+/// or `None` when the connection closed first.
+fn answer(conn: &mut std::io::BufReader<std::net::TcpStream>) -> Option<u16> {
+    use std::io::{BufRead, Read};
+    let mut status = String::new();
+    if conn.read_line(&mut status).ok()? == 0 {
+        return None;
+    }
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        conn.read_line(&mut line).ok()?;
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().ok()?;
+        }
+    }
+    let mut body = vec![0; length];
+    conn.read_exact(&mut body).ok()?;
+    status.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A refusal answered before its small body arrived leaves the connection usable: a
+/// client that pools it (studio-app's proxy does) sends its next request on it. Were
+/// the body left unread, the listener would close the connection after its answer, and
+/// that next request would fail as unsendable.
+#[test]
+fn a_refusal_before_its_body_arrived_keeps_the_connection() {
+    use std::io::Write;
+    let studio = Studio::start();
+    let token = studio.token();
+    let mut conn = std::net::TcpStream::connect(studio.daemon_addr).expect("connect");
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let head = |path: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+            studio.daemon_addr
+        )
+    };
+    // The head first; the body only once the answer (a 404) could have been sent.
+    conn.write_all(head("/api/tasks/no-such-task/retry").as_bytes())
+        .expect("head");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    conn.write_all(b"{}").expect("body");
+    let mut reader = std::io::BufReader::new(conn.try_clone().expect("clone"));
+    assert_eq!(answer(&mut reader), Some(404));
+    // The same connection again.
+    conn.write_all(format!("{}{{}}", head("/api/tasks/another/retry")).as_bytes())
+        .expect("second request");
+    assert_eq!(answer(&mut reader), Some(404), "the connection was closed");
+}
