@@ -2,7 +2,7 @@
 //! held and let go. studiod and studio-app serve through [`serve`], each with its own
 //! router and front-door layers.
 //!
-//! The threat is any local process: it can open connections and send nothing. Three
+//! The threat is any local process: it can open connections and send nothing. Four
 //! rules keep a real request getting through (docs/ARCHITECTURE.md, "Connections"):
 //!
 //! - [`raise_open_files`] lifts the soft open-file limit to the hard one at start, so the
@@ -13,7 +13,9 @@
 //! - each listener holds at most [`Limits::max_connections`]; at the cap, a newly
 //!   accepted connection evicts the oldest one that has not sent a request yet (a
 //!   completed request head is never cut off), and only when every held connection is
-//!   serving does accept wait for a slot.
+//!   serving does accept wait for a slot;
+//! - a small request body is read whole before any handler runs ([`SMALL_BODY`]), so a
+//!   refusal answered before its body arrived does not cost the connection.
 
 pub mod door;
 mod slots;
