@@ -282,15 +282,6 @@ impl EnrolmentService {
     }
 }
 
-/// A name for listings: printable, at most 64 characters.
-fn clean_name(name: &str, fallback: &str) -> String {
-    let name: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
-    match name.trim() {
-        "" => fallback.to_owned(),
-        name => name.to_owned(),
-    }
-}
-
 fn internal(e: &dyn std::error::Error) -> Status {
     tracing::error!(error = %chain(e), "app enrolment failed");
     Status::internal("studiod could not record this; try again")
@@ -331,7 +322,7 @@ impl Enrolment for EnrolmentService {
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let app = NewApp {
             id: id.clone(),
-            name: clean_name(&body.name, &id),
+            name: crate::workers::clean_name(&body.name, &id),
             cert_sha256: issued.fingerprint.clone(),
             cert_serial: issued.serial.clone(),
             cert_not_after_ms: issued.not_after_ms,

@@ -165,8 +165,8 @@ fn superseded() -> Status {
     )
 }
 
-/// A name for listings: printable, at most 64 characters.
-fn clean_name(name: &str, fallback: &str) -> String {
+/// A name for listings (a worker's, an app's): printable, at most 64 characters.
+pub(crate) fn clean_name(name: &str, fallback: &str) -> String {
     let name: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
     let name = name.trim();
     if name.is_empty() {

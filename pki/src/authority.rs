@@ -187,12 +187,8 @@ impl Authority {
         worker_id: &str,
         valid_for: Duration,
     ) -> Result<Issued, PkiError> {
-        let now = now_ms();
-        let not_after = i64::try_from(valid_for.as_millis())
-            .ok()
-            .and_then(|ms| now.checked_add(ms))
-            .ok_or(PkiError::InvalidValidity)?;
-        self.sign_worker_csr_between(csr_pem, worker_id, now - CLOCK_SKEW_MS, not_after)
+        let (not_before, not_after) = validity_from_now(valid_for)?;
+        self.sign_worker_csr_between(csr_pem, worker_id, not_before, not_after)
     }
 
     /// [`Authority::sign_worker_csr`] with explicit validity bounds (unix ms, rounded down to
@@ -217,12 +213,8 @@ impl Authority {
         app_id: &str,
         valid_for: Duration,
     ) -> Result<Issued, PkiError> {
-        let now = now_ms();
-        let not_after = i64::try_from(valid_for.as_millis())
-            .ok()
-            .and_then(|ms| now.checked_add(ms))
-            .ok_or(PkiError::InvalidValidity)?;
-        self.sign_client_csr(csr_pem, app_id, "app", now - CLOCK_SKEW_MS, not_after)
+        let (not_before, not_after) = validity_from_now(valid_for)?;
+        self.sign_client_csr(csr_pem, app_id, "app", not_before, not_after)
     }
 
     /// A client certificate for `id` (a DNS label), named `<kind>.<id>`.
@@ -323,6 +315,16 @@ fn check_worker_id(id: &str) -> Result<(), PkiError> {
     } else {
         Err(PkiError::InvalidWorkerId(id.to_owned()))
     }
+}
+
+/// A leaf's validity (unix ms): from now, backdated for clock skew, for `valid_for`.
+fn validity_from_now(valid_for: Duration) -> Result<(i64, i64), PkiError> {
+    let now = now_ms();
+    let not_after = i64::try_from(valid_for.as_millis())
+        .ok()
+        .and_then(|ms| now.checked_add(ms))
+        .ok_or(PkiError::InvalidValidity)?;
+    Ok((now - CLOCK_SKEW_MS, not_after))
 }
 
 fn floor_to_second(ms: i64) -> i64 {
