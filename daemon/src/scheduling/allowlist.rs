@@ -65,6 +65,15 @@ impl Scheduler {
         self.reload_allowlist().await
     }
 
+    /// Another member changed the list (or this one listens again after a gap): read
+    /// it again, in turn with this member's own changes.
+    pub(super) async fn allowlist_changed_elsewhere(&self) {
+        let _one = self.allowlist_writes.lock().await;
+        if let Err(error) = self.reload_allowlist().await {
+            tracing::warn!(error = %error, "cannot read the command allow-list again");
+        }
+    }
+
     async fn reload_allowlist(&self) -> Result<(), StoreError> {
         let entries = self.store.allowlist().await?;
         self.allowlist

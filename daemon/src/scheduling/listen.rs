@@ -6,15 +6,19 @@
 //! [`SHARED_IDLE`]); one on the cancel channel (`studio_cancels`) lets a member cancel
 //! a run it runs when a person asked another member; one on the principals channel
 //! (`studio_principals`) hands what other members revoked, re-roled or rotated to the
-//! authority (`Authority::follow_cluster`, which also re-reads each second). A lost connection is made again after a second; whatever was announced
-//! meanwhile is caught by the claimers' slow poll ([`SHARED_IDLE`]) and by the look the
-//! listener takes as soon as it listens again. Nothing of this runs on SQLite.
+//! authority (`Authority::follow_cluster`, which also re-reads each second); one on the
+//! allow-list channel (`studio_allowlist`) makes this member read the command allow-list
+//! again, which it keeps in memory for every check. A lost connection is made again
+//! after a second; whatever was announced meanwhile is caught by the claimers' slow poll
+//! ([`SHARED_IDLE`]) and by the look the listener takes as soon as it listens again (the
+//! work it may have missed, and the allow-list read again). Nothing of this runs on
+//! SQLite.
 
 use std::{sync::Arc, time::Duration};
 
 use super::{
     Scheduler,
-    store::{CANCEL_CHANNEL, CancelAsk, SCHEDULE_CHANNEL, WORK_CHANNEL},
+    store::{ALLOWLIST_CHANNEL, CANCEL_CHANNEL, CancelAsk, SCHEDULE_CHANNEL, WORK_CHANNEL},
 };
 use crate::{error::chain, store::PRINCIPALS_CHANNEL};
 
@@ -52,10 +56,12 @@ impl Scheduler {
                 SCHEDULE_CHANNEL,
                 CANCEL_CHANNEL,
                 PRINCIPALS_CHANNEL,
+                ALLOWLIST_CHANNEL,
             ])
             .await?;
         // What another process announced while this one was not listening.
         self.work_arrived();
+        self.allowlist_changed_elsewhere().await;
         let stop = self.stop.clone();
         loop {
             tokio::select! {
@@ -65,6 +71,10 @@ impl Scheduler {
                         self.schedule_changed(note.payload()).await;
                     } else if note.channel() == CANCEL_CHANNEL {
                         self.cancel_asked(note.payload()).await;
+                    } else if note.channel() == ALLOWLIST_CHANNEL {
+                        if note.payload() != self.store.member() {
+                            self.allowlist_changed_elsewhere().await;
+                        }
                     } else if note.channel() == PRINCIPALS_CHANNEL {
                         // Nobody following (a test's scheduler alone) is fine.
                         let _ = self.identity_notes.send(note.payload().to_owned());

@@ -1,10 +1,15 @@
 //! The command allow-list's SQL: its entries, the one-time seed from
-//! `STUDIO_COMMAND_ALLOWLIST`, and changes (added and removed in one transaction).
+//! `STUDIO_COMMAND_ALLOWLIST`, and changes (added and removed in one transaction, which
+//! on PostgreSQL also tells the other members on [`ALLOWLIST_CHANNEL`]).
 
 use sqlx::Row;
 
 use super::SchedStore;
 use crate::store::StoreError;
+
+/// PostgreSQL's channel on which a member that changed the list tells the others, who
+/// keep it in memory too (payload: the sender's member id); delivered at commit.
+pub(crate) const ALLOWLIST_CHANNEL: &str = "studio_allowlist";
 
 /// Marks the seed as done; written once, at the first start of a `state.db`.
 const SEEDED_FACT: &str = "allowlist_seeded_at_ms";
@@ -88,6 +93,13 @@ impl SchedStore {
             if gone == 1 {
                 removed.push(executable.clone());
             }
+        }
+        if self.url.is_some() && !(added.is_empty() && removed.is_empty()) {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(ALLOWLIST_CHANNEL)
+                .bind(self.member())
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok((added, removed))

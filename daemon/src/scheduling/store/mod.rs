@@ -31,7 +31,7 @@ mod statement;
 mod tasks;
 mod workers;
 
-pub(crate) use allowlist::AllowEntry;
+pub(crate) use allowlist::{ALLOWLIST_CHANNEL, AllowEntry};
 pub(crate) use approvals::{ApprovalFilter, ApprovalRow, Decided, Verdict};
 pub(crate) use audit::{AuditFilter, AuditRow, Note};
 pub(crate) use cluster::{

@@ -296,3 +296,60 @@ fn check_occurrences(id: &str, runs: &[RunListItem], window: Duration) {
         );
     }
 }
+
+/// Each member keeps the command allow-list in memory for its checks: a change made
+/// through one reaches the others at once (PostgreSQL's notification at commit), both
+/// ways; a removal is never honoured by a member that has not heard of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowlist_change_through_one_member_holds_at_every_member() {
+    if !studio_tests::postgres::enabled() {
+        eprintln!("skipped: runs in the PostgreSQL pass of scripts/test");
+        return;
+    }
+    let keeper = TempDir::new("cluster-allow-db");
+    let url = studio_tests::postgres::database_for(keeper.path()).expect("a database");
+    let env = [("STUDIO_COMMAND_ALLOWLIST", "true")];
+    let first = Member::first(&url, &env);
+    let second = Member::joining(&first, &env);
+    let (one, two) = (api_of(&first), api_of(&second));
+    let made = std::sync::atomic::AtomicUsize::new(0);
+    // A schedule running `sleep`, created through the second member: its status.
+    let create = async || {
+        let n = made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let spec = studio_tests::api::command_spec(
+            &format!("nap-{n}"),
+            studio_tests::api::every("1h"),
+            "sleep",
+            &["1"],
+        );
+        two.post("/api/schedules", &spec).await.status
+    };
+    assert_eq!(create().await, 400, "allowed before anyone allowed it");
+
+    let change = |add: &[&str], remove: &[&str]| studio_api::AllowChange {
+        add: add.iter().map(|s| (*s).to_owned()).collect(),
+        remove: remove.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    let reply = one
+        .post("/api/admin/allowlist", &change(&["sleep"], &[]))
+        .await;
+    assert_eq!(reply.status, 200, "{reply}");
+    let started = Instant::now();
+    until("the second member never allowed sleep", WAIT, async || {
+        (create().await == 201).then_some(())
+    })
+    .await;
+    let allowed_in = started.elapsed();
+
+    let reply = one
+        .post("/api/admin/allowlist", &change(&[], &["sleep"]))
+        .await;
+    assert_eq!(reply.status, 200, "{reply}");
+    let started = Instant::now();
+    until("the second member still allows sleep", WAIT, async || {
+        (create().await == 400).then_some(())
+    })
+    .await;
+    let removed_in = started.elapsed();
+    eprintln!("the second member allowed after {allowed_in:?}, refused again after {removed_in:?}");
+}
