@@ -161,6 +161,20 @@ impl Home {
         Ok(fs::read_to_string(path)?.trim().to_owned())
     }
 
+    /// The 32-byte key of the home at `path` as 64 hex digits: read, or made from random
+    /// bytes (0600) when there is none. `true` when it was made here.
+    pub fn key_or_make(path: &Path) -> io::Result<(String, bool)> {
+        match Self::read_secret(path) {
+            Ok(text) => Ok((text, false)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let text = crate::secret::hex(&crate::secret::random_bytes::<32>());
+                Self::write_secret(path, &text)?;
+                Ok((text, true))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Writes a secret file with mode 0600 atomically (temp file, then rename).
     pub fn write_secret(path: &Path, secret: &str) -> io::Result<()> {
         use std::{io::Write, os::unix::fs::OpenOptionsExt};

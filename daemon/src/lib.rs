@@ -194,12 +194,11 @@ fn secrets_key(config: &Config) -> Result<Arc<secrets::Sealer>, DaemonError> {
 /// random bytes (0600, as 64 hex digits).
 fn home_key(path: &std::path::Path, name: &'static str) -> Result<Vec<u8>, DaemonError> {
     let bad = |why: String| DaemonError::Config(ConfigError::Invalid(why));
-    let text = match Home::read_secret(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            let text = secret::hex(&secret::random_bytes::<32>());
-            Home::write_secret(path, &text).map_err(DaemonError::io(name))?;
-            tracing::info!(path = %path.display(), "made a key");
+    let text = match Home::key_or_make(path) {
+        Ok((text, made)) => {
+            if made {
+                tracing::info!(path = %path.display(), "made a key");
+            }
             text
         }
         Err(e) if e.kind() == ErrorKind::PermissionDenied => return Err(bad(e.to_string())),

@@ -17,8 +17,9 @@ use time::OffsetDateTime;
 
 use crate::{PkiError, SERVER_NAME, fingerprint_der, first_cert_der, hex, now_ms, random_bytes};
 
-const CA_KEY_FILE: &str = "ca.key";
-const CA_CERT_FILE: &str = "ca.crt";
+/// The authority's key and certificate, in the directory [`Authority::load_or_create`] keeps.
+pub const CA_KEY_FILE: &str = "ca.key";
+pub const CA_CERT_FILE: &str = "ca.crt";
 const CA_COMMON_NAME: &str = "Studio worker CA";
 
 const MINUTE_MS: i64 = 60 * 1000;

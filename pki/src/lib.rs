@@ -38,7 +38,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-pub use authority::{Authority, Issued, key_and_csr};
+pub use authority::{Authority, CA_CERT_FILE, CA_KEY_FILE, Issued, key_and_csr};
 pub use tls::{
     app_client_configs, apps_listener_server_config, joining_client_config, listener_server_config,
     worker_client_config,
@@ -120,6 +120,22 @@ pub fn first_cert_der(pem: &str) -> Result<Vec<u8>, PkiError> {
         .next()
         .ok_or(PkiError::NoCertificate)?
         .to_vec())
+}
+
+/// How long before its certificate ends an enrolment is renewed rather than kept (`studio
+/// worker join --unless-enrolled`, `studio app join --unless-enrolled`): 30 days.
+pub const RENEW_WITHIN_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+
+/// Whether the first certificate of a PEM text is valid for longer than
+/// [`RENEW_WITHIN_MS`] from now.
+pub fn valid_beyond_renewal(pem: &str) -> Result<bool, PkiError> {
+    let der = first_cert_der(pem)?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| PkiError::BadPem {
+        what: "certificate",
+        detail: e.to_string(),
+    })?;
+    let not_after_ms = cert.validity().not_after.timestamp().saturating_mul(1000);
+    Ok(not_after_ms - now_ms() > RENEW_WITHIN_MS)
 }
 
 /// Every certificate of a PEM text, in order; an error when there is none.

@@ -157,6 +157,10 @@ pub async fn run(cli: Cli, shutdown: impl Future<Output = ()>) -> Result<u8, Err
             command: Some(cli::ClusterCommand::Seed { from }),
             ..
         } => cli::cluster::seed(&home, &from),
+        Command::Cluster {
+            command: Some(cli::ClusterCommand::Init),
+            ..
+        } => cli::cluster::init(&home),
         Command::Epoch {
             command: cli::EpochCommand::Rotate { remote },
         } => cli::cluster::rotate(&home, &remote).await,

@@ -89,6 +89,11 @@ impl WorkerHome {
         self.runs_dir().join(run_id)
     }
 
+    /// Whether this home holds a join (its identity, written after the rest).
+    pub(crate) fn joined(&self) -> bool {
+        self.identity_file().exists()
+    }
+
     /// Who this worker is; a usage error when it never joined.
     pub(crate) fn identity(&self) -> Result<Identity, WorkerError> {
         let path = self.identity_file();

@@ -2,7 +2,10 @@
 //! sent with the one-time token over a connection that pins the authority the token
 //! names, and the certificate studiod issues, kept 0600 in the worker's home.
 
-use std::{fs, path::PathBuf};
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
 
 use studio_proto::worker::v1::{JoinRequest, worker_client::WorkerClient};
 
@@ -28,6 +31,28 @@ pub struct Joined {
     pub worker_id: String,
     pub labels: Vec<String>,
     pub home: PathBuf,
+}
+
+/// This worker home's enrolment with `server`, when it has one whose certificate is valid
+/// for longer than [`studio_pki::RENEW_WITHIN_MS`] (`studio worker join --unless-enrolled`
+/// keeps it and spends no token); `None` when it has none, one with another server, or
+/// one due for renewal. The identity is written last, so a home that has one has the rest.
+pub fn kept(home: &Path, server: &str) -> Result<Option<Joined>, WorkerError> {
+    let home = WorkerHome::new(home);
+    if !home.joined() {
+        return Ok(None);
+    }
+    let identity = home.identity()?;
+    if identity.server != server
+        || !studio_pki::valid_beyond_renewal(&home.read(&home.cert_file())?)?
+    {
+        return Ok(None);
+    }
+    Ok(Some(Joined {
+        worker_id: identity.worker_id,
+        labels: identity.labels,
+        home: home.root().to_path_buf(),
+    }))
 }
 
 /// Enrols this worker with studiod.

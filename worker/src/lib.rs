@@ -25,7 +25,7 @@ use std::{io, path::Path};
 
 pub use config::default_home;
 pub use connect::{CONNECT, channel};
-pub use join::{JoinOptions, Joined, join};
+pub use join::{JoinOptions, Joined, join, kept};
 pub use run::{RunOptions, check, run};
 
 /// The arguments that make the `studio` executable a worker, used again to start it as
@@ -138,6 +138,48 @@ mod tests {
             ["/bin/echo"]
         );
         assert_eq!(allow_list(&dir).expect("read"), ["/bin/echo"]);
+        std::fs::remove_dir_all(dir).expect("clean");
+    }
+
+    /// `--unless-enrolled` keeps an enrolment with the same server whose certificate has
+    /// more than 30 days left, and nothing else.
+    #[test]
+    fn an_enrolment_is_kept_only_with_its_server_and_time_left() {
+        let dir = std::env::temp_dir().join(format!("studio-worker-kept-{}", std::process::id()));
+        let ca = studio_pki::Authority::load_or_create(&dir.join("ca")).expect("CA");
+        let home = home::WorkerHome::new(&dir.join("home"));
+        home.prepare().expect("home");
+        assert!(kept(home.root(), "studiod:8767").expect("read").is_none());
+        let day = 24 * 60 * 60 * 1000;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as i64;
+        let store = |days_left: i64| {
+            let (key, csr) = studio_pki::key_and_csr("w").expect("key");
+            let cert = ca
+                .sign_worker_csr_between(&csr, "w1", now - day, now + days_left * day)
+                .expect("signed");
+            let identity = home::Identity {
+                server: "studiod:8767".into(),
+                worker_id: "w1".into(),
+                name: "w".into(),
+                labels: vec!["pool".into()],
+            };
+            home.store_join(&identity, &key, &cert.cert_pem, ca.cert_pem())
+                .expect("stored");
+        };
+        store(300);
+        let joined = kept(home.root(), "studiod:8767")
+            .expect("read")
+            .expect("kept");
+        assert_eq!(
+            (joined.worker_id.as_str(), joined.labels),
+            ("w1", vec!["pool".to_owned()])
+        );
+        assert!(kept(home.root(), "elsewhere:8767").expect("read").is_none());
+        store(10);
+        assert!(kept(home.root(), "studiod:8767").expect("read").is_none());
         std::fs::remove_dir_all(dir).expect("clean");
     }
 }

@@ -201,6 +201,15 @@ fn resolve(apps: &[EnrolledApp], given: &str) -> Result<String, Error> {
 
 /// `studio app join`: enrols the studio-app of `home` with the studiod at `--server`.
 async fn join(home: &Home, args: AppJoinArgs) -> Result<u8, Error> {
+    if args.unless_enrolled
+        && let Some(id) = kept(home)?
+    {
+        outln!(
+            "kept the enrolment as app {id} in {} (its certificate is valid for more than 30 days); the token was not used",
+            home.app_tls_dir().display()
+        )?;
+        return Ok(0);
+    }
     let token = studio_pki::JoinToken::parse(&args.token.read()?)
         .map_err(|e| Error::Usage(format!("--token: {e} (`studio app token` makes one)")))?;
     let server = server_addr(&args.server)?;
@@ -299,6 +308,29 @@ fn prepare(home: &Home) -> Result<(), Error> {
         .create(&dir)
         .map_err(fail)?;
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).map_err(fail)
+}
+
+/// The home's app id, when it holds an enrolment whose certificate is valid for longer
+/// than [`studio_pki::RENEW_WITHIN_MS`] (the id is written last: a home with one has the
+/// rest).
+fn kept(home: &Home) -> Result<Option<String>, Error> {
+    let id = match Home::read_secret(&home.app_id_file()) {
+        Ok(id) if !id.is_empty() => id,
+        Ok(_) => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(Error::io(
+                format!("cannot read {}", home.app_id_file().display()),
+                e,
+            ));
+        }
+    };
+    let path = home.app_cert_file();
+    let cert = Home::read_secret(&path)
+        .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+    let valid = studio_pki::valid_beyond_renewal(&cert)
+        .map_err(|e| Error::Failed(format!("{}: {e}", path.display())))?;
+    Ok(valid.then_some(id))
 }
 
 /// Writes the enrolment into `run/app/`, each file 0600. The id goes last, and an earlier
@@ -468,6 +500,7 @@ mod tests {
                 token_file: None,
             },
             name: None,
+            unless_enrolled: false,
         };
         let good = studio_pki::JoinToken::generate(&"ab".repeat(32))
             .expect("token")
@@ -528,6 +561,49 @@ mod tests {
             .filter(|n| n.ends_with(".tmp"))
             .collect();
         assert!(names.is_empty(), "temporary files left: {names:?}");
+    }
+
+    /// `--unless-enrolled` keeps an enrolment with more than 30 days left, spending no
+    /// token (none is even read); one closer to its end is renewed.
+    #[tokio::test]
+    async fn an_enrolment_with_time_left_is_kept() {
+        let dir = TestDir::new("app-kept");
+        let home = Home::new(dir.path().join("home"));
+        let ca = studio_pki::Authority::load_or_create(&dir.path().join("ca")).expect("CA");
+        let enrol = |days: u64| {
+            let (key, csr) = studio_pki::key_and_csr("app").expect("key");
+            let cert = ca
+                .sign_app_csr(
+                    &csr,
+                    "app-1",
+                    std::time::Duration::from_secs(days * 24 * 60 * 60),
+                )
+                .expect("signed");
+            let reply = AppJoinReply {
+                app_id: "app-1".into(),
+                cert_pem: cert.cert_pem,
+                ca_pem: ca.cert_pem().to_owned(),
+                not_after_ms: cert.not_after_ms,
+            };
+            prepare(&home).expect("prepare");
+            keep(&home, &reply, &key).expect("keep");
+        };
+        assert_eq!(kept(&home).expect("read"), None);
+        // No token at all, and no studiod: a kept enrolment needs neither.
+        let args = AppJoinArgs {
+            server: "127.0.0.1:1".into(),
+            token: crate::cli::JoinTokenArg {
+                token: None,
+                token_file: Some(dir.path().join("no-such-token")),
+            },
+            name: None,
+            unless_enrolled: true,
+        };
+        enrol(300);
+        assert_eq!(kept(&home).expect("read").as_deref(), Some("app-1"));
+        assert_eq!(join(&home, args).await.expect("kept"), 0);
+        enrol(10);
+        assert_eq!(kept(&home).expect("read"), None);
     }
 
     #[test]

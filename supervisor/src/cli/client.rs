@@ -11,7 +11,7 @@ use std::{io, time::Duration};
 
 use reqwest::{Method, StatusCode, redirect::Policy};
 use serde::{Serialize, de::DeserializeOwned};
-use studio_api::ErrorBody;
+use studio_api::{ErrorBody, Health};
 use studio_contract::home::Home;
 
 use crate::{
@@ -26,6 +26,8 @@ pub(crate) const DEFAULT_DAEMON: &str = "http://127.0.0.1:8766";
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound on asking the home's supervisor where its daemon listens.
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often `--wait-for-studiod` tries studiod again.
+const WAIT_STEP: Duration = Duration::from_millis(250);
 
 /// Where the token came from, so a refusal can say which one to fix.
 #[derive(Debug, Clone)]
@@ -36,7 +38,28 @@ enum TokenSource {
 
 /// The client for a command's `--daemon` (see [`Client::connect`]).
 pub(crate) async fn connect(home: &Home, remote: &Remote) -> Result<Client, Error> {
-    Client::connect(home, remote.daemon.as_deref()).await
+    let Some(secs) = remote.wait_for_studiod else {
+        return Client::connect(home, remote.daemon.as_deref()).await;
+    };
+    // `--wait-for-studiod`: a studiod starting beside this command has no token in its
+    // home yet, or does not accept connections yet; both are failures worth another try
+    // until the deadline. Anything else (a bad URL, an API's refusal) is final at once.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let attempt = match Client::connect(home, remote.daemon.as_deref()).await {
+            Ok(client) => client.get::<Health>("/health").await.map(|_| client),
+            Err(e) => Err(e),
+        };
+        match attempt {
+            Err(Error::Failed(_)) if tokio::time::Instant::now() + WAIT_STEP < deadline => {
+                tokio::time::sleep(WAIT_STEP).await;
+            }
+            Err(Error::Failed(why)) => {
+                return Err(Error::Failed(format!("after waiting {secs} s: {why}")));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// studiod's API at one origin, with one token.
@@ -499,6 +522,61 @@ mod tests {
         assert!(!err.to_string().contains("stk_secret"), "{err}");
         let reached = tokio::time::timeout(Duration::from_millis(300), elsewhere.accept()).await;
         assert!(reached.is_err(), "the redirect was followed");
+    }
+
+    /// `--wait-for-studiod`: no token yet and nobody listening are tried again until studiod
+    /// answers; past the deadline the error says it waited.
+    #[tokio::test]
+    async fn wait_tries_again_until_studiod_answers() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let dir = crate::testdir::TestDir::new("cli-wait");
+        let home = Home::new(dir.path().join("home"));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind")
+            .port();
+        let remote = move |secs| Remote {
+            daemon: Some(format!("http://127.0.0.1:{port}")),
+            wait_for_studiod: Some(secs),
+            ..Remote::default()
+        };
+        let started = tokio::time::Instant::now();
+        let Err(err) = connect(&home, &remote(1)).await else {
+            panic!("connected to nothing");
+        };
+        assert!(
+            err.to_string().starts_with("after waiting 1 s: no token"),
+            "{err}"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(750));
+
+        // The token, then studiod, arrive while it waits.
+        let waiting = {
+            let home = home.clone();
+            tokio::spawn(async move { connect(&home, &remote(30)).await.map(|c| c.origin) })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        home.prepare().expect("home");
+        Home::write_secret(&home.token_file(), "stk_waited").expect("token");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "connected before studiod listened");
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .expect("the port again");
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let body = r#"{"status":"ok"}"#;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(reply.as_bytes()).await;
+            }
+        });
+        let origin = waiting.await.expect("joined").expect("connected");
+        assert_eq!(origin, format!("http://127.0.0.1:{port}"));
     }
 
     /// An origin that answers every request with `status` and the JSON `body`.

@@ -60,6 +60,59 @@ impl Kind {
     }
 }
 
+/// `studio cluster init`: makes [`SHARED`] in `home` where missing (keys as studiod makes
+/// them, the authority by [`studio_pki::Authority::load_or_create`]), refusing a running
+/// studiod, which may be making them at the same time.
+pub(crate) fn init(home: &Home) -> Result<u8, Error> {
+    let ca_dir = home.run_dir().join("ca");
+    let mut missing = false;
+    for path in [
+        home.evidence_key_file(),
+        home.secrets_key_file(),
+        ca_dir.join(studio_pki::CA_CERT_FILE),
+    ] {
+        missing |= !path
+            .try_exists()
+            .map_err(|e| Error::io(format!("cannot look for {}", path.display()), e))?;
+    }
+    // With everything there this only reads (safe beside a running studiod, as a compose
+    // file's one-shot at every start); making is not, as studiod may be making them too.
+    if missing && daemon_running(home)? {
+        return Err(Error::Failed(
+            "studiod runs in this home and makes what it lacks itself: run `studio cluster init` before it first starts".into(),
+        ));
+    }
+    home.prepare()
+        .map_err(|e| Error::io("cannot prepare the home", e))?;
+    let mut made = Vec::new();
+    for (path, name) in [
+        (home.evidence_key_file(), "evidence.key"),
+        (home.secrets_key_file(), "secrets.key"),
+    ] {
+        let (_, fresh) = Home::key_or_make(&path)
+            .map_err(|e| Error::io(format!("cannot make {}", path.display()), e))?;
+        if fresh {
+            made.push(name);
+        }
+    }
+    let had_ca = ca_dir
+        .join(studio_pki::CA_CERT_FILE)
+        .try_exists()
+        .map_err(|e| Error::io(format!("cannot look in {}", ca_dir.display()), e))?;
+    studio_pki::Authority::load_or_create(&ca_dir)
+        .map_err(|e| Error::Failed(format!("cannot set up the authority in run/ca: {e}")))?;
+    if !had_ca {
+        made.push("the authority in ca/");
+    }
+    let what = if made.is_empty() {
+        "nothing made, all there already".to_owned()
+    } else {
+        format!("made {}", made.join(", "))
+    };
+    outln!("{}: {what}", home.run_dir().display())?;
+    Ok(0)
+}
+
 /// `studio cluster seed --from DIR`: copies [`SHARED`] from `from` into `home` (0600
 /// files in 0700 directories), leaving files already the same and refusing, before any
 /// is written, a different one or a running studiod.
@@ -67,11 +120,6 @@ pub(crate) fn seed(home: &Home, from: &Path) -> Result<u8, Error> {
     let source = Home::new(from);
     if source.root() == home.root() {
         return Err(Error::Usage("--from names this very home".into()));
-    }
-    if daemon_running(home)? {
-        return Err(Error::Failed(
-            "studiod runs in this home: seed a home before its studiod first starts".into(),
-        ));
     }
     let mut copies = Vec::new();
     for (name, kind) in SHARED {
@@ -97,6 +145,13 @@ pub(crate) fn seed(home: &Home, from: &Path) -> Result<u8, Error> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => copies.push((dst, kind.text(&text))),
             Err(e) => return Err(Error::io(format!("cannot read {}", dst.display()), e)),
         }
+    }
+    // Seeding again is a no-op, safe beside a running studiod (a compose file's one-shot
+    // runs at every start); writing is not: it read its keys when it started.
+    if !copies.is_empty() && daemon_running(home)? {
+        return Err(Error::Failed(
+            "studiod runs in this home: seed a home before its studiod first starts".into(),
+        ));
     }
     home.prepare()
         .map_err(|e| Error::io("cannot prepare the home", e))?;
@@ -295,17 +350,71 @@ mod tests {
         let err = seed(&fresh, fresh.root()).expect_err("itself");
         assert_eq!(err.exit_code(), 2);
 
-        // Never under a running studiod (it read its keys at start).
+        // Never writing under a running studiod (it read its keys at start)...
         let running = Home::new(dir.path().join("running"));
         running.prepare().expect("home");
-        let lock = std::fs::File::create(running.daemon_lock_file()).expect("lock file");
-        lock.lock().expect("held as studiod holds it");
+        let _lock = hold_daemon_lock(&running);
         let err = seed(&running, member.root()).expect_err("refused");
         assert!(
             err.to_string().contains("studiod runs in this home"),
             "{err}"
         );
         assert!(!running.evidence_key_file().exists());
+        // ...but seeding again with nothing to write is fine beside it.
+        let _lock = hold_daemon_lock(&fresh);
+        assert_eq!(seed(&fresh, member.root()).expect("a no-op"), 0);
+    }
+
+    /// Holds `home`'s `run/daemon.lock` as a running studiod does.
+    fn hold_daemon_lock(home: &Home) -> std::fs::File {
+        let lock = std::fs::File::create(home.daemon_lock_file()).expect("lock file");
+        lock.lock().expect("held as studiod holds it");
+        lock
+    }
+
+    #[test]
+    fn init_makes_what_members_share_once_and_keeps_it() {
+        let dir = TestDir::new("cluster-init");
+        let home = Home::new(dir.path().join("first"));
+        // Part of it there already (a key of its own): kept, the rest made.
+        home.prepare().expect("home");
+        Home::write_secret(&home.secrets_key_file(), &"d4".repeat(32)).expect("key");
+        assert_eq!(init(&home).expect("made"), 0);
+        assert_eq!(
+            Home::read_secret(&home.secrets_key_file()).expect("key"),
+            "d4".repeat(32)
+        );
+        let evidence = Home::read_secret(&home.evidence_key_file()).expect("made");
+        assert_eq!(evidence.len(), 64, "{evidence}");
+        for name in ["run/evidence.key", "run/ca/ca.key"] {
+            assert_eq!(mode(&home.root().join(name)), 0o600, "{name}");
+        }
+        let ca = studio_pki::Authority::load_or_create(&home.run_dir().join("ca")).expect("CA");
+
+        // Again, even beside a running studiod: nothing changes.
+        let _lock = hold_daemon_lock(&home);
+        assert_eq!(init(&home).expect("a no-op"), 0);
+        assert_eq!(
+            Home::read_secret(&home.evidence_key_file()).expect("key"),
+            evidence
+        );
+        let again = studio_pki::Authority::load_or_create(&home.run_dir().join("ca")).expect("CA");
+        assert_eq!(again.fingerprint(), ca.fingerprint());
+        // A second home seeds from it.
+        let second = Home::new(dir.path().join("second"));
+        assert_eq!(seed(&second, home.root()).expect("seeded"), 0);
+
+        // Something missing beside a running studiod: refused, nothing made.
+        let running = Home::new(dir.path().join("running"));
+        running.prepare().expect("home");
+        let _lock = hold_daemon_lock(&running);
+        let err = init(&running).expect_err("refused");
+        assert!(
+            err.to_string().contains("studiod runs in this home"),
+            "{err}"
+        );
+        assert!(!running.evidence_key_file().exists());
+        assert!(!running.run_dir().join("ca").exists());
     }
 
     fn member(id: &str, state: &str, seen: &str) -> ClusterMember {

@@ -52,7 +52,7 @@ async fn export(home: &Home, since: Option<String>, daemon: Option<String>) -> R
     }
     let remote = Remote {
         daemon,
-        json: false,
+        ..Remote::default()
     };
     let client = connect(home, &remote).await?;
     let path = match &since {

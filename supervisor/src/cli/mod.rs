@@ -378,6 +378,11 @@ pub struct AppJoinArgs {
     /// A name for this app in `studio app list` (default: this host's name).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Keep this home's enrolment when it has one (with this server, for a worker) valid
+    /// for more than 30 more days, without reading or spending the token: a join that runs
+    /// at every start, as in a compose file, enrols once.
+    #[arg(long)]
+    pub unless_enrolled: bool,
 }
 
 /// `studio worker`: a subcommand, or none to run this machine's worker.
@@ -539,6 +544,11 @@ pub struct WorkerJoinArgs {
     /// name).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Keep this home's enrolment when it has one (with this server, for a worker) valid
+    /// for more than 30 more days, without reading or spending the token: a join that runs
+    /// at every start, as in a compose file, enrols once.
+    #[arg(long)]
+    pub unless_enrolled: bool,
     #[command(flatten)]
     pub home: WorkerHome,
 }
@@ -687,6 +697,11 @@ pub struct ApprovalsArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
+    /// Make what every member shares (`run/evidence.key`, `run/secrets.key` and the
+    /// authority in `run/ca/`) in this home, keeping any already there, before its studiod
+    /// first starts: the first member's home, which `seed --from` then copies (a container
+    /// has no shell to wait for a studiod to make them).
+    Init,
     /// Ready this home to join a cluster: copy what every member must share from a
     /// member's home (`run/evidence.key`, `run/secrets.key` and the authority in
     /// `run/ca/`), before this home's studiod first starts. Files already the same are
@@ -984,6 +999,10 @@ pub struct Remote {
     /// The API's JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Wait up to SECS for studiod to answer (one starting beside this command, as a
+    /// compose file's one-shot services do) instead of failing at once.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub wait_for_studiod: Option<u64>,
 }
 
 #[derive(Debug, Args)]

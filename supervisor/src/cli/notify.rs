@@ -623,10 +623,7 @@ mod tests {
             endpoint: endpoint.map(str::to_owned),
             status,
             limit: 20,
-            remote: Remote {
-                daemon: None,
-                json: false,
-            },
+            remote: Remote::default(),
         };
         assert_eq!(
             deliveries_path(&args(None, None, None)),

@@ -293,6 +293,18 @@ fn resolve(workers: &[Worker], given: &str) -> Result<String, Error> {
 }
 
 async fn join(home: PathBuf, args: WorkerJoinArgs) -> Result<u8, Error> {
+    if args.unless_enrolled
+        && let Some(kept) = studio_worker::kept(&home, &args.server).map_err(worker_error)?
+    {
+        outln!("{}", kept.worker_id)?;
+        errln!(
+            "kept the enrolment as worker {} with {} in {} (its certificate is valid for more than 30 days); the token was not used",
+            kept.worker_id,
+            args.server,
+            kept.home.display()
+        );
+        return Ok(0);
+    }
     let options = studio_worker::JoinOptions {
         server: args.server,
         token: args.token.read()?,
