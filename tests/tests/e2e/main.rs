@@ -12,6 +12,7 @@ mod cockpit_home;
 mod cockpit_phone;
 mod cockpit_runs;
 mod cockpit_tasks;
+mod container;
 mod contract;
 mod declarations;
 mod evidence;
