@@ -714,7 +714,7 @@ pub const ROUTES: &[Route<Op>] = &[
     },
     Route {
         query: LOG_PARAMS,
-        errors: &[Code::RunNotFound, Code::BadRequest],
+        errors: &[Code::RunNotFound, Code::BadRequest, Code::OutputElsewhere],
         ..route(
             Op::RunLog,
             "run_log",

@@ -100,6 +100,7 @@ codes! {
     PlanHasErrors = "plan_has_errors" => CONFLICT,
     NotRunning = "not_running" => CONFLICT,
     Busy = "busy" => CONFLICT,
+    OutputElsewhere = "output_elsewhere" => CONFLICT,
     MethodNotAllowed = "method_not_allowed" => METHOD_NOT_ALLOWED,
     PayloadTooLarge = "payload_too_large" => PAYLOAD_TOO_LARGE,
     UnsupportedMediaType = "unsupported_media_type" => UNSUPPORTED_MEDIA_TYPE,

@@ -252,16 +252,15 @@ pub(crate) async fn log(
             ));
         }
     };
-    if state
+    let Some(run) = state
         .scheduler
         .reads()
         .run(&id)
         .await
         .map_err(store_error)?
-        .is_none()
-    {
+    else {
         return Err(run_not_found());
-    }
+    };
     // The id came from the store, so it names a folder of ours, not a path of the caller's.
     let path = state.scheduler.run_log(&id, stream);
     let offset = q.offset.unwrap_or(0);
@@ -280,7 +279,10 @@ pub(crate) async fn log(
             }
             (size, buf)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0, Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            output_elsewhere(&state, run.member_id.as_deref()).await?;
+            (0, Vec::new())
+        }
         Err(e) => {
             return Err(ApiError::new(
                 Code::Internal,
@@ -297,6 +299,31 @@ pub(crate) async fn log(
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert("x-studio-log-size", HeaderValue::from(size));
     Ok(response)
+}
+
+/// On a shared database a run's output is kept in the home of the member that ran it
+/// (for a worker's attempt, the member the worker streamed it to): asked through another
+/// member, say which one holds it rather than answer an empty log.
+async fn output_elsewhere(state: &ApiState, member: Option<&str>) -> Result<(), ApiError> {
+    let reads = state.scheduler.reads();
+    let Some(member) = member.filter(|m| *m != reads.member()) else {
+        return Ok(());
+    };
+    if reads.shared_url().is_none() {
+        return Ok(());
+    }
+    let cluster = reads.cluster().await.map_err(store_error)?;
+    let host = cluster
+        .members
+        .iter()
+        .find(|m| m.id == member)
+        .map_or_else(|| "a host no longer listed".to_owned(), |m| m.host.clone());
+    Err(ApiError::new(
+        Code::OutputElsewhere,
+        format!(
+            "this run's output is kept by member {member} on {host}: read it through that              member's API or studio-app (`studio cluster` lists the members)"
+        ),
+    ))
 }
 
 /// Cancelling a run another session asked for is destructive: from a browser it needs

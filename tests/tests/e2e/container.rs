@@ -386,6 +386,18 @@ fn compose_runs_two_studiod_an_app_and_two_workers_and_survives_a_member() {
         "{}",
         text(&out)
     );
+    // The other member says who holds it.
+    let other = if holder == "studiod-1" {
+        "studiod-2"
+    } else {
+        "studiod-1"
+    };
+    let out = project.studio(other, &["task", "logs", &task.id]);
+    assert!(
+        !out.status.success() && text(&out).contains("output is kept by member"),
+        "{}",
+        text(&out)
+    );
 
     // The leader dies: the other member leads, and the app admits the same browser
     // through whichever answers.

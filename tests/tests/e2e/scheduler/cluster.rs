@@ -299,9 +299,11 @@ fn check_occurrences(id: &str, runs: &[RunListItem], window: Duration) {
 
 /// Each member keeps the command allow-list in memory for its checks: a change made
 /// through one reaches the others at once (PostgreSQL's notification at commit), both
-/// ways; a removal is never honoured by a member that has not heard of it.
+/// ways; a removal is never honoured by a member that has not heard of it. A run's
+/// output is kept by the member that ran it: the other says which member that is
+/// (`409 output_elsewhere`) rather than answer an empty log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_allowlist_change_through_one_member_holds_at_every_member() {
+async fn an_allowlist_change_holds_at_every_member_and_output_says_where_it_is() {
     if !studio_tests::postgres::enabled() {
         eprintln!("skipped: runs in the PostgreSQL pass of scripts/test");
         return;
@@ -352,4 +354,18 @@ async fn an_allowlist_change_through_one_member_holds_at_every_member() {
     .await;
     let removed_in = started.elapsed();
     eprintln!("the second member allowed after {allowed_in:?}, refused again after {removed_in:?}");
+
+    // A run by hand through the first member, run by whichever member claims it.
+    let spec = studio_tests::api::command_spec("say", studio_tests::api::every("1h"), "true", &[]);
+    let (_, run) = one.create_and_trigger(&spec).await;
+    one.finished(&run).await;
+    let answers = [one.log(&run, "").await, two.log(&run, "").await];
+    let (held, elsewhere): (Vec<_>, Vec<_>) = answers.iter().partition(|(s, ..)| *s == 200);
+    assert_eq!((held.len(), elsewhere.len()), (1, 1), "{answers:?}");
+    let (status, _, body) = elsewhere[0];
+    assert_eq!(*status, 409);
+    let error: studio_api::ErrorBody = serde_json::from_slice(body).expect("an error body");
+    assert_eq!(error.code, Code::OutputElsewhere, "{error:?}");
+    let holder = if answers[0].0 == 200 { &first } else { &second };
+    assert!(error.message.contains(&holder.id()), "{error:?}");
 }
