@@ -189,6 +189,9 @@ pub struct Route<O: 'static> {
     /// The codes this route's own handler can answer with; the front door's are added by
     /// [`Route::codes`].
     pub errors: &'static [Code],
+    /// The length of `path` before its first `{`, found once: requests are matched
+    /// against every route, and most differ there.
+    pub(crate) literal: usize,
 }
 
 impl<O> Route<O> {
@@ -220,6 +223,7 @@ impl<O> Route<O> {
             takes: Takes::Nothing,
             gives,
             errors: &[],
+            literal: literal_len(path),
         }
     }
 
@@ -266,22 +270,59 @@ impl<O> Route<O> {
     /// Whether `path` (no query) names this route's template: same segments, a `{…}`
     /// segment matching any one non-empty segment.
     pub fn matches(&self, path: &str) -> bool {
-        template_matches(self.path, path)
+        matches_after(self.path, self.literal, path)
     }
+}
+
+/// A path template with its literal prefix measured once, for matching on every request.
+#[derive(Debug, Clone, Copy)]
+pub struct Template {
+    path: &'static str,
+    literal: usize,
+}
+
+impl Template {
+    pub const fn new(path: &'static str) -> Self {
+        Self {
+            path,
+            literal: literal_len(path),
+        }
+    }
+
+    /// As [`template_matches`].
+    pub fn matches(&self, path: &str) -> bool {
+        matches_after(self.path, self.literal, path)
+    }
+}
+
+/// The length of `template` before its first `{` (all of it when it has none).
+const fn literal_len(template: &str) -> usize {
+    let bytes = template.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'{' {
+            return i;
+        }
+        i += 1;
+    }
+    bytes.len()
 }
 
 /// Whether `path` fits `template` segment by segment.
 pub fn template_matches(template: &str, path: &str) -> bool {
-    // Every request is matched against every route: reject on the literal prefix (most
-    // templates differ there) before splitting anything.
-    let literal = template.find('{').map_or(template, |i| &template[..i]);
-    let Some(rest) = path.strip_prefix(literal) else {
+    matches_after(template, literal_len(template), path)
+}
+
+/// [`template_matches`] with the template's literal prefix already measured: reject on
+/// that prefix before splitting anything.
+fn matches_after(template: &str, literal: usize, path: &str) -> bool {
+    let Some(rest) = path.strip_prefix(&template[..literal]) else {
         return false;
     };
-    if literal.len() == template.len() {
+    if literal == template.len() {
         return rest.is_empty();
     }
-    let mut want = template[literal.len()..].split('/');
+    let mut want = template[literal..].split('/');
     let mut have = rest.split('/');
     loop {
         match (want.next(), have.next()) {

@@ -90,21 +90,32 @@ pub fn base64url(bytes: &[u8]) -> String {
 /// The key a supervisor launch shares with both children: it authenticates studio-app
 /// to the verifier and signs the origin the app forwards to the daemon.
 #[derive(Clone)]
-pub struct AppKey([u8; 32]);
+pub struct AppKey {
+    bytes: [u8; 32],
+    /// The HMAC key's padded states, made once: every forwarded request is signed.
+    hmac: hmac::Key,
+}
 
 impl AppKey {
     pub fn generate() -> Self {
-        Self(random_bytes())
+        Self::from_bytes(random_bytes())
+    }
+
+    fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self {
+            hmac: hmac::Key::new(hmac::HMAC_SHA256, &bytes),
+            bytes,
+        }
     }
 
     /// Parses the 64-hex-digit form handed to the children.
     pub fn from_hex(s: &str) -> Option<Self> {
         let bytes = unhex(s.trim())?;
-        Some(Self(bytes.try_into().ok()?))
+        Some(Self::from_bytes(bytes.try_into().ok()?))
     }
 
     pub fn to_hex(&self) -> String {
-        hex(&self.0)
+        hex(&self.bytes)
     }
 
     /// Constant-time check of a presented key (hex form).
@@ -114,12 +125,12 @@ impl AppKey {
 
     /// HMAC-SHA256 of `message` under this key.
     pub fn sign(&self, message: &[u8]) -> hmac::Tag {
-        hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &self.0), message)
+        hmac::sign(&self.hmac, message)
     }
 
     /// Constant-time verification of an HMAC-SHA256 tag.
     pub fn verify(&self, message: &[u8], tag: &[u8]) -> bool {
-        hmac::verify(&hmac::Key::new(hmac::HMAC_SHA256, &self.0), message, tag).is_ok()
+        hmac::verify(&self.hmac, message, tag).is_ok()
     }
 }
 

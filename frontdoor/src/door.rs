@@ -102,10 +102,39 @@ impl<S: Stage> Door<S> {
     where
         T: Clone + Send + Sync + 'static,
     {
-        router.layer(from_fn_with_state(self, enter::<S>))
+        router.layer(from_fn_with_state(self, guarded::<S>))
     }
 
-    async fn answer(&self, mut req: Request, next: Next) -> Response {
+    /// The whole door for `req`, in its request span: `next` answers what it lets in.
+    /// [`Door::guard`] puts it in front of a router; a process may also call it from a
+    /// service of its own (studio-app forwards to studiod this way, past its router).
+    pub async fn enter<F, Fut>(&self, req: Request, next: F) -> Response
+    where
+        F: FnOnce(Request) -> Fut,
+        Fut: Future<Output = Response>,
+    {
+        let span = tracing::info_span!(
+            "request",
+            method = req.method().as_str(),
+            path = req.uri().path(),
+            status = tracing::field::Empty,
+            principal = tracing::field::Empty,
+        );
+        async move {
+            let response = self.answer(req, next).await;
+            tracing::Span::current().record("status", response.status().as_u16());
+            tracing::debug!("answered");
+            response
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn answer<F, Fut>(&self, mut req: Request, next: F) -> Response
+    where
+        F: FnOnce(Request) -> Fut,
+        Fut: Future<Output = Response>,
+    {
         if !self.hosts.accepts_request(req.headers(), req.uri()) {
             let refusal = ApiError::new(Code::InvalidHost, "host not allowed");
             return after_body(req, refusal.into_response()).await;
@@ -144,31 +173,18 @@ impl<S: Stage> Door<S> {
         }
         req.extensions_mut().insert(RequestOrigin(origin));
         let response = match self.stage.admit(req).await {
-            Ok(req) => next.run(req).await,
+            Ok(req) => next(req).await,
             Err((refusal, req)) => after_body(req, refusal).await,
         };
         with_cors_maybe(response, cors)
     }
 }
 
-/// One span per request (the path only: a query string could carry anything); the stage
-/// records `principal` once it knows who is calling.
-async fn enter<S: Stage>(State(door): State<Arc<Door<S>>>, req: Request, next: Next) -> Response {
-    let span = tracing::info_span!(
-        "request",
-        method = req.method().as_str(),
-        path = req.uri().path(),
-        status = tracing::field::Empty,
-        principal = tracing::field::Empty,
-    );
-    async move {
-        let response = door.answer(req, next).await;
-        tracing::Span::current().record("status", response.status().as_u16());
-        tracing::debug!("answered");
-        response
-    }
-    .instrument(span)
-    .await
+/// The door as a router's outermost layer. One span per request (the path only: a query
+/// string could carry anything); the stage records `principal` once it knows who is
+/// calling.
+async fn guarded<S: Stage>(State(door): State<Arc<Door<S>>>, req: Request, next: Next) -> Response {
+    door.enter(req, |req| next.run(req)).await
 }
 
 fn origin_not_allowed() -> ApiError {

@@ -20,7 +20,7 @@
 pub mod door;
 mod slots;
 
-use std::{future::Future, io, time::Duration};
+use std::{convert::Infallible, future::Future, io, time::Duration};
 
 use axum::{
     Router, http,
@@ -194,15 +194,27 @@ async fn read_small_body(
     }
 }
 
-/// Serves `router` on `listener` (over TLS when `tls` is set) until `shutdown` resolves,
-/// then stops accepting and lets every connection finish what it is serving.
-pub async fn serve<L: Accept>(
+/// Serves `router` (an axum router, or any service that answers every request) on
+/// `listener` (over TLS when `tls` is set) until `shutdown` resolves, then stops
+/// accepting and lets every connection finish what it is serving.
+pub async fn serve<L: Accept, S>(
     listener: L,
     tls: Option<TlsAcceptor>,
-    router: Router,
+    router: S,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
-) -> io::Result<()> {
+) -> io::Result<()>
+where
+    S: tower::Service<
+            http::Request<axum::body::Body>,
+            Response = axum::response::Response,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send,
+{
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder

@@ -24,15 +24,20 @@ use crate::{cookie, frontdoor::Admitted, proxy::too_large, state::AppState};
 /// The fallback route: a path studiod serves (its route inventory says so) is proxied with
 /// whatever method it came with; every other path is the same JSON 404 studiod gives.
 pub(crate) async fn route(State(state): State<AppState>, req: Request) -> Response {
-    let path = req.uri().path().to_owned();
-    if !studio_api::routes::proxied(&path) {
+    if !studio_api::routes::proxied(req.uri().path()) {
         return ApiError::no_such_path().into_response();
     }
-    let Some(admitted) = req.extensions().get::<Admitted>().cloned() else {
+    forward(state, req).await
+}
+
+/// Sends an admitted request for a path studiod serves upstream, and gives its answer.
+pub(crate) async fn forward(state: AppState, mut req: Request) -> Response {
+    let Some(admitted) = req.extensions_mut().remove::<Admitted>() else {
         // The admission layer runs before every daemon-owned path; fail closed regardless.
         return ApiError::new(Code::Unauthorized, "not admitted").into_response();
     };
-    let method = req.method().clone();
+    let revoking = revokes(req.method(), req.uri().path());
+    let disconnect = revoking && req.uri().path() == DISCONNECT;
     // studiod would refuse it anyway: answer it here, before a byte goes upstream, rather
     // than have a cut-off upload look like a daemon that went away.
     let declared = req
@@ -51,10 +56,10 @@ pub(crate) async fn route(State(state): State<AppState>, req: Request) -> Respon
         Ok(response) => response,
         Err(e) => return e.into_response(),
     };
-    if response.status().is_success() && revokes(&method, &path) {
+    if response.status().is_success() && revoking {
         // Don't wait for the Watch event: the next request must already be refused.
         state.verifier.invalidate();
-        if path == "/api/studio/disconnect" {
+        if disconnect {
             response.headers_mut().append(
                 header::SET_COOKIE,
                 cookie::clear_admission(state.secure_cookies),
@@ -64,8 +69,10 @@ pub(crate) async fn route(State(state): State<AppState>, req: Request) -> Respon
     response
 }
 
+const DISCONNECT: &str = "/api/studio/disconnect";
+
 /// Requests that revoke a credential when they succeed.
 fn revokes(method: &Method, path: &str) -> bool {
-    (*method == Method::POST && path == "/api/studio/disconnect")
+    (*method == Method::POST && path == DISCONNECT)
         || (*method == Method::DELETE && path.starts_with("/api/studio/sessions/"))
 }

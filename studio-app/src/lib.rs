@@ -156,13 +156,13 @@ impl Application {
     ) -> std::io::Result<()> {
         let watch_task = self.state.verifier.spawn_watch();
         let attention = self.state.attention.clone();
-        let router = http::router(self.state);
+        let service = http::service(self.state);
         let stop = studio_contract::lifecycle::Shutdown::new();
         let limits = studio_frontdoor::Limits::for_open_files(studio_frontdoor::open_files());
         let mut server = tokio::spawn(studio_frontdoor::serve(
             self.listener,
             self.tls,
-            router,
+            service,
             limits,
             stop.triggered(),
         ));

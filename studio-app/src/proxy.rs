@@ -27,7 +27,6 @@ use axum::{
 };
 use http::{
     HeaderMap, HeaderName, HeaderValue, Uri, Version, header,
-    request::Parts,
     uri::{Authority, PathAndQuery, Scheme},
 };
 use http_body_util::LengthLimitError;
@@ -199,7 +198,13 @@ impl Proxy {
         now_ms: i64,
     ) -> Result<Request, ApiError> {
         let (mut parts, body) = req.into_parts();
-        let origin = origin(&parts).to_owned();
+        // Asserted as the browser sent it (admission refused any Origin not text).
+        let origin = parts
+            .headers
+            .get(header::ORIGIN)
+            .filter(|v| v.to_str().is_ok())
+            .cloned()
+            .unwrap_or_else(|| HeaderValue::from_static(""));
         let path_and_query = parts
             .uri
             .path_and_query()
@@ -230,18 +235,18 @@ impl Proxy {
                 .map_err(|_| ApiError::new(Code::BadRequest, "header not representable"))
         };
         headers.insert(header::HOST, self.host.clone());
-        headers.insert(header::AUTHORIZATION, value(format!("Bearer {bearer}"))?);
+        headers.insert(header::AUTHORIZATION, value(["Bearer ", bearer].concat())?);
         if let Some(key) = &self.key {
             let signature = forward::sign(
                 key,
                 now_ms,
                 parts.method.as_str(),
                 path_and_query.as_str(),
-                &origin,
+                origin.to_str().unwrap_or(""),
             );
             headers.insert(forward::SIGNATURE_HEADER, value(signature)?);
         }
-        headers.insert(forward::ORIGIN_HEADER, value(origin)?);
+        headers.insert(forward::ORIGIN_HEADER, origin);
         Ok(Request::from_parts(parts, body))
     }
 
@@ -338,15 +343,6 @@ fn over_limit(error: &(dyn std::error::Error + 'static)) -> bool {
         cause = e.source();
     }
     false
-}
-
-/// The browser's Origin as the app saw it (empty when none; admission refused bad ones).
-fn origin(parts: &Parts) -> &str {
-    parts
-        .headers
-        .get(header::ORIGIN)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
 }
 
 #[cfg(test)]
