@@ -216,9 +216,16 @@ where
     S::Future: Send,
 {
     let graceful = GracefulShutdown::new();
+    // Over TLS, HTTP/2 or HTTP/1.1 as the client's ALPN chose; in the clear, HTTP/1.1
+    // alone (no client of ours speaks HTTP/2 without TLS, and sniffing for it costs every
+    // request of the connection).
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let mut clear = hyper::server::conn::http1::Builder::new();
+    clear
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     let slots = Slots::new(limits.max_connections);
@@ -259,7 +266,12 @@ where
                 }
             })
         };
-        let (tls, builder, watcher) = (tls.clone(), builder.clone(), graceful.watcher());
+        let (tls, builder, clear, watcher) = (
+            tls.clone(),
+            builder.clone(),
+            clear.clone(),
+            graceful.watcher(),
+        );
         tokio::spawn(async move {
             let evicted = slot.evicted();
             // hyper times a request head out only once it knows the protocol; a connection
@@ -269,9 +281,8 @@ where
                 let result = match tls {
                     None => {
                         let service = TowerToHyperService::new(service);
-                        let conn =
-                            builder.serve_connection_with_upgrades(TokioIo::new(io), service);
-                        watcher.watch(conn.into_owned()).await
+                        let conn = clear.serve_connection(TokioIo::new(io), service);
+                        watcher.watch(conn).await.map_err(|e| e.to_string())
                     }
                     Some(acceptor) => {
                         let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io))
@@ -298,7 +309,10 @@ where
                         let service = TowerToHyperService::new(service);
                         let conn =
                             builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-                        watcher.watch(conn.into_owned()).await
+                        watcher
+                            .watch(conn.into_owned())
+                            .await
+                            .map_err(|e| e.to_string())
                     }
                 };
                 if let Err(e) = result {
