@@ -56,6 +56,13 @@ pub(crate) fn service(state: AppState) -> AppService {
     if let Some(collision) = studio_api::app::shadowed(&paths) {
         panic!("studio-app's routes collide with studiod's: {collision}");
     }
+    // The hot path matches the app's own templates segment by segment, as the router
+    // does for every template without a catch-all: a catch-all would make them disagree.
+    if let Some(catch_all) = paths.iter().find(|p| p.contains("{*")) {
+        panic!(
+            "studio-app's route {catch_all} is a catch-all, which the forwarding hot path cannot see"
+        );
+    }
     let router = studio_frontdoor::router_of(own)
         .fallback(forward::route)
         .method_not_allowed_fallback(studio_frontdoor::door::method_not_allowed);
