@@ -321,7 +321,8 @@ async fn output_elsewhere(state: &ApiState, member: Option<&str>) -> Result<(), 
     Err(ApiError::new(
         Code::OutputElsewhere,
         format!(
-            "this run's output is kept by member {member} on {host}: read it through that              member's API or studio-app (`studio cluster` lists the members)"
+            "this run's output is kept by member {member} on {host}: read it through that \
+             member's API or studio-app (`studio cluster` lists the members)"
         ),
     ))
 }

@@ -368,4 +368,8 @@ async fn an_allowlist_change_holds_at_every_member_and_output_says_where_it_is()
     assert_eq!(error.code, Code::OutputElsewhere, "{error:?}");
     let holder = if answers[0].0 == 200 { &first } else { &second };
     assert!(error.message.contains(&holder.id()), "{error:?}");
+    assert!(
+        error.message.contains("read it through that member's API"),
+        "{error:?}"
+    );
 }
