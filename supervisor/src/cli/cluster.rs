@@ -65,16 +65,13 @@ impl Kind {
 /// studiod, which may be making them at the same time.
 pub(crate) fn init(home: &Home) -> Result<u8, Error> {
     let ca_dir = home.run_dir().join("ca");
-    let mut missing = false;
-    for path in [
-        home.evidence_key_file(),
-        home.secrets_key_file(),
-        ca_dir.join(studio_pki::CA_CERT_FILE),
-    ] {
-        missing |= !path
-            .try_exists()
-            .map_err(|e| Error::io(format!("cannot look for {}", path.display()), e))?;
-    }
+    let exists = |path: &Path| {
+        path.try_exists()
+            .map_err(|e| Error::io(format!("cannot look for {}", path.display()), e))
+    };
+    let had_ca = exists(&ca_dir.join(studio_pki::CA_CERT_FILE))?;
+    let missing =
+        !had_ca || !exists(&home.evidence_key_file())? || !exists(&home.secrets_key_file())?;
     // With everything there this only reads (safe beside a running studiod, as a compose
     // file's one-shot at every start); making is not, as studiod may be making them too.
     if missing && daemon_running(home)? {
@@ -95,10 +92,6 @@ pub(crate) fn init(home: &Home) -> Result<u8, Error> {
             made.push(name);
         }
     }
-    let had_ca = ca_dir
-        .join(studio_pki::CA_CERT_FILE)
-        .try_exists()
-        .map_err(|e| Error::io(format!("cannot look in {}", ca_dir.display()), e))?;
     studio_pki::Authority::load_or_create(&ca_dir)
         .map_err(|e| Error::Failed(format!("cannot set up the authority in run/ca: {e}")))?;
     if !had_ca {

@@ -378,9 +378,9 @@ pub struct AppJoinArgs {
     /// A name for this app in `studio app list` (default: this host's name).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// Keep this home's enrolment when it has one (with this server, for a worker) valid
-    /// for more than 30 more days, without reading or spending the token: a join that runs
-    /// at every start, as in a compose file, enrols once.
+    /// Keep this home's enrolment when it has one valid for more than 30 more days,
+    /// without reading or spending the token: a join that runs at every start, as in a
+    /// compose file, enrols once.
     #[arg(long)]
     pub unless_enrolled: bool,
 }
@@ -544,9 +544,9 @@ pub struct WorkerJoinArgs {
     /// name).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// Keep this home's enrolment when it has one (with this server, for a worker) valid
-    /// for more than 30 more days, without reading or spending the token: a join that runs
-    /// at every start, as in a compose file, enrols once.
+    /// Keep this home's enrolment when it has one with this server valid for more than 30
+    /// more days, without reading or spending the token: a join that runs at every start,
+    /// as in a compose file, enrols once.
     #[arg(long)]
     pub unless_enrolled: bool,
     #[command(flatten)]
