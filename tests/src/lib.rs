@@ -94,12 +94,22 @@ pub fn bins() -> &'static Bins {
 /// parallel tests, and a real studiod, would contend for.
 pub const WORKER_ADDR: (&str, &str) = ("STUDIO_WORKER_ADDR", "127.0.0.1:0");
 
-/// A port that was free a moment ago.
+/// A port that was free a moment ago, drawn at random below Linux's ephemeral range
+/// (32768 and up): a port handed out for port 0 is the next one any process's outgoing
+/// connection or `:0` listener may take, after which a process told to bind it fails
+/// for as long as that holder lives.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
+    use std::hash::{BuildHasher, RandomState};
+    const LOW: u16 = 20_000;
+    const SPAN: u64 = 12_000;
+    let random = RandomState::new();
+    for attempt in 0u64..1_000 {
+        let port = LOW + (random.hash_one(attempt) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {LOW}..{}", u64::from(LOW) + SPAN)
 }
 
 /// A temporary directory removed on drop.
