@@ -33,6 +33,17 @@ pub fn digest(secret: &str) -> Digest {
     out
 }
 
+/// SHA-256 of the concatenation of `parts`, without making it.
+pub fn digest_parts(parts: &[&[u8]]) -> Digest {
+    let mut ctx = digest::Context::new(&digest::SHA256);
+    for part in parts {
+        ctx.update(part);
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
+}
+
 /// Constant-time equality of two secrets (compared as digests, so lengths never leak).
 pub fn secrets_equal(a: &str, b: &str) -> bool {
     digest(a).ct_eq(&digest(b)).into()
@@ -45,13 +56,18 @@ pub fn digests_equal(a: &Digest, b: &Digest) -> bool {
 
 /// Lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 0xf)] as char);
-    }
+    push_hex(&mut s, bytes);
     s
+}
+
+/// Appends `bytes` to `out` in lowercase hex.
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
 }
 
 /// Parses lowercase or uppercase hex.
@@ -132,6 +148,20 @@ impl AppKey {
     pub fn verify(&self, message: &[u8], tag: &[u8]) -> bool {
         hmac::verify(&self.hmac, message, tag).is_ok()
     }
+
+    /// [`AppKey::sign`] of the concatenation of `parts`, without making it.
+    pub fn sign_parts(&self, parts: &[&[u8]]) -> hmac::Tag {
+        let mut ctx = hmac::Context::with_key(&self.hmac);
+        for part in parts {
+            ctx.update(part);
+        }
+        ctx.sign()
+    }
+
+    /// [`AppKey::verify`] of the concatenation of `parts`, in constant time.
+    pub fn verify_parts(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        self.sign_parts(parts).as_ref().ct_eq(tag).into()
+    }
 }
 
 impl fmt::Debug for AppKey {
@@ -188,6 +218,13 @@ mod tests {
         let tag = k.sign(b"m");
         assert!(back.verify(b"m", tag.as_ref()));
         assert!(!back.verify(b"n", tag.as_ref()));
+        assert_eq!(digest_parts(&[b"sta_", b"x"]), digest("sta_x"));
+        let whole = k.sign(b"studio-app");
+        let parts = k.sign_parts(&[b"studio", b"", b"-app"]);
+        assert_eq!(parts.as_ref(), whole.as_ref());
+        assert!(back.verify_parts(&[b"studio-", b"app"], whole.as_ref()));
+        assert!(!back.verify_parts(&[b"studio-", b"app"], &whole.as_ref()[..31]));
+        assert!(!back.verify_parts(&[b"studio-", b"ap"], whole.as_ref()));
     }
 
     #[test]

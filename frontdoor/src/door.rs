@@ -31,7 +31,8 @@ use tracing::Instrument;
 pub const ALLOW_HEADERS: &str = "authorization, content-type, x-studio-decision-token";
 const ALLOW_METHODS: &str = "GET, POST, PUT, PATCH, DELETE";
 
-/// The Origin the request was judged by, for the routes (`None`: it carried none).
+/// The Origin the request was judged by (`None`: it carried none), for the routes of a
+/// process whose stage puts it in the request's extensions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestOrigin(pub Option<String>);
 
@@ -56,11 +57,13 @@ pub trait Stage: Send + Sync + 'static {
         async {}
     }
 
-    /// The process's own admission: the request to route, or the answer to give instead
-    /// with the request it refuses (whose body the door reads before answering).
+    /// The process's own admission of a request from `origin` (what [`Stage::origin`]
+    /// said, already allowed): the request to route, or the answer to give instead with
+    /// the request it refuses (whose body the door reads before answering).
     fn admit(
         &self,
         req: Request,
+        origin: Option<String>,
     ) -> impl Future<Output = Result<Request, (Response, Request)>> + Send;
 }
 
@@ -130,7 +133,7 @@ impl<S: Stage> Door<S> {
         .await
     }
 
-    async fn answer<F, Fut>(&self, mut req: Request, next: F) -> Response
+    async fn answer<F, Fut>(&self, req: Request, next: F) -> Response
     where
         F: FnOnce(Request) -> Fut,
         Fut: Future<Output = Response>,
@@ -171,8 +174,7 @@ impl<S: Stage> Door<S> {
             );
             return with_cors_maybe(after_body(req, refusal.into_response()).await, cors);
         }
-        req.extensions_mut().insert(RequestOrigin(origin));
-        let response = match self.stage.admit(req).await {
+        let response = match self.stage.admit(req, origin).await {
             Ok(req) => next(req).await,
             Err((refusal, req)) => after_body(req, refusal).await,
         };
@@ -375,7 +377,11 @@ mod refusal_tests {
             true
         }
 
-        async fn admit(&self, req: Request) -> Result<Request, (Response, Request)> {
+        async fn admit(
+            &self,
+            req: Request,
+            _origin: Option<String>,
+        ) -> Result<Request, (Response, Request)> {
             let refusal = ApiError::new(Code::Forbidden, "refused before the body");
             Err((refusal.into_response(), req))
         }

@@ -167,7 +167,14 @@ async fn read_small_body(
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
         .is_some_and(|n| n <= SMALL_BODY);
     if !small {
-        return Ok(req.map(axum::body::Body::new));
+        // A request without a body (most GETs) carries none on: no box to make.
+        return Ok(req.map(|body| {
+            if hyper::body::Body::is_end_stream(&body) {
+                axum::body::Body::empty()
+            } else {
+                axum::body::Body::new(body)
+            }
+        }));
     }
     let (parts, body) = req.into_parts();
     let refused = |code, message: &str| {

@@ -7,7 +7,7 @@
 //! every daemon-owned path, and this route fails closed regardless.
 
 use axum::{
-    body::Body,
+    body::{Body, HttpBody as _},
     extract::{Request, State},
     response::{IntoResponse, Response},
 };
@@ -47,7 +47,13 @@ pub(crate) async fn forward(state: AppState, mut req: Request) -> Response {
     if declared.is_some_and(|n| n > API_BODY_LIMIT as u64) {
         return too_large().into_response();
     }
-    let req = req.map(|body| Body::new(Limited::new(body, API_BODY_LIMIT)));
+    let req = req.map(|body| {
+        if body.size_hint().exact() == Some(0) {
+            body
+        } else {
+            Body::new(Limited::new(body, API_BODY_LIMIT))
+        }
+    });
     let upstream = match state.proxy.rewrite(req, &admitted.bearer, now_ms()) {
         Ok(upstream) => upstream,
         Err(e) => return e.into_response(),

@@ -5,7 +5,7 @@
 //! Invariant: a request reaches a route only if the door let it in and, unless the app's
 //! inventory marks it open (or it reads a page), the verifier admitted its bearer.
 
-use std::{fmt, net::SocketAddr};
+use std::{fmt, net::SocketAddr, sync::Arc};
 
 use axum::{
     extract::Request,
@@ -18,7 +18,7 @@ use studio_contract::{
     host::{HostPolicy, parse_authority},
     origin::{AllowedOrigins, loopback_origins},
 };
-use studio_frontdoor::door::{self, Door, RequestOrigin, Stage, is_api, is_unsafe};
+use studio_frontdoor::door::{self, Door, Stage, is_api, is_unsafe};
 
 use crate::{
     config::Config,
@@ -111,7 +111,7 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Result<Option<(String, Source)>, Ap
 pub(crate) struct Admitted {
     /// Held only for the request in flight (the proxy forwards it).
     pub(crate) bearer: String,
-    pub(crate) principal: Principal,
+    pub(crate) principal: Arc<Principal>,
 }
 
 impl fmt::Debug for Admitted {
@@ -134,16 +134,21 @@ impl Stage for Admission {
     }
 
     /// The admitted caller rides on in the request extensions.
-    async fn admit(&self, mut req: Request) -> Result<Request, (Response, Request)> {
+    async fn admit(
+        &self,
+        mut req: Request,
+        origin: Option<String>,
+    ) -> Result<Request, (Response, Request)> {
         if admission_exempt(req.method(), req.uri().path()) {
             return Ok(req);
         }
-        let origin = req
-            .extensions()
-            .get::<RequestOrigin>()
-            .and_then(|o| o.0.as_deref());
         let checked = self
-            .check(req.method(), req.uri().path(), req.headers(), origin)
+            .check(
+                req.method(),
+                req.uri().path(),
+                req.headers(),
+                origin.as_deref(),
+            )
             .await;
         match checked {
             Ok(admitted) => {

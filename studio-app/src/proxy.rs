@@ -244,9 +244,9 @@ impl Proxy {
                 path_and_query.as_str(),
                 origin.to_str().unwrap_or(""),
             );
-            headers.insert(forward::SIGNATURE_HEADER, value(signature)?);
+            headers.insert(forward::SIGNATURE, value(signature)?);
         }
-        headers.insert(forward::ORIGIN_HEADER, origin);
+        headers.insert(forward::ORIGIN, origin);
         Ok(Request::from_parts(parts, body))
     }
 

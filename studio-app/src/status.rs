@@ -65,8 +65,8 @@ pub(crate) async fn session(State(state): State<AppState>, headers: HeaderMap) -
         Ok(Verdict::Admitted(p)) => AppSession {
             paired: true,
             daemon: daemon(true).into(),
-            epoch: Some(p.epoch),
-            principal: Some(p.id),
+            epoch: Some(p.epoch.clone()),
+            principal: Some(p.id.clone()),
             reason: None,
         },
         Ok(Verdict::Refused(e)) => refused(true, e.code),

@@ -178,11 +178,12 @@ impl Stage for Daemon {
         }
     }
 
-    async fn admit(&self, mut req: Request) -> Result<Request, (Response, Request)> {
-        let origin = req
-            .extensions()
-            .get::<door::RequestOrigin>()
-            .and_then(|o| o.0.clone());
+    /// The Origin and the admitted caller ride on in the request extensions.
+    async fn admit(
+        &self,
+        mut req: Request,
+        origin: Option<String>,
+    ) -> Result<Request, (Response, Request)> {
         let judged = self
             .judge(
                 req.method(),
@@ -191,6 +192,7 @@ impl Stage for Daemon {
                 origin.as_deref(),
             )
             .await;
+        req.extensions_mut().insert(door::RequestOrigin(origin));
         match judged {
             Ok(None) => Ok(req),
             Ok(Some(admitted)) => {

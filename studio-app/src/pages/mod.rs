@@ -241,8 +241,8 @@ pub(crate) async fn resolve(
     match state.verifier.admit(&bearer, &origin, "GET", path).await {
         Ok(Verdict::Admitted(p)) => {
             let mut ctx = Ctx::new(PageState::Paired, nav);
-            ctx.epoch = Some(p.epoch);
-            ctx.principal = Some(p.id);
+            ctx.epoch = Some(p.epoch.clone());
+            ctx.principal = Some(p.id.clone());
             ctx.role = p.role;
             (ctx, Some(Paired { bearer, origin }))
         }

@@ -7,6 +7,7 @@
 
 use std::{
     collections::HashMap,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -33,26 +34,27 @@ pub(crate) struct Principal {
     pub(crate) role: Role,
 }
 
-/// Cache key: the bearer's digest (never the bearer) and the Origin it came with.
+/// Cache key: one digest of the bearer (never the bearer itself) and the Origin it came
+/// with, the bearer's length first so no two pairs read alike.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct VerdictKey {
-    bearer: Digest,
-    origin: String,
-}
+pub(crate) struct VerdictKey(Digest);
 
 impl VerdictKey {
     pub(crate) fn new(bearer: &str, origin: &str) -> Self {
-        Self {
-            bearer: secret::digest(bearer),
-            origin: origin.to_owned(),
-        }
+        let length = (bearer.len() as u64).to_le_bytes();
+        Self(secret::digest_parts(&[
+            &length,
+            bearer.as_bytes(),
+            origin.as_bytes(),
+        ]))
     }
 }
 
 /// The stream state and the verdicts it vouches for.
 #[derive(Debug, Default)]
 pub(crate) struct Verdicts {
-    entries: HashMap<VerdictKey, Principal>,
+    /// Shared with the requests they admit (a hit costs no copy).
+    entries: HashMap<VerdictKey, Arc<Principal>>,
     epoch: Option<String>,
     stream_up: bool,
     last_event: Option<Instant>,
@@ -80,7 +82,12 @@ impl Verdicts {
     }
 
     /// A cached verdict, only while the stream is live and the verdict still holds.
-    pub(crate) fn get(&self, key: &VerdictKey, now: Instant, now_ms: i64) -> Option<&Principal> {
+    pub(crate) fn get(
+        &self,
+        key: &VerdictKey,
+        now: Instant,
+        now_ms: i64,
+    ) -> Option<&Arc<Principal>> {
         if !self.is_live(now) {
             return None;
         }
@@ -91,7 +98,7 @@ impl Verdicts {
     }
 
     /// Stores a verdict obtained while `generation` was current; a stale one is dropped.
-    pub(crate) fn insert(&mut self, key: VerdictKey, principal: Principal, generation: u64) {
+    pub(crate) fn insert(&mut self, key: VerdictKey, principal: Arc<Principal>, generation: u64) {
         if generation != self.generation || !self.stream_up {
             return;
         }
@@ -140,14 +147,14 @@ impl Verdicts {
 mod tests {
     use super::*;
 
-    fn principal(id: &str, epoch: &str) -> Principal {
-        Principal {
+    fn principal(id: &str, epoch: &str) -> Arc<Principal> {
+        Arc::new(Principal {
             id: id.into(),
             kind: "browser".into(),
             epoch: epoch.into(),
             expires_at_ms: 0,
             role: Role::Admin,
-        }
+        })
     }
 
     fn live(now: Instant) -> (Verdicts, VerdictKey) {
@@ -157,6 +164,15 @@ mod tests {
         let g = v.generation();
         v.insert(key.clone(), principal("p1", "e1"), g);
         (v, key)
+    }
+
+    #[test]
+    fn a_key_tells_bearer_from_origin() {
+        assert_ne!(
+            VerdictKey::new("sta_ab", "c"),
+            VerdictKey::new("sta_a", "bc")
+        );
+        assert_eq!(VerdictKey::new("sta_a", "o"), VerdictKey::new("sta_a", "o"));
     }
 
     #[test]
@@ -230,8 +246,10 @@ mod tests {
         let mut v = Verdicts::default();
         v.on_epoch("e1", t0);
         let key = VerdictKey::new("sta_x", "");
-        let mut p = principal("p1", "e1");
-        p.expires_at_ms = 1000;
+        let p = Arc::new(Principal {
+            expires_at_ms: 1000,
+            ..(*principal("p1", "e1")).clone()
+        });
         let g = v.generation();
         v.insert(key.clone(), p, g);
         assert!(v.get(&key, t0, 999).is_some());

@@ -80,7 +80,7 @@ impl From<VerifierError> for ApiError {
 /// The verifier's answer to `Admit`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    Admitted(Principal),
+    Admitted(Arc<Principal>),
     Refused(ApiError),
 }
 
@@ -211,14 +211,14 @@ impl Verifier {
         let reply = self.bounded(client.admit(request)).await?;
         match reply.verdict.ok_or(VerifierError::Empty)? {
             admit_reply::Verdict::Principal(p) => {
-                let principal = Principal {
+                let principal = Arc::new(Principal {
                     id: p.id,
                     kind: p.kind,
                     epoch: p.epoch,
                     expires_at_ms: p.expires_at_ms,
                     // A role this app does not know shows the least (studiod decides).
                     role: Role::parse(&p.role).unwrap_or(Role::Viewer),
-                };
+                });
                 self.verdicts().insert(key, principal.clone(), generation);
                 Ok(Verdict::Admitted(principal))
             }

@@ -9,7 +9,8 @@
 //! accept a request, point it at studiod, send it on a pooled connection over
 //! `run/api.sock` and stream the answer back, with no front door, no admission and no
 //! signature. The bench runs it as a child process of its own binary
-//! (`studio-bench --floor-proxy <listen> <socket> <daemon-addr>`), as studio-app is one.
+//! (`studio-bench --floor-proxy <listen> <socket> <daemon-addr>`), as studio-app is one;
+//! `-` for the socket sends over TCP to the daemon's address instead.
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -444,7 +445,10 @@ mod floor {
 
     use hyper::{Request, Uri, body::Incoming, header, service::service_fn};
     use hyper_util::{
-        client::legacy::Client,
+        client::legacy::{
+            Client,
+            connect::{Connect, HttpConnector},
+        },
         rt::{TokioExecutor, TokioIo},
     };
     use tokio::net::{TcpListener, UnixStream};
@@ -490,9 +494,25 @@ mod floor {
 
     /// Serves until killed: every request goes to studiod as it came, `Host` and target
     /// naming studiod.
+    ///
+    /// `socket` `-` sends over TCP to `daemon` instead of the Unix socket.
     pub(super) async fn serve(listen: &str, socket: PathBuf, daemon: &str) {
+        if socket.as_os_str() == "-" {
+            let mut tcp = HttpConnector::new();
+            tcp.set_nodelay(true);
+            let client: Client<HttpConnector, Incoming> =
+                Client::builder(TokioExecutor::new()).build(tcp);
+            return proxy(listen, client, daemon).await;
+        }
         let client: Client<Socket, Incoming> =
             Client::builder(TokioExecutor::new()).build(Socket(Arc::new(socket)));
+        proxy(listen, client, daemon).await
+    }
+
+    async fn proxy<C>(listen: &str, client: Client<C, Incoming>, daemon: &str)
+    where
+        C: Connect + Clone + Send + Sync + 'static,
+    {
         let host = header::HeaderValue::try_from(daemon).expect("an address is a header");
         let authority = format!("http://{daemon}");
         let listener = TcpListener::bind(listen)
