@@ -457,6 +457,12 @@ impl Browser {
             .unwrap_or_else(|e| panic!("script failed: {e}"))
     }
 
+    /// As [`Browser::execute`], `None` when the script could not run (say, the page was
+    /// between two documents): for checks polled across a navigation.
+    pub async fn try_execute(&self, script: &str) -> Option<Value> {
+        self.client.execute(script, vec![]).await.ok()
+    }
+
     /// Saves a PNG of the viewport to `path`, creating its folder.
     pub async fn screenshot(&self, path: &Path) {
         let png = self.client.screenshot().await.expect("take a screenshot");

@@ -87,15 +87,28 @@ async fn the_overview_shows_what_runs_failed_and_fires_next() {
         json!(true),
         "the overview reloaded"
     );
-    // Cancel, from the lists as rendered again, after a question.
+    // Cancel, from the lists as rendered again, after a question. The button reloads the
+    // page once the run has ended: wait for that before clicking anything else, or the
+    // reload may override a navigation the next click started.
+    browser
+        .execute("window.__studioBeforeCancel = true;", vec![])
+        .await;
     browser.click("running-cancel").await;
     let asked = browser.accept_dialog(WAIT).await;
     assert!(asked.contains("etl/load"), "{asked}");
-    browser.wait_for_testid("running-empty", WAIT).await;
     assert_eq!(
         wait_terminal(&api, &running).await.run.core.status,
         RunStatus::Cancelled
     );
+    browser
+        .wait_until(WAIT, "the overview reloaded after the cancel", || async {
+            browser
+                .try_execute("return window.__studioBeforeCancel === undefined;")
+                .await
+                == Some(json!(true))
+        })
+        .await;
+    browser.wait_for_testid("running-empty", WAIT).await;
     // The daemon's facts are out of the way, folded below.
     let open_facts = browser
         .execute(
