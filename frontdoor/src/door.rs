@@ -36,8 +36,17 @@ const ALLOW_METHODS: &str = "GET, POST, PUT, PATCH, DELETE";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestOrigin(pub Option<String>);
 
+/// A stage's judgement of a request: the request to route with its admitted caller
+/// (`None`: a request that needs none), or the answer to give instead with the refused
+/// request.
+pub type Judged<A> = Result<(Request, Option<A>), (Response, Request)>;
+
 /// What one process adds to the front door.
 pub trait Stage: Send + Sync + 'static {
+    /// What admission learned of the caller: handed to the door's next step, which in
+    /// front of a router puts it in the request's extensions for the routes.
+    type Admitted: Clone + Send + Sync + 'static;
+
     /// The Origin this request is judged by (`Ok(None)`: none). By default its `Origin`
     /// header, refused when repeated or not text.
     fn origin(&self, req: &Request) -> Result<Option<String>, ApiError> {
@@ -58,13 +67,12 @@ pub trait Stage: Send + Sync + 'static {
     }
 
     /// The process's own admission of a request from `origin` (what [`Stage::origin`]
-    /// said, already allowed): the request to route, or the answer to give instead with
-    /// the request it refuses (whose body the door reads before answering).
+    /// said, already allowed). The door reads a refused request's body before answering.
     fn admit(
         &self,
         req: Request,
         origin: Option<String>,
-    ) -> impl Future<Output = Result<Request, (Response, Request)>> + Send;
+    ) -> impl Future<Output = Judged<Self::Admitted>> + Send;
 }
 
 /// How long a refused request's body is read before the refusal is sent anyway.
@@ -108,12 +116,13 @@ impl<S: Stage> Door<S> {
         router.layer(from_fn_with_state(self, guarded::<S>))
     }
 
-    /// The whole door for `req`, in its request span: `next` answers what it lets in.
-    /// [`Door::guard`] puts it in front of a router; a process may also call it from a
-    /// service of its own (studio-app forwards to studiod this way, past its router).
+    /// The whole door for `req`, in its request span: `next` answers what it lets in,
+    /// given its admitted caller. [`Door::guard`] puts it in front of a router; a process
+    /// may also call it from a service of its own (studio-app forwards to studiod this
+    /// way, past its router).
     pub async fn enter<F, Fut>(&self, req: Request, next: F) -> Response
     where
-        F: FnOnce(Request) -> Fut,
+        F: FnOnce(Request, Option<S::Admitted>) -> Fut,
         Fut: Future<Output = Response>,
     {
         let span = tracing::info_span!(
@@ -135,7 +144,7 @@ impl<S: Stage> Door<S> {
 
     async fn answer<F, Fut>(&self, req: Request, next: F) -> Response
     where
-        F: FnOnce(Request) -> Fut,
+        F: FnOnce(Request, Option<S::Admitted>) -> Fut,
         Fut: Future<Output = Response>,
     {
         if !self.hosts.accepts_request(req.headers(), req.uri()) {
@@ -175,7 +184,7 @@ impl<S: Stage> Door<S> {
             return with_cors_maybe(after_body(req, refusal.into_response()).await, cors);
         }
         let response = match self.stage.admit(req, origin).await {
-            Ok(req) => next(req).await,
+            Ok((req, admitted)) => next(req, admitted).await,
             Err((refusal, req)) => after_body(req, refusal).await,
         };
         with_cors_maybe(response, cors)
@@ -186,7 +195,13 @@ impl<S: Stage> Door<S> {
 /// string could carry anything); the stage records `principal` once it knows who is
 /// calling.
 async fn guarded<S: Stage>(State(door): State<Arc<Door<S>>>, req: Request, next: Next) -> Response {
-    door.enter(req, |req| next.run(req)).await
+    door.enter(req, |mut req, admitted| {
+        if let Some(admitted) = admitted {
+            req.extensions_mut().insert(admitted);
+        }
+        next.run(req)
+    })
+    .await
 }
 
 fn origin_not_allowed() -> ApiError {
@@ -373,15 +388,13 @@ mod refusal_tests {
     struct RefuseAll;
 
     impl Stage for RefuseAll {
+        type Admitted = ();
+
         fn origin_allowed(&self, _origin: &str) -> bool {
             true
         }
 
-        async fn admit(
-            &self,
-            req: Request,
-            _origin: Option<String>,
-        ) -> Result<Request, (Response, Request)> {
+        async fn admit(&self, req: Request, _origin: Option<String>) -> Judged<()> {
             let refusal = ApiError::new(Code::Forbidden, "refused before the body");
             Err((refusal.into_response(), req))
         }

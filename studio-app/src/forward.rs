@@ -23,16 +23,18 @@ use crate::{cookie, frontdoor::Admitted, proxy::too_large, state::AppState};
 
 /// The fallback route: a path studiod serves (its route inventory says so) is proxied with
 /// whatever method it came with; every other path is the same JSON 404 studiod gives.
-pub(crate) async fn route(State(state): State<AppState>, req: Request) -> Response {
+pub(crate) async fn route(State(state): State<AppState>, mut req: Request) -> Response {
     if !studio_api::routes::proxied(req.uri().path()) {
         return ApiError::no_such_path().into_response();
     }
-    forward(state, req).await
+    let admitted = req.extensions_mut().remove::<Admitted>();
+    forward(state, req, admitted).await
 }
 
-/// Sends an admitted request for a path studiod serves upstream, and gives its answer.
-pub(crate) async fn forward(state: AppState, mut req: Request) -> Response {
-    let Some(admitted) = req.extensions_mut().remove::<Admitted>() else {
+/// Sends a request for a path studiod serves upstream for its `admitted` caller, and
+/// gives its answer.
+pub(crate) async fn forward(state: AppState, req: Request, admitted: Option<Admitted>) -> Response {
+    let Some(admitted) = admitted else {
         // The admission layer runs before every daemon-owned path; fail closed regardless.
         return ApiError::new(Code::Unauthorized, "not admitted").into_response();
     };

@@ -7,10 +7,7 @@
 
 use std::{fmt, net::SocketAddr, sync::Arc};
 
-use axum::{
-    extract::Request,
-    response::{IntoResponse, Response},
-};
+use axum::{extract::Request, response::IntoResponse};
 use http::{HeaderMap, Method};
 use studio_api::route::Access;
 use studio_contract::{
@@ -129,18 +126,15 @@ pub(crate) struct Admission {
 }
 
 impl Stage for Admission {
+    type Admitted = Admitted;
+
     fn origin_allowed(&self, origin: &str) -> bool {
         self.origins.allows(origin)
     }
 
-    /// The admitted caller rides on in the request extensions.
-    async fn admit(
-        &self,
-        mut req: Request,
-        origin: Option<String>,
-    ) -> Result<Request, (Response, Request)> {
+    async fn admit(&self, req: Request, origin: Option<String>) -> door::Judged<Admitted> {
         if admission_exempt(req.method(), req.uri().path()) {
-            return Ok(req);
+            return Ok((req, None));
         }
         let checked = self
             .check(
@@ -162,8 +156,7 @@ impl Stage for Admission {
                 if let Some(refusal) = own.and_then(|r| admitted.principal.role.refusal(r.needs)) {
                     return Err((refusal.into_response(), req));
                 }
-                req.extensions_mut().insert(admitted);
-                Ok(req)
+                Ok((req, Some(admitted)))
             }
             Err(refusal) => Err((refusal.into_response(), req)),
         }

@@ -105,7 +105,10 @@ impl tower::Service<Request> for AppService {
     fn call(&mut self, req: Request) -> Self::Future {
         if self.forwards(req.uri().path()) {
             let (door, state) = (self.door.clone(), self.state.clone());
-            Box::pin(async move { Ok(door.enter(req, |req| forward::forward(state, req)).await) })
+            Box::pin(async move {
+                let forward = |req, admitted| forward::forward(state, req, admitted);
+                Ok(door.enter(req, forward).await)
+            })
         } else {
             Box::pin(tower::ServiceExt::oneshot(self.router.clone(), req))
         }

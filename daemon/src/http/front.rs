@@ -6,10 +6,7 @@
 
 use std::sync::Arc;
 
-use axum::{
-    extract::Request,
-    response::{IntoResponse, Response},
-};
+use axum::{extract::Request, response::IntoResponse};
 use studio_api::{
     route::{Access, Decides, Route},
     routes::Op,
@@ -118,6 +115,8 @@ pub(crate) struct Daemon {
 }
 
 impl Stage for Daemon {
+    type Admitted = Caller;
+
     /// The app's assertion when it signed one (a bad signature is refused), else the
     /// request's own Origin header.
     fn origin(&self, req: &Request) -> Result<Option<String>, ApiError> {
@@ -178,12 +177,8 @@ impl Stage for Daemon {
         }
     }
 
-    /// The Origin and the admitted caller ride on in the request extensions.
-    async fn admit(
-        &self,
-        mut req: Request,
-        origin: Option<String>,
-    ) -> Result<Request, (Response, Request)> {
+    /// The Origin rides on in the request extensions, for the routes.
+    async fn admit(&self, mut req: Request, origin: Option<String>) -> door::Judged<Caller> {
         let judged = self
             .judge(
                 req.method(),
@@ -194,11 +189,7 @@ impl Stage for Daemon {
             .await;
         req.extensions_mut().insert(door::RequestOrigin(origin));
         match judged {
-            Ok(None) => Ok(req),
-            Ok(Some(admitted)) => {
-                req.extensions_mut().insert(Caller(admitted));
-                Ok(req)
-            }
+            Ok(admitted) => Ok((req, admitted.map(Caller))),
             Err(refusal) => Err((refusal.into_response(), req)),
         }
     }
