@@ -12,7 +12,7 @@
 //! carries on `/api` is allowed, an unsafe `/api` method carries JSON, and its stage let
 //! it through.
 
-use std::{future::Future, sync::Arc};
+use std::{future::Future, pin::Pin, sync::Arc};
 
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::{
@@ -83,10 +83,18 @@ const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 /// writing a large body then gets this answer instead of a reset connection (which a
 /// proxy would report as the upstream failing). Bodies over the limit are not read: the
 /// connection closes, as for any request too large to take.
-pub async fn after_body(req: Request, answer: Response) -> Response {
-    let body = axum::body::to_bytes(req.into_body(), studio_contract::API_BODY_LIMIT);
-    let _ = tokio::time::timeout(DRAIN_TIME, body).await;
-    answer
+///
+/// Boxed: a refusal is the rare path, and the drain's state would otherwise be carried
+/// (and moved) by the future of every request the door lets through.
+pub fn after_body(
+    req: Request,
+    answer: Response,
+) -> Pin<Box<dyn Future<Output = Response> + Send>> {
+    Box::pin(async move {
+        let body = axum::body::to_bytes(req.into_body(), studio_contract::API_BODY_LIMIT);
+        let _ = tokio::time::timeout(DRAIN_TIME, body).await;
+        answer
+    })
 }
 
 /// A listener's front door: its Host rule and its process's stage.

@@ -17,6 +17,7 @@ mod http;
 mod page;
 mod pages;
 mod pairing;
+mod pool;
 mod proxy;
 mod remote;
 mod state;

@@ -3,45 +3,29 @@
 //! with bodies streamed both ways (server-sent events pass through unbuffered). Upstream
 //! is studiod's `run/api.sock` when it runs on this host (`studio up` says so), else its
 //! TCP address, or with `--studiod` the apps listeners of studiod on other hosts (mutual
-//! TLS: the certificate vouches for the Origin, no signature is sent). The forwarding route (`forward`) and the pages' client (`daemon`) use it.
+//! TLS: the certificate vouches for the Origin, no signature is sent), each over the
+//! app's own pool of connections (`pool`). The forwarding route (`forward`) and the pages'
+//! client (`daemon`) use it.
 //!
 //! Invariant: nothing the browser sent can pose as the app's assertion — its cookies and
 //! any `x-studio-forwarded-*` headers are stripped before the signed ones are added. The
 //! client imports no handler and not the app's state.
 
-use std::{
-    future::Future,
-    io,
-    net::SocketAddr,
-    path::PathBuf,
-    pin::Pin,
-    sync::Arc,
-    task::{Context, Poll},
-    time::Duration,
-};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
-use axum::{
-    body::{Body, HttpBody as _},
-    extract::Request,
-    response::Response,
-};
-use http::{
-    HeaderMap, HeaderName, HeaderValue, Uri, Version, header,
-    uri::{Authority, PathAndQuery, Scheme},
-};
+use axum::{extract::Request, response::Response};
+use http::{HeaderMap, HeaderName, HeaderValue, Uri, Version, header, uri::PathAndQuery};
 use http_body_util::LengthLimitError;
-use hyper_util::{
-    client::legacy::{Client, ResponseFuture, connect::HttpConnector},
-    rt::{TokioExecutor, TokioIo, TokioTimer},
-};
 use studio_contract::{
     error::{ApiError, Code},
     forward,
     secret::AppKey,
 };
-use tokio::net::UnixStream;
 
-use crate::remote::{Connector, Remote};
+use crate::{
+    pool::{Dial, Pool},
+    remote::Remote,
+};
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
 const HOP_BY_HOP: [HeaderName; 9] = [
@@ -76,50 +60,11 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// Connects to studiod's API socket (every request's URI names the same daemon).
-#[derive(Clone)]
-struct UnixConnector(Arc<PathBuf>);
-
-impl tower::Service<Uri> for UnixConnector {
-    type Response = TokioIo<UnixStream>;
-    type Error = io::Error;
-    type Future = Pin<Box<dyn Future<Output = io::Result<Self::Response>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Uri) -> Self::Future {
-        let path = self.0.clone();
-        Box::pin(async move { UnixStream::connect(&*path).await.map(TokioIo::new) })
-    }
-}
-
-/// How requests reach studiod: a pool of connections over TCP or its Unix socket, or
-/// over mutual TLS to the apps listeners of studiod on other hosts.
-#[derive(Clone)]
-enum Upstream {
-    Tcp(Client<HttpConnector, Body>),
-    Unix(Client<UnixConnector, Body>),
-    Remote(Client<Connector, Body>),
-}
-
-impl Upstream {
-    fn request(&self, req: Request) -> ResponseFuture {
-        match self {
-            Self::Tcp(client) => client.request(req),
-            Self::Unix(client) => client.request(req),
-            Self::Remote(client) => client.request(req),
-        }
-    }
-}
-
 /// The HTTP client to studiod and what it needs to assert an origin.
 #[derive(Clone)]
 pub(crate) struct Proxy {
-    upstream: Upstream,
-    /// studiod's address as every upstream URI and `Host` name it.
-    authority: Authority,
+    pool: Pool,
+    /// studiod's name as every upstream `Host` gives it.
     host: HeaderValue,
     /// Signs the forwarded Origin on this host; `None` across hosts, where the
     /// connection's certificate vouches for it.
@@ -147,37 +92,31 @@ impl Proxy {
         timeout: Duration,
         idle: Duration,
     ) -> Self {
-        let mut builder = Client::builder(TokioExecutor::new());
-        builder
-            .pool_idle_timeout(idle)
-            .pool_timer(TokioTimer::new());
-        let upstream = match socket {
-            Some(path) => Upstream::Unix(builder.build(UnixConnector(Arc::new(path)))),
-            None => {
-                let mut connector = HttpConnector::new();
-                connector.set_connect_timeout(Some(timeout));
-                connector.set_nodelay(true);
-                Upstream::Tcp(builder.build(connector))
-            }
+        let dial = match socket {
+            Some(path) => Dial::Unix(Arc::new(path)),
+            None => Dial::Tcp(daemon, timeout),
         };
-        Self::named(upstream, &daemon.to_string(), Some(key), timeout)
+        Self::named(
+            Pool::new(dial, idle),
+            &daemon.to_string(),
+            Some(key),
+            timeout,
+        )
     }
 
     /// To studiod's apps listeners on other hosts through `remote` (which fails over
     /// between them), each naming itself `studiod` as its certificate does.
     pub(crate) fn remote(remote: &Remote, timeout: Duration) -> Self {
-        let mut builder = Client::builder(TokioExecutor::new());
-        builder
-            .pool_idle_timeout(studio_contract::POOL_IDLE)
-            .pool_timer(TokioTimer::new());
-        let upstream = Upstream::Remote(builder.build(remote.http_connector()));
-        Self::named(upstream, studio_pki::SERVER_NAME, None, timeout)
+        let pool = Pool::new(
+            Dial::Remote(remote.http_connector()),
+            studio_contract::POOL_IDLE,
+        );
+        Self::named(pool, studio_pki::SERVER_NAME, None, timeout)
     }
 
-    fn named(upstream: Upstream, name: &str, key: Option<AppKey>, timeout: Duration) -> Self {
+    fn named(pool: Pool, name: &str, key: Option<AppKey>, timeout: Duration) -> Self {
         Self {
-            upstream,
-            authority: Authority::try_from(name).expect("a host name is an authority"),
+            pool,
             host: HeaderValue::try_from(name).expect("a host name is a header value"),
             key,
             timeout,
@@ -210,12 +149,8 @@ impl Proxy {
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
-        parts.uri = Uri::builder()
-            .scheme(Scheme::HTTP)
-            .authority(self.authority.clone())
-            .path_and_query(path_and_query.clone())
-            .build()
-            .map_err(|_| ApiError::new(Code::BadRequest, "invalid request target"))?;
+        // In origin form: studiod is named by `Host` alone.
+        parts.uri = Uri::from(path_and_query.clone());
         // The upstream connection is HTTP/1.1 whatever the browser spoke.
         parts.version = Version::HTTP_11;
         parts.extensions = http::Extensions::new();
@@ -251,80 +186,30 @@ impl Proxy {
     }
 
     /// Sends upstream; only the response *headers* are bounded by the upstream timeout,
-    /// the body then streams for as long as the daemon keeps it open. A request without
-    /// a body whose method may be repeated (GET, HEAD, DELETE) is sent once more when
-    /// the connection failed under it — studiod may close a connection it has not read a
-    /// request from yet (its connection cap) — and never otherwise.
+    /// the body then streams for as long as the daemon keeps it open. When a request goes
+    /// out a second time is the pool's rule ([`Pool::send`]).
     pub(crate) async fn send(&self, req: Request) -> Result<Response, ApiError> {
-        let again = replayable(&req);
-        match self.send_once(req).await {
-            Err(Failed::Lost(_)) if let Some(again) = again => {
-                tracing::info!(
-                    "the daemon connection failed under a repeatable request: sent again"
-                );
-                self.send_once(again).await.map_err(Failed::into_error)
-            }
-            answer => answer.map_err(Failed::into_error),
-        }
-    }
-
-    async fn send_once(&self, req: Request) -> Result<Response, Failed> {
-        match tokio::time::timeout(self.timeout, self.upstream.request(req)).await {
-            Ok(Ok(response)) => {
-                let mut response = response.map(Body::new);
+        match tokio::time::timeout(self.timeout, self.pool.send(req)).await {
+            Ok(Ok(mut response)) => {
                 strip_hop_by_hop(response.headers_mut());
                 Ok(response)
             }
             // A streamed body that outgrew the limit on its way up is the client's error.
-            Ok(Err(e)) if over_limit(&e) => Err(Failed::Answer(too_large())),
-            Ok(Err(e)) => Err(Failed::Lost(e.to_string())),
+            Ok(Err(e)) if over_limit(&*e) => Err(too_large()),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "daemon request failed");
+                Err(unavailable())
+            }
             Err(_) => {
                 tracing::warn!(timeout = ?self.timeout, "daemon sent no response headers in time");
-                Err(Failed::Answer(unavailable()))
+                Err(unavailable())
             }
-        }
-    }
-}
-
-/// Why one upstream exchange gave no response.
-enum Failed {
-    /// The connection failed under it (refused, reset, closed).
-    Lost(String),
-    /// What the caller gets, as is.
-    Answer(ApiError),
-}
-
-impl Failed {
-    fn into_error(self) -> ApiError {
-        match self {
-            Failed::Lost(error) => {
-                tracing::warn!(%error, "daemon request failed");
-                unavailable()
-            }
-            Failed::Answer(e) => e,
         }
     }
 }
 
 fn unavailable() -> ApiError {
     ApiError::new(Code::DaemonUnavailable, "the daemon is unavailable")
-}
-
-/// A copy of `req` to send again, when it has no body and its method may be repeated.
-fn replayable(req: &Request) -> Option<Request> {
-    let repeatable = matches!(
-        *req.method(),
-        http::Method::GET | http::Method::HEAD | http::Method::DELETE
-    );
-    if !repeatable || req.body().size_hint().exact() != Some(0) {
-        return None;
-    }
-    let mut copy = Request::new(Body::empty());
-    *copy.method_mut() = req.method().clone();
-    *copy.uri_mut() = req.uri().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
-    Some(copy)
 }
 
 /// `413 payload_too_large`: what a body over [`studio_contract::API_BODY_LIMIT`] gets, before or on its

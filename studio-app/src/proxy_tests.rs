@@ -2,7 +2,12 @@
 
 use std::{collections::BTreeMap, convert::Infallible, net::SocketAddr, time::Instant};
 
-use axum::{Json, Router, body::Bytes, response::IntoResponse, routing::any};
+use axum::{
+    Json, Router,
+    body::{Body, Bytes},
+    response::IntoResponse,
+    routing::any,
+};
 use http::{Method, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};

@@ -184,8 +184,15 @@ impl tower::Service<Uri> for Connector {
     }
 
     fn call(&mut self, _: Uri) -> Self::Future {
-        let (remote, tls) = (self.remote.clone(), self.tls.clone());
-        Box::pin(async move { Ok(TokioIo::new(Stream(remote.dial(&tls).await?))) })
+        let connector = self.clone();
+        Box::pin(async move { Ok(TokioIo::new(connector.dial().await?)) })
+    }
+}
+
+impl Connector {
+    /// A connection to the first studiod that completes a handshake ([`Remote`]'s order).
+    pub(crate) async fn dial(&self) -> io::Result<Stream> {
+        self.remote.dial(&self.tls).await.map(Stream)
     }
 }
 

@@ -631,6 +631,7 @@ fn module_imports_run_one_way() {
     for (lower, may_use_state) in [
         ("state", true),
         ("proxy", false),
+        ("pool", false),
         ("daemon", false),
         ("attention/store", false),
         ("attention/source", false),

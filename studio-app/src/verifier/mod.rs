@@ -9,7 +9,9 @@ mod cache;
 mod watch;
 
 use std::{
+    future::Future,
     path::Path,
+    pin::Pin,
     sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::{Duration, Instant},
 };
@@ -173,15 +175,19 @@ impl Verifier {
         tokio::spawn(watch::run(self.clone()))
     }
 
-    async fn bounded<T>(
-        &self,
-        call: impl Future<Output = Result<tonic::Response<T>, Status>>,
-    ) -> Result<T, VerifierError> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(reply)) => Ok(reply.into_inner()),
-            Ok(Err(status)) => Err(VerifierError::Call(status)),
-            Err(_) => Err(VerifierError::Timeout(self.timeout)),
-        }
+    /// One call, bounded by the timeout. Boxed: a call's state is kilobytes, which every
+    /// request's future would otherwise carry (and move) although the cache answers most.
+    fn bounded<'a, T: Send + 'a>(
+        &'a self,
+        call: impl Future<Output = Result<tonic::Response<T>, Status>> + Send + 'a,
+    ) -> Pin<Box<dyn Future<Output = Result<T, VerifierError>> + Send + 'a>> {
+        Box::pin(async move {
+            match tokio::time::timeout(self.timeout, call).await {
+                Ok(Ok(reply)) => Ok(reply.into_inner()),
+                Ok(Err(status)) => Err(VerifierError::Call(status)),
+                Err(_) => Err(VerifierError::Timeout(self.timeout)),
+            }
+        })
     }
 
     /// Is `bearer` admitted for this request? Served from the cache while the stream is live.

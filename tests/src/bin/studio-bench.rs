@@ -10,7 +10,9 @@
 //! `run/api.sock` and stream the answer back, with no front door, no admission and no
 //! signature. The bench runs it as a child process of its own binary
 //! (`studio-bench --floor-proxy <listen> <socket> <daemon-addr>`), as studio-app is one;
-//! `-` for the socket sends over TCP to the daemon's address instead.
+//! `-` for the socket sends over TCP to the daemon's address instead, and
+//! `paired:<socket>` gives each browser connection an upstream connection of its own in
+//! place of `hyper-util`'s pooled client (what studio-app's own pool comes close to).
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -495,8 +497,12 @@ mod floor {
     /// Serves until killed: every request goes to studiod as it came, `Host` and target
     /// naming studiod.
     ///
-    /// `socket` `-` sends over TCP to `daemon` instead of the Unix socket.
+    /// `socket` `-` sends over TCP to `daemon` instead of the Unix socket; `paired:<path>`
+    /// pairs each connection with one of its own to the Unix socket at `path`.
     pub(super) async fn serve(listen: &str, socket: PathBuf, daemon: &str) {
+        if let Some(path) = socket.to_str().and_then(|s| s.strip_prefix("paired:")) {
+            return paired(listen, PathBuf::from(path), daemon).await;
+        }
         if socket.as_os_str() == "-" {
             let mut tcp = HttpConnector::new();
             tcp.set_nodelay(true);
@@ -507,6 +513,54 @@ mod floor {
         let client: Client<Socket, Incoming> =
             Client::builder(TokioExecutor::new()).build(Socket(Arc::new(socket)));
         proxy(listen, client, daemon).await
+    }
+
+    /// Each downstream connection gets its own upstream connection, opened on its first
+    /// request and kept for the next ones (no pool).
+    async fn paired(listen: &str, socket: PathBuf, daemon: &str) {
+        let host = header::HeaderValue::try_from(daemon).expect("an address is a header");
+        let socket = Arc::new(socket);
+        let listener = TcpListener::bind(listen)
+            .await
+            .expect("bind the floor proxy");
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let (host, socket) = (host.clone(), socket.clone());
+            let slot: Arc<
+                std::sync::Mutex<Option<hyper::client::conn::http1::SendRequest<Incoming>>>,
+            > = Arc::default();
+            tokio::spawn(async move {
+                let service = service_fn(move |mut req: Request<Incoming>| {
+                    let (host, socket, slot) = (host.clone(), socket.clone(), slot.clone());
+                    async move {
+                        req.headers_mut().insert(header::HOST, host);
+                        let held = slot.lock().expect("slot").take();
+                        let mut sender = match held {
+                            Some(s) if !s.is_closed() => s,
+                            _ => {
+                                let io = UnixStream::connect(&*socket).await?;
+                                let (s, conn) =
+                                    hyper::client::conn::http1::handshake(TokioIo::new(io))
+                                        .await
+                                        .map_err(io::Error::other)?;
+                                tokio::spawn(conn);
+                                s
+                            }
+                        };
+                        sender.ready().await.map_err(io::Error::other)?;
+                        let answer = sender.send_request(req);
+                        *slot.lock().expect("slot") = Some(sender);
+                        answer.await.map_err(io::Error::other)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
     }
 
     async fn proxy<C>(listen: &str, client: Client<C, Incoming>, daemon: &str)
