@@ -520,14 +520,9 @@ mod floor {
     async fn paired(listen: &str, socket: PathBuf, daemon: &str) {
         let host = header::HeaderValue::try_from(daemon).expect("an address is a header");
         let socket = Arc::new(socket);
-        let listener = TcpListener::bind(listen)
-            .await
-            .expect("bind the floor proxy");
+        let listener = bind(listen).await;
         loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
+            let stream = next_connection(&listener).await;
             let (host, socket) = (host.clone(), socket.clone());
             let slot: Arc<
                 std::sync::Mutex<Option<hyper::client::conn::http1::SendRequest<Incoming>>>,
@@ -563,20 +558,31 @@ mod floor {
         }
     }
 
+    async fn bind(listen: &str) -> TcpListener {
+        TcpListener::bind(listen)
+            .await
+            .expect("bind the floor proxy")
+    }
+
+    /// The next accepted connection, set to send at once.
+    async fn next_connection(listener: &TcpListener) -> tokio::net::TcpStream {
+        loop {
+            if let Ok((stream, _)) = listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                return stream;
+            }
+        }
+    }
+
     async fn proxy<C>(listen: &str, client: Client<C, Incoming>, daemon: &str)
     where
         C: Connect + Clone + Send + Sync + 'static,
     {
         let host = header::HeaderValue::try_from(daemon).expect("an address is a header");
         let authority = format!("http://{daemon}");
-        let listener = TcpListener::bind(listen)
-            .await
-            .expect("bind the floor proxy");
+        let listener = bind(listen).await;
         loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
+            let stream = next_connection(&listener).await;
             let (client, host, authority) = (client.clone(), host.clone(), authority.clone());
             tokio::spawn(async move {
                 let service = service_fn(move |mut req: Request<Incoming>| {
