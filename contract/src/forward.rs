@@ -6,7 +6,7 @@
 
 use http::HeaderName;
 
-use crate::secret::{AppKey, push_hex, unhex};
+use crate::secret::{AppKey, push_hex, unhex_array};
 
 /// The Origin the browser sent to the app (empty when it sent none).
 pub const ORIGIN_HEADER: &str = "x-studio-forwarded-origin";
@@ -71,7 +71,7 @@ pub fn verify(
     let Some((ts, tag)) = signature.split_once('.') else {
         return false;
     };
-    let (Ok(ts_ms), Some(tag)) = (ts.parse::<i64>(), unhex(tag)) else {
+    let (Ok(ts_ms), Some(tag)) = (ts.parse::<i64>(), unhex_array::<TAG_LEN>(tag)) else {
         return false;
     };
     now_ms.abs_diff(ts_ms) <= MAX_SKEW_MS.unsigned_abs()

@@ -75,16 +75,30 @@ pub fn unhex(s: &str) -> Option<Vec<u8>> {
     if !s.len().is_multiple_of(2) {
         return None;
     }
+    s.as_bytes().chunks(2).map(hex_byte).collect()
+}
+
+/// Parses hex of exactly `N` bytes, without allocating (a MAC checked on every request).
+pub fn unhex_array<const N: usize>(s: &str) -> Option<[u8; N]> {
+    if s.len() != 2 * N {
+        return None;
+    }
+    let mut bytes = [0u8; N];
+    for (byte, pair) in bytes.iter_mut().zip(s.as_bytes().chunks(2)) {
+        *byte = hex_byte(pair)?;
+    }
+    Some(bytes)
+}
+
+/// One byte from two hex digits, either case.
+fn hex_byte(pair: &[u8]) -> Option<u8> {
     let nibble = |c: u8| match c {
         b'0'..=b'9' => Some(c - b'0'),
         b'a'..=b'f' => Some(c - b'a' + 10),
         b'A'..=b'F' => Some(c - b'A' + 10),
         _ => None,
     };
-    s.as_bytes()
-        .chunks(2)
-        .map(|p| Some(nibble(p[0])? << 4 | nibble(p[1])?))
-        .collect()
+    Some(nibble(pair[0])? << 4 | nibble(pair[1])?)
 }
 
 /// Base64url without padding.
@@ -233,5 +247,9 @@ mod tests {
         assert!(!secrets_equal("abc", "abd"));
         assert!(!secrets_equal("abc", "abcd"));
         assert_eq!(unhex(&hex(&[0, 255, 16])), Some(vec![0, 255, 16]));
+        assert_eq!(unhex_array::<3>("00fF10"), Some([0, 255, 16]));
+        for bad in ["00ff1", "00ff1000", "00fg10", ""] {
+            assert_eq!(unhex_array::<3>(bad), None, "{bad}");
+        }
     }
 }
