@@ -33,6 +33,8 @@ enum Behaviour {
     Large,
     /// Answers `204 No Content`, keeping the connection.
     NoContent,
+    /// Declares a body of 10 bytes, sends 2 and closes.
+    CutShort,
 }
 
 const LARGE: usize = 1 << 20;
@@ -73,6 +75,12 @@ async fn serve(mut stream: TcpStream, behaviour: Behaviour) {
             }
         }
         buf.drain(..end + length);
+        if let Behaviour::CutShort = behaviour {
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{}")
+                .await;
+            return;
+        }
         if let Behaviour::NoContent = behaviour {
             if stream
                 .write_all(b"HTTP/1.1 204 No Content\r\n\r\n")
@@ -230,6 +238,22 @@ async fn an_answer_abandoned_part_way_takes_its_connection_with_it() {
         2,
         "a whole answer gives it back"
     );
+}
+
+/// An answer whose body fails part-way is an error to its reader, and its connection is
+/// not lent again.
+#[tokio::test]
+async fn an_answer_cut_short_is_an_error_and_its_connection_is_not_lent_again() {
+    let (addr, accepted) = upstream(Behaviour::CutShort).await;
+    let pool = pool(addr);
+    for _ in 0..2 {
+        let answer = pool
+            .send(request(Method::GET, "", addr))
+            .await
+            .expect("a head");
+        assert!(answer.into_body().collect().await.is_err(), "cut short");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
