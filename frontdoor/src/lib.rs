@@ -18,6 +18,7 @@
 //!   refusal answered before its body arrived does not cost the connection.
 
 pub mod door;
+pub mod lanes;
 mod slots;
 
 use std::{convert::Infallible, future::Future, io, time::Duration};
@@ -37,6 +38,7 @@ use tokio::{
 };
 use tokio_rustls::TlsAcceptor;
 
+pub use lanes::{LaneThreads, Lanes};
 pub use slots::Slots;
 
 /// The certificate (DER) a TLS client presented and the handshake verified, put in the
@@ -121,27 +123,65 @@ pub fn open_files() -> u64 {
 
 /// A listener [`serve`] takes connections from: TCP, or a Unix socket for a peer on the
 /// same host.
-pub trait Accept: Send + Sync {
+pub trait Accept: Send + Sync + 'static {
     type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// A connection between runtimes: registered with none.
+    type Detached: Send + 'static;
     /// The next connection and who it is from (for the log).
     fn accept_one(&self) -> impl Future<Output = io::Result<(Self::Io, String)>> + Send;
+    /// Takes `io` off the runtime that accepted it.
+    fn detach(io: Self::Io) -> io::Result<Self::Detached>;
+    /// Registers a detached connection with the calling runtime.
+    fn attach(socket: Self::Detached) -> io::Result<Self::Io>;
 }
 
 impl Accept for TcpListener {
     type Io = TcpStream;
+    type Detached = std::net::TcpStream;
     async fn accept_one(&self) -> io::Result<(TcpStream, String)> {
         let (stream, peer) = self.accept().await?;
         // Answers are small and written whole: send them at once.
         let _ = stream.set_nodelay(true);
         Ok((stream, peer.to_string()))
     }
+    fn detach(io: TcpStream) -> io::Result<std::net::TcpStream> {
+        io.into_std()
+    }
+    fn attach(socket: std::net::TcpStream) -> io::Result<TcpStream> {
+        TcpStream::from_std(socket)
+    }
 }
 
 impl Accept for UnixListener {
     type Io = UnixStream;
+    type Detached = std::os::unix::net::UnixStream;
     async fn accept_one(&self) -> io::Result<(UnixStream, String)> {
         let (stream, _) = self.accept().await?;
         Ok((stream, "unix".to_owned()))
+    }
+    fn detach(io: UnixStream) -> io::Result<std::os::unix::net::UnixStream> {
+        io.into_std()
+    }
+    fn attach(socket: std::os::unix::net::UnixStream) -> io::Result<UnixStream> {
+        UnixStream::from_std(socket)
+    }
+}
+
+/// An accepted connection on its way to the lane that serves it.
+enum Socket<L: Accept> {
+    /// Served by the runtime that accepted it.
+    Here(L::Io),
+    /// Served by another lane, which registers it with its own runtime.
+    Moved(L::Detached),
+}
+
+impl<L: Accept> Socket<L> {
+    /// The connection, registered with the runtime that serves it.
+    fn settle(self) -> io::Result<L::Io> {
+        match self {
+            Socket::Here(io) => Ok(io),
+            Socket::Moved(socket) => L::attach(socket),
+        }
     }
 }
 
@@ -203,8 +243,32 @@ async fn read_small_body(
 
 /// Serves `router` (an axum router, or any service that answers every request) on
 /// `listener` (over TLS when `tls` is set) until `shutdown` resolves, then stops
-/// accepting and lets every connection finish what it is serving.
+/// accepting and lets every connection finish what it is serving. Every connection is
+/// served on the runtime that accepts it.
 pub async fn serve<L: Accept, S>(
+    listener: L,
+    tls: Option<TlsAcceptor>,
+    router: S,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()>
+where
+    S: tower::Service<
+            http::Request<axum::body::Body>,
+            Response = axum::response::Response,
+            Error = Infallible,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send,
+{
+    serve_in(Lanes::here(), listener, tls, router, limits, shutdown).await
+}
+
+/// As [`serve`], with each connection served on one of `lanes` in turn.
+pub async fn serve_in<L: Accept, S>(
+    lanes: Lanes,
     listener: L,
     tls: Option<TlsAcceptor>,
     router: S,
@@ -236,6 +300,8 @@ where
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     let slots = Slots::new(limits.max_connections);
+    // Connections accepted so far: each goes to the next lane in turn.
+    let mut nth = 0usize;
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {
@@ -279,7 +345,24 @@ where
             clear.clone(),
             graceful.watcher(),
         );
-        tokio::spawn(async move {
+        // Served on the next lane; a socket moving to another runtime leaves this one's.
+        let lane = lanes.of(nth);
+        nth = nth.wrapping_add(1);
+        let (lane, io) = match lane {
+            None => (None, Socket::<L>::Here(io)),
+            Some(lane) => match L::detach(io) {
+                Ok(socket) => (Some(lane.clone()), Socket::Moved(socket)),
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "cannot hand the connection to a lane");
+                    continue;
+                }
+            },
+        };
+        let connection = async move {
+            let io = match io.settle() {
+                Ok(io) => io,
+                Err(e) => return tracing::warn!(%peer, error = %e, "cannot take up the connection"),
+            };
             let evicted = slot.evicted();
             // hyper times a request head out only once it knows the protocol; a connection
             // that sends nothing (or stops inside a TLS session) is timed here.
@@ -332,7 +415,11 @@ where
                 () = silent => tracing::debug!(%peer, "closed: no request head in time"),
             }
             drop(slot);
-        });
+        };
+        match lane {
+            None => tokio::spawn(connection),
+            Some(lane) => lane.spawn(connection),
+        };
     }
     drop(listener);
     graceful.shutdown().await;

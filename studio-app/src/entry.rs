@@ -10,6 +10,8 @@ use studio_contract::lifecycle::{
     stop_signal,
 };
 
+use studio_frontdoor::LaneThreads;
+
 use crate::{Cli, Config, StartError};
 
 /// Runs studio-app with `args` (the first is the program name, as in `std::env::args_os`).
@@ -32,16 +34,17 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Ok(config) => config,
         Err(e) => return fail("studio-app", e, EXIT_CONFIG),
     };
-    // One thread: the app only waits on sockets, and a proxied request costs about a
-    // quarter less CPU without cross-thread wake-ups (docs/PERFORMANCE.md, "The app hop").
+    // A single-thread runtime per core, each connection on one of them: no request wakes
+    // a task on another thread (docs/PERFORMANCE.md, "Lanes").
     let served = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
+        .and_then(|rt| Ok((rt, LaneThreads::start(cores(), "studio-app")?)))
         .map_err(anyhow::Error::from)
-        .and_then(|rt| {
+        .and_then(|(rt, lanes)| {
             rt.block_on(async {
                 let stop = stop_signal()?;
-                crate::run(config, stop).await
+                crate::run(config, lanes.lanes(), stop).await
             })
         });
     match served {
@@ -51,4 +54,9 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
         Err(e) => fail("studio-app", format_args!("{e:#}"), 1),
     }
+}
+
+/// The cores this process may run on.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }

@@ -32,6 +32,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use anyhow::Context;
 use studio_contract::ready::Ready;
+use studio_frontdoor::Lanes;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -151,8 +152,18 @@ impl Application {
 
     /// Serves until `shutdown` resolves, then lets in-flight requests finish for at most
     /// [`SHUTDOWN_GRACE`] (server-sent event streams would otherwise hold it open forever).
+    /// Every connection is served on the calling runtime.
     pub async fn serve(
         self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        self.serve_in(Lanes::here(), shutdown).await
+    }
+
+    /// As [`Application::serve`], with connections spread over `lanes`.
+    pub async fn serve_in(
+        self,
+        lanes: Lanes,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let watch_task = self.state.verifier.spawn_watch();
@@ -160,7 +171,8 @@ impl Application {
         let service = http::service(self.state);
         let stop = studio_contract::lifecycle::Shutdown::new();
         let limits = studio_frontdoor::Limits::for_open_files(studio_frontdoor::open_files());
-        let mut server = tokio::spawn(studio_frontdoor::serve(
+        let mut server = tokio::spawn(studio_frontdoor::serve_in(
+            lanes,
             self.listener,
             self.tls,
             service,
@@ -192,9 +204,10 @@ impl Application {
     }
 }
 
-/// Builds, announces readiness on stdout, and serves until `shutdown`.
+/// Builds, announces readiness on stdout, and serves on `lanes` until `shutdown`.
 pub async fn run(
     config: Config,
+    lanes: Lanes,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let notify_socket = config.notify_socket.clone();
@@ -210,5 +223,5 @@ pub async fn run(
         }
     }
     tracing::info!(addr = %app.local_addr(), origin = %app.origin(), "studio-app serving");
-    app.serve(shutdown).await.context("server failed")
+    app.serve_in(lanes, shutdown).await.context("server failed")
 }

@@ -33,6 +33,8 @@ use tokio::{
     net::{TcpStream, UnixStream},
 };
 
+use studio_frontdoor::lanes;
+
 use crate::remote::Connector;
 
 /// Idle connections kept at most; one coming back to a full pool is closed.
@@ -96,7 +98,9 @@ where
 #[derive(Clone)]
 pub(crate) struct Pool {
     dial: Dial,
-    idle: Arc<Idle>,
+    /// One idle list per lane ([`studio_frontdoor::lanes`]): a connection is driven by a
+    /// task on the runtime that dialled it, so it is lent only to requests on that lane.
+    idle: Arc<[Arc<Idle>]>,
 }
 
 struct Idle {
@@ -136,13 +140,21 @@ impl Pool {
     /// Connections made by `dial`, an idle one lent again only within `idle` of its last
     /// answer.
     pub(crate) fn new(dial: Dial, idle: Duration) -> Self {
-        Self {
-            dial,
-            idle: Arc::new(Idle {
+        let lane = || {
+            Arc::new(Idle {
                 held: Mutex::new(Vec::new()),
                 within: idle,
-            }),
+            })
+        };
+        Self {
+            dial,
+            idle: (0..lanes::MAX_LANES).map(|_| lane()).collect(),
         }
+    }
+
+    /// The idle connections of the calling thread's lane.
+    fn here(&self) -> &Arc<Idle> {
+        &self.idle[lanes::current() % self.idle.len()]
     }
 
     /// Sends `req` (its target in origin form, its `Host` set) and gives the answer; its
@@ -154,7 +166,7 @@ impl Pool {
     /// studiod may close a connection it has not read a request from yet (its connection
     /// cap), never one that has served a request. Nothing else is sent twice.
     pub(crate) async fn send(&self, req: Request<Body>) -> Result<Response<Body>, Error> {
-        let (sender, warm) = match self.idle.take() {
+        let (sender, warm) = match self.here().take() {
             Some(sender) => (sender, true),
             None => (self.dial.connect().await?, false),
         };
@@ -186,7 +198,7 @@ impl Pool {
         }
         match sender.try_send_request(req).await {
             Ok(answer) => {
-                let idle = self.idle.clone();
+                let idle = self.here().clone();
                 Ok(answer.map(|body| Body::new(Returning::new(body, sender, idle))))
             }
             Err(mut failed) => Err(match failed.take_message() {

@@ -336,3 +336,26 @@ async fn nothing_listening_is_an_error_not_a_hang() {
     let pool = pool(addr);
     assert!(pool.send(request(Method::GET, "", addr)).await.is_err());
 }
+
+/// A connection is lent only on the lane that dialled it (the runtime whose task drives
+/// it): requests alternating between two lanes keep one connection each.
+#[tokio::test]
+async fn each_lane_lends_only_its_own_connections() {
+    let (addr, accepted) = upstream(Behaviour::KeepAlive).await;
+    let pool = pool(addr);
+    let lanes = studio_frontdoor::LaneThreads::start(2, "pool-test").expect("lanes");
+    let other = lanes.lanes().of(1).expect("a second lane").clone();
+    for _ in 0..5 {
+        assert_eq!(
+            exchange(&pool, request(Method::GET, "", addr)).await,
+            (StatusCode::OK, 2)
+        );
+        let there = pool.clone();
+        let answer = other
+            .spawn(async move { exchange(&there, request(Method::GET, "", addr)).await })
+            .await
+            .expect("served on the other lane");
+        assert_eq!(answer, (StatusCode::OK, 2));
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
