@@ -527,6 +527,7 @@ impl Daemon {
                 let stop = stop.clone();
                 async move {
                     let serving = studio_frontdoor::serve(
+                        studio_frontdoor::Lanes::here(),
                         listener,
                         Some(acceptor),
                         router,

@@ -426,6 +426,7 @@ mod refusal_tests {
             header_timeout: Duration::from_secs(5),
         };
         tokio::spawn(crate::serve(
+            crate::Lanes::here(),
             listener,
             None,
             router,

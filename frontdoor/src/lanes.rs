@@ -1,4 +1,4 @@
-//! Lanes: single-thread runtimes, one per core, that [`serve_in`](crate::serve_in)
+//! Lanes: single-thread runtimes, one per core, that [`serve`](crate::serve)
 //! spreads accepted connections over. A connection lives on one lane for its whole life,
 //! and so does everything its requests start (studio-app's upstream connections to
 //! studiod are dialled and lent per lane), so no request wakes a task on another thread;
@@ -188,7 +188,7 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("a directory");
         let path = dir.join("s.sock");
         let unix = tokio::net::UnixListener::bind(&path).expect("bind");
-        let on_tcp = tokio::spawn(crate::serve_in(
+        let on_tcp = tokio::spawn(crate::serve(
             threads.lanes(),
             tcp,
             None,
@@ -196,7 +196,7 @@ mod tests {
             limits,
             stopped(&stop),
         ));
-        let on_unix = tokio::spawn(crate::serve_in(
+        let on_unix = tokio::spawn(crate::serve(
             threads.lanes(),
             unix,
             None,

@@ -243,31 +243,9 @@ async fn read_small_body(
 
 /// Serves `router` (an axum router, or any service that answers every request) on
 /// `listener` (over TLS when `tls` is set) until `shutdown` resolves, then stops
-/// accepting and lets every connection finish what it is serving. Every connection is
-/// served on the runtime that accepts it.
+/// accepting and lets every connection finish what it is serving. Each connection is
+/// served on one of `lanes` in turn ([`Lanes::here`]: all on the accepting runtime).
 pub async fn serve<L: Accept, S>(
-    listener: L,
-    tls: Option<TlsAcceptor>,
-    router: S,
-    limits: Limits,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()>
-where
-    S: tower::Service<
-            http::Request<axum::body::Body>,
-            Response = axum::response::Response,
-            Error = Infallible,
-        > + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send,
-{
-    serve_in(Lanes::here(), listener, tls, router, limits, shutdown).await
-}
-
-/// As [`serve`], with each connection served on one of `lanes` in turn.
-pub async fn serve_in<L: Accept, S>(
     lanes: Lanes,
     listener: L,
     tls: Option<TlsAcceptor>,

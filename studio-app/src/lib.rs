@@ -171,7 +171,7 @@ impl Application {
         let service = http::service(self.state);
         let stop = studio_contract::lifecycle::Shutdown::new();
         let limits = studio_frontdoor::Limits::for_open_files(studio_frontdoor::open_files());
-        let mut server = tokio::spawn(studio_frontdoor::serve_in(
+        let mut server = tokio::spawn(studio_frontdoor::serve(
             lanes,
             self.listener,
             self.tls,

@@ -319,6 +319,7 @@ async fn a_connection_the_daemon_is_closing_for_idleness_is_never_reused() {
     };
     let router = Router::new().fallback(echo);
     tokio::spawn(studio_frontdoor::serve(
+        studio_frontdoor::Lanes::here(),
         listener,
         None,
         router,

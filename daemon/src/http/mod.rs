@@ -175,8 +175,22 @@ pub(crate) async fn serve(
     let limits = studio_frontdoor::Limits::for_open_files(studio_frontdoor::open_files());
     let router = router(state);
     let stop = Shutdown::new();
-    let on_tcp = studio_frontdoor::serve(tcp, None, router.clone(), limits, stop.triggered());
-    let on_unix = studio_frontdoor::serve(unix, None, router, limits, stop.triggered());
+    let on_tcp = studio_frontdoor::serve(
+        studio_frontdoor::Lanes::here(),
+        tcp,
+        None,
+        router.clone(),
+        limits,
+        stop.triggered(),
+    );
+    let on_unix = studio_frontdoor::serve(
+        studio_frontdoor::Lanes::here(),
+        unix,
+        None,
+        router,
+        limits,
+        stop.triggered(),
+    );
     let stop_both = async move {
         shutdown.await;
         stop.trigger();
