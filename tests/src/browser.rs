@@ -161,9 +161,15 @@ impl Browser {
         let client = match client {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
-                let log = std::fs::read_to_string(dir.path().join("chromedriver.log"))
-                    .unwrap_or_default();
-                panic!("no WebDriver session: {e}; chromedriver log:\n{log}")
+                let read =
+                    |name| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
+                // Chromium's own stderr goes to the driver's: why a browser exited at once.
+                let out = read("chromedriver.out");
+                let tail = &out[out.floor_char_boundary(out.len().saturating_sub(8000))..];
+                panic!(
+                    "no WebDriver session: {e}; chromedriver log:\n{}\nChromium's output (the end):\n{tail}",
+                    read("chromedriver.log")
+                )
             }
             Err(_) => panic!("no WebDriver session within 60 s"),
         };
