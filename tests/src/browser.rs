@@ -161,14 +161,18 @@ impl Browser {
         let client = match client {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
-                let read =
-                    |name| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
-                // Chromium's own stderr goes to the driver's: why a browser exited at once.
-                let out = read("chromedriver.out");
-                let tail = &out[out.floor_char_boundary(out.len().saturating_sub(8000))..];
+                let read = |path: PathBuf| std::fs::read_to_string(path).unwrap_or_default();
+                let tail = |text: String| {
+                    let from = text.floor_char_boundary(text.len().saturating_sub(8000));
+                    text[from..].to_owned()
+                };
+                // Why a browser exited at once: Chromium logs to the profile (the driver
+                // starts it with `--enable-logging`), and may say more on its stderr.
                 panic!(
-                    "no WebDriver session: {e}; chromedriver log:\n{}\nChromium's output (the end):\n{tail}",
-                    read("chromedriver.log")
+                    "no WebDriver session: {e}; chromedriver log:\n{}\nChromium's log (the end):\n{}\nthe driver's output (the end):\n{}",
+                    read(dir.path().join("chromedriver.log")),
+                    tail(read(profile.join("chrome_debug.log"))),
+                    tail(read(dir.path().join("chromedriver.out"))),
                 )
             }
             Err(_) => panic!("no WebDriver session within 60 s"),
