@@ -151,31 +151,42 @@ impl Browser {
         let Value::Object(caps) = caps else {
             unreachable!("a JSON object literal")
         };
-        let client = tokio::time::timeout(
-            Duration::from_secs(60),
-            ClientBuilder::new(HttpConnector::new())
-                .capabilities(caps)
-                .connect(&format!("http://{addr}")),
-        )
-        .await;
-        let client = match client {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                let read = |path: PathBuf| std::fs::read_to_string(path).unwrap_or_default();
-                let tail = |text: String| {
-                    let from = text.floor_char_boundary(text.len().saturating_sub(8000));
-                    text[from..].to_owned()
-                };
-                // Why a browser exited at once: Chromium logs to the profile (the driver
-                // starts it with `--enable-logging`), and may say more on its stderr.
-                panic!(
-                    "no WebDriver session: {e}; chromedriver log:\n{}\nChromium's log (the end):\n{}\nthe driver's output (the end):\n{}",
-                    read(dir.path().join("chromedriver.log")),
-                    tail(read(profile.join("chrome_debug.log"))),
-                    tail(read(dir.path().join("chromedriver.out"))),
-                )
+        // Chromium has exited during its own start-up now and then on a loaded machine,
+        // before it logged anything: that browser is started once more (what it left is
+        // printed), and a second failure fails the test.
+        let mut attempts = 0;
+        let client = loop {
+            attempts += 1;
+            let connected = tokio::time::timeout(
+                Duration::from_secs(60),
+                ClientBuilder::new(HttpConnector::new())
+                    .capabilities(caps.clone())
+                    .connect(&format!("http://{addr}")),
+            )
+            .await;
+            let e = match connected {
+                Ok(Ok(c)) => break c,
+                Ok(Err(e)) => e,
+                Err(_) => panic!("no WebDriver session within 60 s"),
+            };
+            let read = |path: PathBuf| std::fs::read_to_string(path).unwrap_or_default();
+            let tail = |text: String| {
+                let from = text.floor_char_boundary(text.len().saturating_sub(8000));
+                text[from..].to_owned()
+            };
+            // Why a browser exited at once: Chromium logs to the profile (the driver
+            // starts it with `--enable-logging`), and may say more on its stderr.
+            let why = format!(
+                "no WebDriver session: {e}; chromedriver log:\n{}\nChromium's log (the end):\n{}\nthe driver's output (the end):\n{}",
+                read(dir.path().join("chromedriver.log")),
+                tail(read(profile.join("chrome_debug.log"))),
+                tail(read(dir.path().join("chromedriver.out"))),
+            );
+            if attempts == 1 && e.to_string().contains("Chrome instance exited") {
+                eprintln!("Chromium exited while starting; starting it once more. {why}");
+                continue;
             }
-            Err(_) => panic!("no WebDriver session within 60 s"),
+            panic!("{why}");
         };
         client
             .set_window_size(WINDOW.0, WINDOW.1)
